@@ -1,0 +1,56 @@
+"""create_app(settings): the composition root."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from importlib.metadata import PackageNotFoundError, version
+
+from aiohttp import web
+
+from api.errors import json_dumps, problem_middleware
+from api.keys import SERVICE
+from api.middleware import auth_middleware, idempotency_middleware
+from api.openapi import build_openapi
+from api.routes import add_routes
+from api.service import Service
+from api.settings import Settings
+
+OPENAPI: web.AppKey[dict[str, object]] = web.AppKey("openapi", dict)
+
+
+def package_version() -> str:
+    try:
+        return version("changji")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+async def healthz(request: web.Request) -> web.Response:
+    svc = request.app[SERVICE]
+    return web.json_response({"status": "ok", "read_model_position": svc.runner.position})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.json_response(request.app[OPENAPI], dumps=json_dumps)
+
+
+def create_app(settings: Settings, service: Service | None = None) -> web.Application:
+    """The aiohttp application. Pass a started-elsewhere `service` to share it (tests, demo)."""
+    app = web.Application(
+        middlewares=[problem_middleware, auth_middleware, idempotency_middleware],
+        client_max_size=settings.max_body_bytes,
+    )
+    app[OPENAPI] = build_openapi(package_version())
+
+    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
+        svc = service or Service(settings)
+        app[SERVICE] = svc
+        await svc.start()
+        yield
+        await svc.close()
+
+    app.cleanup_ctx.append(service_ctx)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/openapi.json", openapi)
+    add_routes(app)
+    return app

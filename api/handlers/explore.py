@@ -1,0 +1,33 @@
+"""Looking back: full-text search over a story's nodes, and replay of a path step by step."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from api.errors import BadRequestError
+from api.http import path_id, query_id, query_int, respond, service, tenant
+from api.schemas import ReplayResponse, ReplayStep, SearchHitModel, SearchResponse
+
+
+async def search(request: web.Request) -> web.Response:
+    svc, story_id = service(request), path_id(request, "story_id")
+    query = request.query.get("q", "").strip()
+    if not query or len(query) > 200:
+        raise BadRequestError(422, "q must be 1–200 characters", "query.q")
+    limit = query_int(request, "limit", 20, 1, 200)
+    await svc.load(svc.app.story, tenant(request), story_id)
+    hits = await svc.query(svc.store.search, story_id, query, limit)
+    models = [SearchHitModel.model_validate(h, from_attributes=True) for h in hits]
+    return respond(SearchResponse(story_id=story_id, query=query, hits=models))
+
+
+async def replay(request: web.Request) -> web.Response:
+    svc, story_id = service(request), path_id(request, "story_id")
+    from_depth = query_int(request, "from_depth", 0, 0, 2**31)
+    limit = query_int(request, "limit", 50, 1, 500)
+    at, steps, more = await svc.load(svc.replay, tenant(request), story_id, query_id(request, "at"), from_depth, limit)
+    return respond(
+        ReplayResponse(
+            story_id=story_id, at=at, steps=[ReplayStep.model_validate(s) for s in steps], next_depth=more
+        )
+    )

@@ -1,0 +1,80 @@
+"""Save points and world lines: mark, list (grouped by line), restore, delete, rename a line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import UUID, uuid4
+
+from aiohttp import web
+
+from api.http import body, path_id, respond, service, tenant
+from api.schemas import CreateSaveRequest, RenameWorldLineRequest, SaveResponse, SavesResponse, WorldLineModel
+from api.service import Service
+from domain.story import Story
+from domain.values import SavePoint
+
+
+def _save_model(story: Story, save: SavePoint, on_path: bool) -> SaveResponse:
+    return SaveResponse(
+        id=save.id,
+        name=save.name,
+        node_id=save.node_id,
+        worldline_id=save.worldline_id,
+        worldline_name=story.worldline_name(save),
+        parent_save_id=save.parent_save_id,
+        fork_from_save_id=save.fork_from_save_id,
+        on_current_path=on_path,
+        created_at=save.created_at,
+    )
+
+
+async def _saves(svc: Service, tenant_id: str, story_id: UUID) -> SavesResponse:
+    story = await svc.load(svc.app.story, tenant_id, story_id)
+    assert story.leaf_id is not None
+    leaf = story.leaf_id
+    saves = sorted(story.saves.values(), key=lambda s: s.created_at)
+    models = [_save_model(story, s, await svc.query(svc.store.is_ancestor, s.node_id, leaf)) for s in saves]
+    lines: dict[str, WorldLineModel] = {}
+    for model in models:
+        line = lines.setdefault(model.worldline_id, WorldLineModel(id=model.worldline_id, name=model.worldline_name, saves=[]))
+        line.saves.append(model)
+    ordered = sorted(lines.values(), key=lambda line: (line.saves[0].fork_from_save_id is not None, line.saves[0].created_at))
+    current = next((m.id for m in reversed(models) if m.on_current_path), None)
+    return SavesResponse(story_id=story_id, current_save_id=current, worldlines=ordered)
+
+
+async def list_saves(request: web.Request) -> web.Response:
+    svc = service(request)
+    return respond(await _saves(svc, tenant(request), path_id(request, "story_id")))
+
+
+async def create_save(request: web.Request) -> web.Response:
+    req = await body(request, CreateSaveRequest)
+    svc, story_id = service(request), path_id(request, "story_id")
+    name = req.name or datetime.now(UTC).strftime("存档 %m/%d %H:%M")
+    save, _ = await svc.write(
+        svc.app.mark_save, tenant(request), story_id, uuid4().hex[:16], name, req.node_id, svc.store
+    )
+    story = await svc.load(svc.app.story, tenant(request), story_id)
+    assert story.leaf_id is not None
+    on_path = await svc.query(svc.store.is_ancestor, save.node_id, story.leaf_id)
+    return respond(_save_model(story, save, on_path), 201, story.version)
+
+
+async def restore_save(request: web.Request) -> web.Response:
+    svc, story_id = service(request), path_id(request, "story_id")
+    await svc.write(svc.app.restore_save, tenant(request), story_id, request.match_info["save_id"])
+    return respond(await _saves(svc, tenant(request), story_id))
+
+
+async def delete_save(request: web.Request) -> web.Response:
+    svc = service(request)
+    await svc.write(svc.app.delete_save, tenant(request), path_id(request, "story_id"), request.match_info["save_id"])
+    return web.Response(status=204)
+
+
+async def rename_worldline(request: web.Request) -> web.Response:
+    req = await body(request, RenameWorldLineRequest)
+    svc, story_id = service(request), path_id(request, "story_id")
+    await svc.write(svc.app.rename_worldline, tenant(request), story_id, request.match_info["worldline_id"], req.name)
+    return respond(await _saves(svc, tenant(request), story_id))

@@ -1,0 +1,87 @@
+"""Small request/response helpers shared by the handlers: body parsing, ids, If-Match, ETags, JSON."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TypeVar
+from uuid import UUID
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from api.errors import BadRequestError, RequestBodyError
+from api.keys import SERVICE, TENANT
+from api.service import Service
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def service(request: web.Request) -> Service:
+    return request.app[SERVICE]
+
+
+def tenant(request: web.Request) -> str:
+    return request[TENANT]
+
+
+async def body(request: web.Request, model: type[M]) -> M:
+    raw = await request.read()
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except ValidationError as exc:
+        raise RequestBodyError(exc) from None
+
+
+def path_id(request: web.Request, name: str) -> UUID:
+    try:
+        return UUID(request.match_info[name])
+    except ValueError:
+        raise BadRequestError(404, f"{name} is not a known id", name) from None
+
+
+def query_id(request: web.Request, name: str) -> UUID | None:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return UUID(value)
+    except ValueError:
+        raise BadRequestError(422, f"{name} must be a UUID", f"query.{name}") from None
+
+
+def query_int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    value = request.query.get(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise BadRequestError(422, f"{name} must be an integer", f"query.{name}") from None
+    if not low <= number <= high:
+        raise BadRequestError(422, f"{name} must be between {low} and {high}", f"query.{name}")
+    return number
+
+
+def if_match(request: web.Request) -> int | None:
+    """The expected version from `If-Match: "7"` (weak tags and bare numbers accepted)."""
+    value = request.headers.get("If-Match")
+    if value is None or value.strip() == "*":
+        return None
+    tag = value.strip().removeprefix("W/").strip('"')
+    try:
+        return int(tag)
+    except ValueError:
+        raise BadRequestError(400, 'If-Match must be an ETag such as "7"', "header.If-Match") from None
+
+
+def respond(model: BaseModel, status: int = 200, version: int | None = None) -> web.Response:
+    response = web.Response(
+        status=status, body=model.model_dump_json().encode(), content_type="application/json", charset="utf-8"
+    )
+    if version is not None:
+        response.headers["ETag"] = f'"{version}"'
+    return response
+
+
+def fingerprint(method: str, path: str, raw: bytes) -> str:
+    return hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + raw).hexdigest()

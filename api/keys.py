@@ -1,0 +1,13 @@
+"""Typed application and request keys."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from api.service import Service
+
+SERVICE: web.AppKey[Service] = web.AppKey("service")
+TENANT = "changji.tenant"

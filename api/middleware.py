@@ -1,0 +1,67 @@
+"""Bearer-key authentication and idempotent creating POSTs."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from api.errors import problem
+from api.http import fingerprint
+from api.keys import SERVICE, TENANT
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PUBLIC = ("/healthz", "/openapi.json")
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path in PUBLIC or not request.path.startswith("/v1/"):
+        return await handler(request)
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    tenant = None
+    if scheme.lower() == "bearer" and key:
+        tenant = await request.app[SERVICE].query(request.app[SERVICE].service_db.tenant_for, key.strip())
+    if tenant is None:
+        response = problem(401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="changji"'
+        return response
+    request[TENANT] = tenant
+    return await handler(request)
+
+
+_locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+@web.middleware
+async def idempotency_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """POSTs with an `Idempotency-Key` are answered once; a retry gets the stored response.
+
+    Reusing a key with a different request body is refused (422). Only 2xx answers are stored,
+    so a failed attempt can be retried with the same key.
+    """
+    key = request.headers.get("Idempotency-Key")
+    if request.method != "POST" or key is None or TENANT not in request:
+        return await handler(request)
+    if not 1 <= len(key) <= 255:
+        return problem(400, "Bad Request", "Idempotency-Key must be 1–255 characters")
+    db = request.app[SERVICE].service_db
+    tenant = request[TENANT]
+    lock = _locks.setdefault((tenant, key), asyncio.Lock())
+    async with lock:
+        request_hash = fingerprint(request.method, request.path, await request.read())
+        stored = await request.app[SERVICE].query(db.recall, tenant, key)
+        if stored is not None:
+            if stored.request_hash != request_hash:
+                return problem(422, "Unprocessable Content", "this Idempotency-Key was used for a different request")
+            response = web.Response(status=stored.status, body=stored.body, content_type="application/json")
+            response.headers["Idempotent-Replayed"] = "true"
+            return response
+        response = await handler(request)
+        if isinstance(response, web.Response) and 200 <= response.status < 300 and response.body is not None:
+            body = response.body if isinstance(response.body, bytes) else bytes(response.body)  # type: ignore[arg-type]
+            await request.app[SERVICE].query(db.remember, tenant, key, request_hash, response.status, body)
+        return response

@@ -1,0 +1,69 @@
+"""The one place URLs are listed, with the models the OpenAPI document is generated from."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from api import schemas as s
+from api.handlers import cards, explore, nodes, saves, stories
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    request: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    status: int = 200
+    query: tuple[str, ...] = ()
+    if_match: bool = False
+    idempotent: bool = False
+
+
+ROUTES = (
+    Route("POST", "/v1/cards", cards.create_card, "Create a card", s.CreateCardRequest, s.CardResponse, 201, idempotent=True),
+    Route("GET", "/v1/cards", cards.list_cards, "List cards", None, s.CardListResponse, query=("limit", "cursor")),
+    Route("GET", "/v1/cards/{card_id}", cards.get_card, "Get a card", None, s.CardResponse),
+    Route("PATCH", "/v1/cards/{card_id}", cards.update_card, "Update a card", s.UpdateCardRequest, s.CardResponse, if_match=True),
+    Route("DELETE", "/v1/cards/{card_id}", cards.delete_card, "Delete a card", status=204),
+    Route("POST", "/v1/stories", stories.create_story, "Start a story from a card", s.CreateStoryRequest, s.StoryResponse, 201, idempotent=True),
+    Route("GET", "/v1/stories", stories.list_stories, "List stories", None, s.StoryListResponse, query=("limit", "cursor", "card_id")),
+    Route("GET", "/v1/stories/{story_id}", stories.get_story, "Get a story", None, s.StoryResponse),
+    Route("PATCH", "/v1/stories/{story_id}", stories.update_story, "Retitle or reconfigure a story", s.UpdateStoryRequest, s.StoryResponse),
+    Route("DELETE", "/v1/stories/{story_id}", stories.delete_story, "Delete a story", status=204),
+    Route("POST", "/v1/stories/{story_id}/nodes", nodes.append_node, "Append a user or reply node (a reply under an answered user node is a regenerate)", s.AppendNodeRequest, s.AppendNodeResponse, 201, if_match=True, idempotent=True),
+    Route("POST", "/v1/stories/{story_id}/checkout", stories.checkout, "Move the leaf to any node", s.CheckoutRequest, s.LeafResponse, if_match=True),
+    Route("GET", "/v1/stories/{story_id}/tree", stories.tree, "The story's nodes (the tree), oldest first", None, s.TreeResponse, query=("limit", "cursor")),
+    Route("GET", "/v1/stories/{story_id}/path", stories.path, "The path root→leaf (or →at)", None, s.PathResponse, query=("at", "limit")),
+    Route("GET", "/v1/stories/{story_id}/context", stories.context, "The context for the next turn, with its explain list", None, s.ContextResponse, query=("at",)),
+    Route("GET", "/v1/stories/{story_id}/search", explore.search, "Full-text search over the story's nodes", None, s.SearchResponse, query=("q", "limit")),
+    Route("GET", "/v1/stories/{story_id}/replay", explore.replay, "Replay a path: its events and the projections after each step", None, s.ReplayResponse, query=("at", "from_depth", "limit")),
+    Route("POST", "/v1/stories/{story_id}/hide", nodes.hide_many, "Hide several nodes", s.NodeIdsRequest, s.NodeIdsResponse),
+    Route("POST", "/v1/stories/{story_id}/unhide", nodes.unhide_many, "Unhide several nodes", s.NodeIdsRequest, s.NodeIdsResponse),
+    Route("GET", "/v1/stories/{story_id}/saves", saves.list_saves, "Save points grouped by world line", None, s.SavesResponse),
+    Route("POST", "/v1/stories/{story_id}/saves", saves.create_save, "Save at the leaf (or a node)", s.CreateSaveRequest, s.SaveResponse, 201, idempotent=True),
+    Route("POST", "/v1/stories/{story_id}/saves/{save_id}/restore", saves.restore_save, "Move the leaf back to a save", None, s.SavesResponse),
+    Route("DELETE", "/v1/stories/{story_id}/saves/{save_id}", saves.delete_save, "Delete a save point", status=204),
+    Route("PATCH", "/v1/stories/{story_id}/worldlines/{worldline_id}", saves.rename_worldline, "Rename a world line", s.RenameWorldLineRequest, s.SavesResponse),
+    Route("GET", "/v1/nodes/{node_id}", nodes.get_node, "Get a node", None, s.NodeResponse),
+    Route("GET", "/v1/nodes/{node_id}/children", nodes.children, "A node's children", None, s.NodeListResponse),
+    Route("GET", "/v1/nodes/{node_id}/siblings", nodes.siblings, "A node and its siblings (swipes)", None, s.NodeListResponse),
+    Route("POST", "/v1/nodes/{node_id}/star", nodes.star, "Make the node an anchor", None, s.NodeResponse),
+    Route("POST", "/v1/nodes/{node_id}/unstar", nodes.unstar, "Remove the anchor", None, s.NodeResponse),
+    Route("POST", "/v1/nodes/{node_id}/hide", nodes.hide, "Leave the node out of contexts", None, s.NodeResponse),
+    Route("POST", "/v1/nodes/{node_id}/unhide", nodes.unhide, "Bring the node back", None, s.NodeResponse),
+    Route("POST", "/v1/nodes/{node_id}/revise", nodes.revise, "Revise a reply's text in place", s.ReviseRequest, s.NodeResponse),
+)  # fmt: skip
+
+
+def add_routes(app: web.Application) -> None:
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, route.handler)

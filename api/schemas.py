@@ -1,0 +1,329 @@
+"""Request and response models; the OpenAPI document is generated from them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.values import CardData, NodeView
+
+MAX_TEXT = 100_000
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SettingsOverrides(Strict):
+    """Any subset of the story settings; omitted fields keep the card's (or the default) value."""
+
+    keep_turns: int | None = Field(None, ge=1, le=1000)
+    pack_turns: int | None = Field(None, ge=0, le=1000)
+    episodes_kept: int | None = Field(None, ge=0, le=100)
+    min_pack_chars: int | None = Field(None, ge=0, le=1_000_000)
+    context_window: int | None = Field(None, ge=512, le=4_000_000)
+    reply_reserve: int | None = Field(None, ge=0, le=1_000_000)
+    user_name: str | None = Field(None, min_length=1, max_length=100)
+
+    def given(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+# --- cards ------------------------------------------------------------------------------------
+
+
+class CreateCardRequest(Strict):
+    card: CardData = Field(description="Character Card V2 `data` fields (unknown fields kept verbatim)")
+    settings: SettingsOverrides = Field(default_factory=SettingsOverrides)
+
+
+class UpdateCardRequest(Strict):
+    card: dict[str, Any] | None = Field(None, description="card fields to replace; others are kept")
+    settings: SettingsOverrides | None = None
+
+
+class CardResponse(BaseModel):
+    id: UUID
+    version: int
+    name: str
+    card: dict[str, Any]
+    settings: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class CardSummary(BaseModel):
+    id: UUID
+    name: str
+    tags: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+class CardListResponse(BaseModel):
+    items: list[CardSummary]
+    next_cursor: str | None
+
+
+# --- stories ----------------------------------------------------------------------------------
+
+
+class CreateStoryRequest(Strict):
+    card_id: UUID
+    greeting_index: int = Field(0, ge=0, description="0 = first_mes, n = alternate_greetings[n-1]")
+    title: str = Field("", max_length=200)
+    settings: SettingsOverrides = Field(default_factory=SettingsOverrides)
+
+
+class UpdateStoryRequest(Strict):
+    title: str | None = Field(None, min_length=1, max_length=200)
+    settings: SettingsOverrides | None = None
+
+
+class StoryResponse(BaseModel):
+    id: UUID
+    version: int
+    card_id: UUID
+    title: str
+    root_id: UUID
+    leaf_id: UUID
+    settings: dict[str, Any] = Field(description="effective settings (card defaults + story overrides)")
+    overrides: dict[str, Any]
+    saves: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class StorySummary(BaseModel):
+    id: UUID
+    card_id: UUID
+    title: str
+    leaf_id: UUID
+    nodes: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class StoryListResponse(BaseModel):
+    items: list[StorySummary]
+    next_cursor: str | None
+
+
+# --- nodes ------------------------------------------------------------------------------------
+
+
+class AppendNodeRequest(Strict):
+    kind: Literal["user", "reply"]
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    parent_id: UUID | None = Field(None, description="defaults to the story's leaf")
+
+
+class NodeResponse(BaseModel):
+    id: UUID
+    story_id: UUID
+    parent_id: UUID | None
+    kind: str
+    depth: int
+    turn: int
+    text: str
+    hidden: bool
+    starred: bool
+    revisions: int
+    version: int
+    created_at: datetime
+
+    @classmethod
+    def of(cls, node: NodeView) -> NodeResponse:
+        return cls.model_validate(node, from_attributes=True)
+
+
+class AppendNodeResponse(BaseModel):
+    node: NodeResponse
+    story_version: int
+    regenerated: bool = Field(description="true when the node is a new sibling of an existing reply")
+
+
+class CheckoutRequest(Strict):
+    node_id: UUID
+
+
+class LeafResponse(BaseModel):
+    story_id: UUID
+    leaf_id: UUID
+    story_version: int
+
+
+class ReviseRequest(Strict):
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    reason: str = Field("", max_length=500)
+
+
+class NodeIdsRequest(Strict):
+    node_ids: list[UUID] = Field(min_length=1, max_length=1000)
+
+
+class NodeIdsResponse(BaseModel):
+    node_ids: list[UUID]
+
+
+class TreeNode(BaseModel):
+    id: UUID
+    parent_id: UUID | None
+    kind: str
+    depth: int
+    turn: int
+    hidden: bool
+    starred: bool
+    revisions: int
+    chars: int
+    preview: str
+    created_at: datetime
+
+
+class TreeResponse(BaseModel):
+    story_id: UUID
+    leaf_id: UUID
+    nodes: list[TreeNode]
+    next_cursor: str | None
+
+
+class NodeListResponse(BaseModel):
+    nodes: list[NodeResponse]
+
+
+class PathResponse(BaseModel):
+    story_id: UUID
+    leaf_id: UUID
+    nodes: list[NodeResponse]
+    truncated: bool = Field(description="true when `limit` left older nodes out")
+
+
+# --- context ----------------------------------------------------------------------------------
+
+
+class MessageModel(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ExplainModel(BaseModel):
+    what: str
+    why: str
+    node_ids: list[UUID]
+    chars: int
+    tokens: int
+    message_index: int | None
+
+
+class ContextResponse(BaseModel):
+    story_id: UUID
+    leaf_id: UUID
+    messages: list[MessageModel]
+    explain: list[ExplainModel]
+    tokens: int
+    budget: int
+    cut_turns: int
+    token_counter: str
+
+
+# --- saves ------------------------------------------------------------------------------------
+
+
+class CreateSaveRequest(Strict):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    node_id: UUID | None = Field(None, description="defaults to the story's leaf")
+
+
+class SaveResponse(BaseModel):
+    id: str
+    name: str
+    node_id: UUID
+    worldline_id: str
+    worldline_name: str
+    parent_save_id: str | None
+    fork_from_save_id: str | None
+    on_current_path: bool
+    created_at: datetime
+
+
+class WorldLineModel(BaseModel):
+    id: str
+    name: str
+    saves: list[SaveResponse]
+
+
+class SavesResponse(BaseModel):
+    story_id: UUID
+    current_save_id: str | None
+    worldlines: list[WorldLineModel]
+
+
+class RenameWorldLineRequest(Strict):
+    name: str = Field(min_length=1, max_length=200)
+
+
+# --- search and replay ------------------------------------------------------------------------
+
+
+class SearchHitModel(BaseModel):
+    node_id: UUID
+    kind: str
+    depth: int
+    turn: int
+    hidden: bool
+    snippet: str
+
+
+class SearchResponse(BaseModel):
+    story_id: UUID
+    query: str
+    hits: list[SearchHitModel]
+
+
+class EventModel(BaseModel):
+    type: str
+    originator_id: UUID
+    version: int
+    timestamp: datetime
+    data: dict[str, Any]
+
+
+class ReplayStep(BaseModel):
+    node_id: UUID
+    kind: str
+    depth: int
+    turn: int
+    events: list[EventModel]
+    context_messages: int
+    context_tokens: int
+    visible_nodes: int
+
+
+class ReplayResponse(BaseModel):
+    story_id: UUID
+    at: UUID
+    steps: list[ReplayStep]
+    next_depth: int | None
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class FieldError(BaseModel):
+    field: str
+    pointer: str
+    message: str
+    type: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] = Field(default_factory=list)

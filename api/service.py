@@ -1,0 +1,155 @@
+"""The running service: the domain application, read models and their runner, behind async calls.
+
+Threads: every event-store call (commands and node loads) runs on one `writer` thread, so cached
+aggregates are never touched by two threads; the read-model runner has its own thread; read-model
+queries use a small reader pool with one connection per thread. Nothing blocking runs on the loop.
+
+Read your writes: a command returns the notification id of its last event, and `command()` waits
+until the read models have folded at least that far before answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from uuid import UUID
+
+from domain.application import Changji
+from domain.values import NodeView
+from projections.context import Context, RenderCache, assemble_context
+from projections.path import project_path, walk_up
+from projections.runner import ProjectionRunner
+from projections.store import ReadModels
+from providers.tokens import EstimatingCounter
+
+from api.auth import ServiceDB
+from api.settings import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
+
+
+class Service:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        if settings.persistence == "sqlite":
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.app = Changji(env=settings.event_store_env())
+        self.store = ReadModels(settings.read_models_path)
+        self.runner = ProjectionRunner(self.app, self.store)
+        self.service_db = ServiceDB(settings.service_db_path)
+        self.counter = EstimatingCounter()
+        self.renders = RenderCache(self.counter)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="changji-writer")
+        self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
+        self._readers = ThreadPoolExecutor(2, thread_name_prefix="changji-reader")
+        self._poller: asyncio.Task[None] | None = None
+
+    # --- threads ------------------------------------------------------------------------------
+
+    async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, functools.partial(fn, *args, **kwargs))
+
+    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a domain command; answer only once the read models show its events."""
+        result = await self._run(self._writer, fn, *args, **kwargs)
+        position = result[-1] if isinstance(result, tuple) else result
+        await self.sync(position)
+        return result
+
+    async def load(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a domain query (aggregate loads) on the writer thread."""
+        return await self._run(self._writer, fn, *args, **kwargs)
+
+    async def query(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a read-model query on a reader thread."""
+        return await self._run(self._readers, fn, *args, **kwargs)
+
+    async def sync(self, position: int | None = None) -> int:
+        if position is not None and self.runner.position >= position:
+            return self.runner.position
+        return await self._run(self._projector, self.runner.catch_up)
+
+    # --- composite queries (run on the writer thread) -----------------------------------------
+
+    def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
+        story = self.app.story(tenant_id, story_id)
+        assert story.leaf_id is not None
+        leaf = self.app.story_node(story, at or story.leaf_id).id
+        card = self.app.card_of(story)
+        return assemble_context(card.data, self.app.settings(story), walk_up(self.app.node, leaf), self.renders)
+
+    def path(self, tenant_id: str, story_id: UUID, at: UUID | None, limit: int | None) -> list[NodeView]:
+        story = self.app.story(tenant_id, story_id)
+        assert story.leaf_id is not None
+        leaf = self.app.story_node(story, at or story.leaf_id).id
+        return project_path(self.app.node, leaf, limit)
+
+    def replay(
+        self, tenant_id: str, story_id: UUID, at: UUID | None, from_depth: int, limit: int
+    ) -> tuple[UUID, list[dict[str, Any]], int | None]:
+        """The path's node events in order (depths from_depth…), each with the context after that step."""
+        story = self.app.story(tenant_id, story_id)
+        assert story.leaf_id is not None
+        end = self.app.story_node(story, at or story.leaf_id).view
+        steps = [n for n in walk_up(self.app.node, end.id) if n.depth >= from_depth]
+        steps = steps[::-1][:limit]
+        card = self.app.card_of(story).data
+        settings = self.app.settings(story)
+        out = []
+        for node in steps:
+            ctx = assemble_context(card, settings, walk_up(self.app.node, node.id), self.renders)
+            out.append(
+                {
+                    "node_id": node.id, "kind": node.kind, "depth": node.depth, "turn": node.turn,
+                    "events": [event_record(e) for e in self.app.events_of(node.id)],
+                    "context_messages": len(ctx.messages), "context_tokens": ctx.tokens,
+                    "visible_nodes": sum(len(b.node_ids) for b in ctx.explain if b.what in VISIBLE_BLOCKS),
+                }
+            )  # fmt: skip
+        more = steps[-1].depth + 1 if steps and steps[-1].depth < end.depth else None
+        return end.id, out, more
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.sync()
+        self._poller = asyncio.create_task(self._poll())
+
+    async def _poll(self) -> None:
+        """Fold events written by other processes (CLI, other workers)."""
+        while True:
+            await asyncio.sleep(self.settings.poll_interval)
+            try:
+                await self.sync()
+            except Exception:
+                log.exception("read-model catch-up failed; retrying at the next poll")
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        for pool in (self._writer, self._projector, self._readers):
+            pool.shutdown(wait=True)
+        self.app.close()
+        self.service_db.close()
+
+
+def event_record(event: Any) -> dict[str, Any]:
+    """A stored event as plain data: its type, position in its aggregate, and its own fields."""
+    skip = {"originator_id", "originator_version", "timestamp", "originator_topic"}
+    return {
+        "type": type(event).__name__,
+        "originator_id": event.originator_id,
+        "version": event.originator_version,
+        "timestamp": event.timestamp,
+        "data": {k: v for k, v in vars(event).items() if k not in skip},
+    }

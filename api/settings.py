@@ -1,0 +1,54 @@
+"""Service settings: the only place that reads the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Settings(BaseModel):
+    data_dir: Path = Field(Path(".changji"), description="where the SQLite files live")
+    persistence: Literal["sqlite", "memory"] = "sqlite"
+    host: str = "127.0.0.1"
+    port: int = Field(8780, ge=0, le=65535)
+    max_body_bytes: int = Field(1 << 20, ge=1024)
+    poll_interval: float = Field(1.0, gt=0, description="seconds between read-model catch-ups")
+    cache_nodes: int = Field(200_000, ge=100, description="aggregates kept in memory")
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        env = {
+            "data_dir": os.environ.get("CHANGJI_DATA_DIR"),
+            "persistence": os.environ.get("CHANGJI_PERSISTENCE"),
+            "host": os.environ.get("CHANGJI_HOST"),
+            "port": os.environ.get("CHANGJI_PORT"),
+            "max_body_bytes": os.environ.get("CHANGJI_MAX_BODY_BYTES"),
+        }
+        values = {k: v for k, v in env.items() if v is not None}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)
+
+    def event_store_env(self) -> dict[str, str]:
+        if self.persistence == "memory":
+            return {"PERSISTENCE_MODULE": "eventsourcing.popo", "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes)}
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(self.data_dir / "events.sqlite"),
+            "SQLITE_LOCK_TIMEOUT": "10",
+            "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes),
+        }
+
+    @property
+    def read_models_path(self) -> str:
+        if self.persistence == "memory":
+            return f"file:changji-read-models-{id(self)}?mode=memory&cache=shared"
+        return str(self.data_dir / "read_models.sqlite")
+
+    @property
+    def service_db_path(self) -> str:
+        if self.persistence == "memory":
+            return f"file:changji-service-{id(self)}?mode=memory&cache=shared"
+        return str(self.data_dir / "service.sqlite")

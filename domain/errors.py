@@ -1,0 +1,60 @@
+"""Domain errors: small named classes under one base, translated to HTTP at the edge."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base of every rule the domain refuses to break."""
+
+    field: str | None = None
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        if field is not None:
+            self.field = field
+
+
+class NotFoundError(DomainError):
+    """Something asked for does not exist (or belongs to another tenant)."""
+
+
+class CardNotFoundError(NotFoundError):
+    """No such card for this tenant."""
+
+
+class StoryNotFoundError(NotFoundError):
+    """No such story for this tenant."""
+
+
+class NodeNotFoundError(NotFoundError):
+    """No such node in this story."""
+
+
+class SavePointNotFoundError(NotFoundError):
+    """No such save point or world line in this story."""
+
+
+class VersionConflictError(DomainError):
+    """The caller's expected version is stale, or another writer got there first."""
+
+
+class InvalidParentError(DomainError):
+    """The node kind cannot be attached under that parent (turns alternate user/reply)."""
+
+    field = "parent_id"
+
+
+class GreetingIndexError(DomainError):
+    """The card has no greeting with that index."""
+
+    field = "greeting_index"
+
+
+class NodeKindError(DomainError):
+    """The operation does not apply to this kind of node."""
+
+
+class EmptyTextError(DomainError):
+    """A node or revision must carry text."""
+
+    field = "text"

@@ -1,0 +1,155 @@
+"""Every domain event: immutable facts in the past tense. Topics are `domain.events:<Name>`; never rename."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from eventsourcing.domain import AggregateCreated, AggregateEvent
+
+if TYPE_CHECKING:
+    from eventsourcing.domain import Aggregate
+
+
+class _Folded:
+    """Hands every event to its aggregate's single fold method (`when`)."""
+
+    def apply(self, aggregate: Aggregate) -> None:
+        aggregate.when(self)  # type: ignore[attr-defined]
+
+
+# --- card -------------------------------------------------------------------------------------
+
+
+class CardCreated(_Folded, AggregateCreated):
+    """A tenant created a character card with its memory settings."""
+
+    tenant_id: str
+    data: dict[str, Any]
+    settings: dict[str, Any]
+
+
+class CardUpdated(_Folded, AggregateEvent):
+    """The card's fields or settings were replaced by a new revision."""
+
+    data: dict[str, Any]
+    settings: dict[str, Any]
+
+
+class CardDeleted(_Folded, AggregateEvent):
+    """The card was deleted; its stories remain readable until deleted themselves."""
+
+
+# --- story ------------------------------------------------------------------------------------
+
+
+class StoryStarted(_Folded, AggregateCreated):
+    """A play-through of a card began at its greeting node."""
+
+    tenant_id: str
+    card_id: UUID
+    title: str
+    root_id: UUID
+    settings: dict[str, Any]
+
+
+class LeafMoved(_Folded, AggregateEvent):
+    """The story's current position moved to a node (an append, a checkout, a regenerate)."""
+
+    node_id: UUID
+    cause: str
+
+
+class StoryConfigured(_Folded, AggregateEvent):
+    """The story's setting overrides were replaced."""
+
+    settings: dict[str, Any]
+
+
+class StoryRetitled(_Folded, AggregateEvent):
+    """The story was given a new title."""
+
+    title: str
+
+
+class SavePointMarked(_Folded, AggregateEvent):
+    """A named save was made at a node, extending a world line or forking a new one."""
+
+    save_id: str
+    name: str
+    node_id: UUID
+    worldline_id: str
+    worldline_name: str
+    parent_save_id: str | None
+    fork_from_save_id: str | None
+
+
+class SavePointDeleted(_Folded, AggregateEvent):
+    """A save point was removed from the list (the tree keeps its node)."""
+
+    save_id: str
+
+
+class WorldLineRenamed(_Folded, AggregateEvent):
+    """A world line got a new display name."""
+
+    worldline_id: str
+    name: str
+
+
+class StoryDeleted(_Folded, AggregateEvent):
+    """The story was deleted by its owner."""
+
+
+# --- node -------------------------------------------------------------------------------------
+
+
+class GreetingPlaced(_Folded, AggregateCreated):
+    """The story's root: the card's chosen greeting, spoken by the character."""
+
+    story_id: UUID
+    text: str
+    greeting_index: int
+
+
+class UserSpoke(_Folded, AggregateCreated):
+    """The user said something, under a greeting or a reply."""
+
+    story_id: UUID
+    parent_id: UUID
+    text: str
+    depth: int
+    turn: int
+
+
+class ReplyPosted(_Folded, AggregateCreated):
+    """A finished reply arrived from the client's own model (bring-your-own mode), sealed on arrival."""
+
+    story_id: UUID
+    parent_id: UUID
+    text: str
+    depth: int
+    turn: int
+
+
+class ReplyRevised(_Folded, AggregateEvent):
+    """The text of a sealed reply (or greeting) was revised in place; earlier texts stay in history."""
+
+    text: str
+    reason: str
+
+
+class NodeStarred(_Folded, AggregateEvent):
+    """The node became an anchor: it is quoted verbatim by summaries and never dropped."""
+
+
+class NodeUnstarred(_Folded, AggregateEvent):
+    """The node stopped being an anchor."""
+
+
+class NodeHidden(_Folded, AggregateEvent):
+    """The node was left out of contexts; it stays in the tree and in search."""
+
+
+class NodeUnhidden(_Folded, AggregateEvent):
+    """The node came back into contexts."""

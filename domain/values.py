@@ -1,0 +1,90 @@
+"""Value objects shared by aggregates and projections."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NodeKind = Literal["greeting", "user", "reply"]
+
+
+class StorySettings(BaseModel):
+    """Memory and context settings: a card sets the defaults, a story may override any of them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    keep_turns: int = Field(6, ge=1, le=1000, description="turns always kept word for word")
+    pack_turns: int = Field(30, ge=0, le=1000, description="turns per summary pack; 0 disables compaction")
+    episodes_kept: int = Field(3, ge=0, le=100, description="episode summaries kept before folding")
+    min_pack_chars: int = Field(2000, ge=0, le=1_000_000)
+    context_window: int = Field(32768, ge=512, le=4_000_000, description="model window in tokens")
+    reply_reserve: int = Field(4096, ge=0, le=1_000_000, description="tokens kept free for the reply")
+    user_name: str = Field("User", min_length=1, max_length=100, description="fills {{user}}")
+
+    def merged(self, overrides: dict[str, Any]) -> StorySettings:
+        return StorySettings.model_validate({**self.model_dump(), **overrides})
+
+
+class CardData(BaseModel):
+    """The Character Card V2 core fields; unknown fields and `extensions` are kept verbatim."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field("", max_length=200_000)
+    personality: str = Field("", max_length=50_000)
+    scenario: str = Field("", max_length=50_000)
+    first_mes: str = Field("", max_length=100_000)
+    alternate_greetings: list[str] = Field(default_factory=list, max_length=100)
+    mes_example: str = Field("", max_length=100_000)
+    system_prompt: str = Field("", max_length=100_000)
+    post_history_instructions: str = Field("", max_length=50_000)
+    creator_notes: str = Field("", max_length=100_000)
+    tags: list[str] = Field(default_factory=list, max_length=200)
+    creator: str = Field("", max_length=200)
+    character_version: str = Field("", max_length=100)
+    extensions: dict[str, Any] = Field(default_factory=dict)
+
+    def greeting(self, index: int) -> str:
+        """0 is first_mes; n is alternate_greetings[n-1]."""
+        return self.first_mes if index == 0 else self.alternate_greetings[index - 1]
+
+    @property
+    def greeting_count(self) -> int:
+        return 1 + len(self.alternate_greetings)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What projections need of one node: immutable, cheap to share between requests."""
+
+    id: UUID
+    story_id: UUID
+    parent_id: UUID | None
+    kind: NodeKind
+    depth: int
+    turn: int
+    text: str
+    hidden: bool
+    starred: bool
+    revisions: int
+    version: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SavePoint:
+    """A named position on the tree, grouped into world lines."""
+
+    id: str
+    name: str
+    node_id: UUID
+    worldline_id: str
+    worldline_name: str
+    parent_save_id: str | None
+    fork_from_save_id: str | None
+    created_at: datetime

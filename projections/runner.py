@@ -1,0 +1,59 @@
+"""Catch-up runner: follows the event store's notification log into the read models.
+
+SQLite has no push subscription, so the runner polls from its tracked position. It never skips: an
+event that fails to fold stops the runner with the position logged (fix, then rebuild).
+`catch_up` is meant to run on one thread only (the read-model writer).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from projections.store import ReadModels
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000
+
+
+class NotificationSource(Protocol):
+    """What the runner needs of an eventsourcing Application."""
+
+    recorder: Any
+    mapper: Any
+
+
+class ProjectionRunner:
+    def __init__(self, source: NotificationSource, store: ReadModels) -> None:
+        self.source = source
+        self.store = store
+        self.position = store.position()
+
+    def max_position(self) -> int:
+        return int(self.source.recorder.max_notification_id() or 0)
+
+    def catch_up(self, until: int | None = None, progress: Callable[[int], None] | None = None) -> int:
+        """Fold notifications after the tracked position (up to `until`, or all); return the new position."""
+        while until is None or self.position < until:
+            notifications = self.source.recorder.select_notifications(start=self.position + 1, limit=BATCH)
+            if not notifications:
+                break
+            batch = []
+            for n in notifications:
+                batch.append((n.id, self.source.mapper.to_domain_event(n)))
+            try:
+                self.position = self.store.apply(batch)
+            except Exception:
+                log.exception("read models stopped: an event after position %s failed to fold", self.position)
+                raise
+            if progress is not None:
+                progress(len(batch))
+        return self.position
+
+    def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
+        """Drop the read models and replay the whole log into them."""
+        self.store.drop()
+        self.position = 0
+        return self.catch_up(progress=progress)

@@ -1,0 +1,42 @@
+"""Search terms that work for Chinese: CJK runs become overlapping character bigrams.
+
+SQLite's `trigram` tokenizer cannot match two-character words (天气), and `unicode61` treats a whole
+CJK run as one token. Indexing bigrams and querying phrases of bigrams matches any substring of two
+or more CJK characters; other scripts keep unicode61's word tokens.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_RUNS = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+", re.UNICODE)
+_IS_CJK = re.compile(rf"[{_CJK}]")
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def index_terms(text: str) -> str:
+    """The text as space-separated terms for an FTS5 `unicode61` column."""
+    terms: list[str] = []
+    for run in _RUNS.findall(text):
+        terms.extend(_bigrams(run) if _IS_CJK.match(run) else [run.lower()])
+    return " ".join(terms)
+
+
+def match_expression(query: str) -> str | None:
+    """An FTS5 MATCH expression (all parts must match), or None when only a LIKE scan can answer.
+
+    A lone CJK character has no bigram to look for, so such queries return None.
+    """
+    parts: list[str] = []
+    for run in _RUNS.findall(query):
+        if _IS_CJK.match(run):
+            if len(run) == 1:
+                return None
+            parts.append('"' + " ".join(_bigrams(run)) + '"')
+        else:
+            parts.append('"' + run.lower().replace('"', "") + '"')
+    return " ".join(parts) or None

@@ -1,0 +1,341 @@
+"""Read models in their own SQLite file, written with sqlite-utils.
+
+Each batch of events and the tracked position are written in one transaction, so a crash leaves the
+tables exactly at some position and the runner resumes from there. `drop()` + a replay from
+position 0 rebuilds everything (`changji projections rebuild`).
+
+Tables: `nodes` (the tree: every tree query reads it), `node_texts` (+ FTS5 over CJK bigrams),
+`stories` and `cards` (lists per tenant), `positions`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import singledispatchmethod
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import sqlite_utils
+
+from domain import events as ev
+from projections.segment import index_terms, match_expression
+
+TABLES = ("nodes", "node_texts", "stories", "cards", "positions")
+RUNNER = "main"
+
+
+def _ts(when: datetime) -> str:
+    return when.isoformat()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    node_id: str
+    story_id: str
+    kind: str
+    depth: int
+    turn: int
+    hidden: bool
+    snippet: str
+
+
+class ReadModels:
+    """The read-model database. One writer (the runner's thread); readers open their own connections."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self.writer = self._connect()
+        self._create()
+
+    def _connect(self) -> sqlite_utils.Database:
+        conn = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, uri=self.path.startswith("file:")
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        return sqlite_utils.Database(conn)
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """A connection for reading, one per thread."""
+        db: sqlite_utils.Database | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self._connect()
+        return db
+
+    def _create(self) -> None:
+        db = self.writer
+        with db.conn:
+            db["positions"].create({"name": str, "position": int}, pk="name", if_not_exists=True)
+            db["nodes"].create(
+                {
+                    "id": str, "story_id": str, "parent_id": str, "kind": str, "depth": int, "turn": int,
+                    "hidden": int, "starred": int, "revisions": int, "chars": int, "created_at": str,
+                    "seq": int,
+                },
+                pk="id", if_not_exists=True,
+            )  # fmt: skip
+            db["nodes"].create_index(["story_id", "parent_id"], if_not_exists=True)
+            db["nodes"].create_index(["parent_id"], if_not_exists=True)
+            db["node_texts"].create(
+                {"node_id": str, "story_id": str, "text": str, "terms": str}, pk="node_id", if_not_exists=True
+            )
+            db["node_texts"].create_index(["story_id"], if_not_exists=True)
+            if not db["node_texts_fts"].exists():
+                db["node_texts"].enable_fts(["terms"], tokenize="unicode61", create_triggers=True)
+            db["stories"].create(
+                {
+                    "id": str, "tenant_id": str, "card_id": str, "title": str, "root_id": str, "leaf_id": str,
+                    "nodes": int, "saves": int, "deleted": int, "created_at": str, "updated_at": str, "seq": int,
+                },
+                pk="id", if_not_exists=True,
+            )  # fmt: skip
+            db["stories"].create_index(["tenant_id", "seq"], if_not_exists=True)
+            db["stories"].create_index(["card_id", "seq"], if_not_exists=True)
+            db["cards"].create(
+                {
+                    "id": str, "tenant_id": str, "name": str, "tags": str, "deleted": int,
+                    "created_at": str, "updated_at": str, "seq": int,
+                },
+                pk="id", if_not_exists=True,
+            )  # fmt: skip
+            db["cards"].create_index(["tenant_id", "seq"], if_not_exists=True)
+
+    def drop(self) -> None:
+        """Remove every read-model table; `_create` runs again so the runner can replay from 0."""
+        db = self.writer
+        with db.conn:
+            for name in [*TABLES, "node_texts_fts"]:
+                if db[name].exists():
+                    db[name].disable_fts() if name == "node_texts" and db["node_texts_fts"].exists() else None
+                    db[name].drop(ignore=True)
+        self._create()
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def position(self, name: str = RUNNER) -> int:
+        row = self.writer.execute("select position from positions where name = ?", [name]).fetchone()
+        return int(row[0]) if row else 0
+
+    def apply(self, batch: Iterable[tuple[int, Any]], name: str = RUNNER) -> int:
+        """Fold a batch of (notification id, event) into the tables and advance the position, atomically."""
+        last = None
+        with self.writer.conn:
+            for seq, event in batch:
+                self.fold(event, seq)
+                last = seq
+            if last is not None:
+                self.writer["positions"].upsert({"name": name, "position": last}, pk="name")
+        return last if last is not None else self.position(name)
+
+    @singledispatchmethod
+    def fold(self, event: Any, seq: int) -> None:
+        """Events no read model cares about pass through."""
+
+    @fold.register
+    def _(self, e: ev.CardCreated, seq: int) -> None:
+        self.writer["cards"].insert(
+            {
+                "id": str(e.originator_id), "tenant_id": e.tenant_id, "name": e.data["name"],
+                "tags": json.dumps(e.data.get("tags", []), ensure_ascii=False), "deleted": 0,
+                "created_at": _ts(e.timestamp), "updated_at": _ts(e.timestamp), "seq": seq,
+            }
+        )  # fmt: skip
+
+    @fold.register
+    def _(self, e: ev.CardUpdated, seq: int) -> None:
+        self.writer["cards"].update(
+            str(e.originator_id),
+            {"name": e.data["name"], "tags": json.dumps(e.data.get("tags", []), ensure_ascii=False),
+             "updated_at": _ts(e.timestamp)},
+        )  # fmt: skip
+
+    @fold.register
+    def _(self, e: ev.CardDeleted, seq: int) -> None:
+        self.writer["cards"].update(str(e.originator_id), {"deleted": 1, "updated_at": _ts(e.timestamp)})
+
+    @fold.register
+    def _(self, e: ev.StoryStarted, seq: int) -> None:
+        self.writer["stories"].insert(
+            {
+                "id": str(e.originator_id), "tenant_id": e.tenant_id, "card_id": str(e.card_id),
+                "title": e.title, "root_id": str(e.root_id), "leaf_id": str(e.root_id), "nodes": 0,
+                "saves": 0, "deleted": 0, "created_at": _ts(e.timestamp), "updated_at": _ts(e.timestamp),
+                "seq": seq,
+            }
+        )  # fmt: skip
+
+    def _touch_story(self, e: Any, **changes: Any) -> None:
+        self.writer["stories"].update(str(e.originator_id), {**changes, "updated_at": _ts(e.timestamp)})
+
+    @fold.register
+    def _(self, e: ev.LeafMoved, seq: int) -> None:
+        self._touch_story(e, leaf_id=str(e.node_id))
+
+    @fold.register
+    def _(self, e: ev.StoryRetitled, seq: int) -> None:
+        self._touch_story(e, title=e.title)
+
+    @fold.register
+    def _(self, e: ev.SavePointMarked, seq: int) -> None:
+        self.writer.execute("update stories set saves = saves + 1 where id = ?", [str(e.originator_id)])
+
+    @fold.register
+    def _(self, e: ev.SavePointDeleted, seq: int) -> None:
+        self.writer.execute("update stories set saves = saves - 1 where id = ?", [str(e.originator_id)])
+
+    @fold.register
+    def _(self, e: ev.StoryDeleted, seq: int) -> None:
+        self._touch_story(e, deleted=1)
+
+    def _insert_node(self, e: Any, kind: str, parent: UUID | None, depth: int, turn: int, seq: int) -> None:
+        node_id, story_id = str(e.originator_id), str(e.story_id)
+        self.writer["nodes"].insert(
+            {
+                "id": node_id, "story_id": story_id, "parent_id": str(parent) if parent else None,
+                "kind": kind, "depth": depth, "turn": turn, "hidden": 0, "starred": 0, "revisions": 0,
+                "chars": len(e.text), "created_at": _ts(e.timestamp), "seq": seq,
+            }
+        )  # fmt: skip
+        self._index_text(node_id, story_id, e.text)
+        self.writer.execute("update stories set nodes = nodes + 1 where id = ?", [story_id])
+
+    def _index_text(self, node_id: str, story_id: str, text: str) -> None:
+        self.writer["node_texts"].upsert(
+            {"node_id": node_id, "story_id": story_id, "text": text, "terms": index_terms(text)}, pk="node_id"
+        )
+
+    @fold.register
+    def _(self, e: ev.GreetingPlaced, seq: int) -> None:
+        self._insert_node(e, "greeting", None, 0, 0, seq)
+
+    @fold.register
+    def _(self, e: ev.UserSpoke, seq: int) -> None:
+        self._insert_node(e, "user", e.parent_id, e.depth, e.turn, seq)
+
+    @fold.register
+    def _(self, e: ev.ReplyPosted, seq: int) -> None:
+        self._insert_node(e, "reply", e.parent_id, e.depth, e.turn, seq)
+
+    @fold.register
+    def _(self, e: ev.ReplyRevised, seq: int) -> None:
+        node_id = str(e.originator_id)
+        self.writer.execute(
+            "update nodes set revisions = revisions + 1, chars = ? where id = ?", [len(e.text), node_id]
+        )
+        story_id = self.writer.execute("select story_id from nodes where id = ?", [node_id]).fetchone()[0]
+        self._index_text(node_id, story_id, e.text)
+
+    def _flag(self, e: Any, column: str, value: int) -> None:
+        self.writer.execute(f"update nodes set {column} = ? where id = ?", [value, str(e.originator_id)])
+
+    @fold.register
+    def _(self, e: ev.NodeStarred, seq: int) -> None:
+        self._flag(e, "starred", 1)
+
+    @fold.register
+    def _(self, e: ev.NodeUnstarred, seq: int) -> None:
+        self._flag(e, "starred", 0)
+
+    @fold.register
+    def _(self, e: ev.NodeHidden, seq: int) -> None:
+        self._flag(e, "hidden", 1)
+
+    @fold.register
+    def _(self, e: ev.NodeUnhidden, seq: int) -> None:
+        self._flag(e, "hidden", 0)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def children(self, node_id: UUID) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from nodes where parent_id = ? order by seq", [str(node_id)]))
+
+    def story_nodes(self, story_id: UUID, after_seq: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        return list(
+            self.db.query(
+                "select n.*, substr(t.text, 1, 80) as preview from nodes n left join node_texts t"
+                " on t.node_id = n.id where n.story_id = ? and n.seq > ? order by n.seq limit ?",
+                [str(story_id), after_seq, limit],
+            )
+        )
+
+    def tips(self, story_id: UUID) -> list[dict[str, Any]]:
+        """Nodes of the story with no children: the ends of its branches."""
+        return list(
+            self.db.query(
+                "select n.* from nodes n where n.story_id = ? and not exists "
+                "(select 1 from nodes c where c.parent_id = n.id) order by n.seq",
+                [str(story_id)],
+            )
+        )
+
+    def is_ancestor(self, ancestor_id: UUID, node_id: UUID) -> bool:
+        row = self.db.execute(
+            "with recursive up(id, parent_id, depth) as ("
+            " select id, parent_id, depth from nodes where id = ?"
+            " union all select n.id, n.parent_id, n.depth from nodes n join up on n.id = up.parent_id"
+            "  where up.depth > (select depth from nodes where id = ?))"
+            " select 1 from up where id = ? limit 1",
+            [str(node_id), str(ancestor_id), str(ancestor_id)],
+        ).fetchone()
+        return row is not None
+
+    def list_rows(
+        self, table: str, tenant_id: str, after: int, limit: int, **where: str
+    ) -> list[dict[str, Any]]:
+        clauses = ["tenant_id = ?", "deleted = 0", "seq > ?"]
+        args: list[Any] = [tenant_id, after]
+        for column, value in where.items():
+            clauses.append(f"{column} = ?")
+            args.append(value)
+        sql = f"select * from {table} where {' and '.join(clauses)} order by seq limit ?"
+        return list(self.db.query(sql, [*args, limit]))
+
+    def search(self, story_id: UUID, query: str, limit: int = 20) -> list[SearchHit]:
+        expression = match_expression(query)
+        if expression is not None:
+            sql = (
+                "select t.node_id, t.text, n.* from node_texts_fts f join node_texts t on t.rowid = f.rowid "
+                "join nodes n on n.id = t.node_id where node_texts_fts match ? and t.story_id = ? "
+                "order by rank limit ?"
+            )
+            args: list[Any] = [expression, str(story_id), limit]
+        else:
+            sql = (
+                "select t.node_id, t.text, n.* from node_texts t join nodes n on n.id = t.node_id "
+                "where t.story_id = ? and instr(t.text, ?) > 0 order by n.seq limit ?"
+            )
+            args = [str(story_id), query, limit]
+        return [
+            SearchHit(
+                r["node_id"], r["story_id"], r["kind"], r["depth"], r["turn"], bool(r["hidden"]),
+                _snippet(r["text"], query),
+            )
+            for r in self.db.query(sql, args)
+        ]  # fmt: skip
+
+    def dump(self) -> dict[str, list[dict[str, Any]]]:
+        """Every row of every table (for comparing a rebuild with the live tables)."""
+        out = {}
+        for name in ("nodes", "node_texts", "stories", "cards", "positions"):
+            out[name] = list(self.writer.query(f"select * from {name} order by 1"))
+        return out
+
+
+def _snippet(text: str, query: str, width: int = 60) -> str:
+    terms = [t for t in query.split() if t]
+    at = min((i for i in (text.lower().find(t.lower()) for t in terms) if i >= 0), default=0)
+    start = max(at - width // 2, 0)
+    return (
+        ("…" if start else "")
+        + text[start : start + width * 2]
+        + ("…" if start + width * 2 < len(text) else "")
+    )

@@ -1,0 +1,1 @@
+"""Outbound adapters implementing domain/ports.py: model clients, tokenizers, offline fallbacks."""
