@@ -1,0 +1,145 @@
+"""The `changji` command: serve, demo, replay, projections rebuild, keys."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import click
+from aiohttp import web
+
+from api.app import create_app
+from api.auth import ServiceDB
+from api.service import Service
+from api.settings import Settings
+
+DATA_DIR = click.option(
+    "--data-dir", type=click.Path(path_type=Path), default=None, help="data directory [env CHANGJI_DATA_DIR; .changji]"
+)
+LOCAL_TENANT = "local"
+
+
+@click.group()
+@click.option("--log-level", default="INFO", show_default=True)
+def main(log_level: str) -> None:
+    """场记 changji — a continuity engine for AI role-play."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@DATA_DIR
+@click.option("--host", default=None, help="bind address [env CHANGJI_HOST; 127.0.0.1]")
+@click.option("--port", type=int, default=None, help="port [env CHANGJI_PORT; 8780]")
+def serve(data_dir: Path | None, host: str | None, port: int | None) -> None:
+    """Run the HTTP API on the embedded SQLite store."""
+    settings = Settings.from_env(data_dir=data_dir, host=host, port=port)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = ServiceDB(settings.service_db_path)
+    if not db.has_keys():
+        _, key = db.create_key(LOCAL_TENANT, "created by the first `changji serve`")
+        click.echo(f"First start: an API key for tenant '{LOCAL_TENANT}' (shown once, stored hashed):\n\n  {key}\n")
+    db.close()
+    click.echo(f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir})")
+    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None, access_log=None)
+
+
+@main.group()
+def keys() -> None:
+    """Manage API keys (stored hashed; a key is shown only when created)."""
+
+
+@keys.command("create")
+@DATA_DIR
+@click.option("--tenant", default=LOCAL_TENANT, show_default=True)
+@click.option("--label", default="")
+def keys_create(data_dir: Path | None, tenant: str, label: str) -> None:
+    settings = Settings.from_env(data_dir=data_dir)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = ServiceDB(settings.service_db_path)
+    key_id, key = db.create_key(tenant, label)
+    click.echo(key)
+    click.echo(f"(id {key_id}, tenant {tenant})", err=True)
+
+
+@keys.command("list")
+@DATA_DIR
+def keys_list(data_dir: Path | None) -> None:
+    db = ServiceDB(Settings.from_env(data_dir=data_dir).service_db_path)
+    for key_id, tenant, label, created, revoked in db.list_keys():
+        click.echo(f"{key_id}…  tenant={tenant}  created={created}{'  REVOKED' if revoked else ''}  {label}")
+
+
+@keys.command("revoke")
+@DATA_DIR
+@click.argument("key_id")
+def keys_revoke(data_dir: Path | None, key_id: str) -> None:
+    db = ServiceDB(Settings.from_env(data_dir=data_dir).service_db_path)
+    if not db.revoke(key_id):
+        raise click.ClickException(f"no key with id {key_id}")
+    click.echo(f"revoked {key_id}")
+
+
+@main.group()
+def projections() -> None:
+    """Read models: rebuild them from the event log."""
+
+
+@projections.command("rebuild")
+@DATA_DIR
+def projections_rebuild(data_dir: Path | None) -> None:
+    """Drop every read model and replay all events into it (stop `serve` first)."""
+    service = Service(Settings.from_env(data_dir=data_dir))
+    total = service.runner.max_position()
+    with click.progressbar(length=total, label="replaying events", file=sys.stderr) as bar:
+        position = service.runner.rebuild(progress=bar.update)
+    click.echo(f"rebuilt read models at position {position}")
+    service.app.close()
+
+
+@main.command()
+@DATA_DIR
+@click.argument("story_id", type=click.UUID)
+@click.option("--at", "at", type=click.UUID, default=None, help="end node (default: the leaf)")
+@click.option("--tenant", default=LOCAL_TENANT, show_default=True)
+@click.option("--from-depth", type=int, default=0)
+@click.option("--limit", type=int, default=1000)
+def replay(data_dir: Path | None, story_id: UUID, at: UUID | None, tenant: str, from_depth: int, limit: int) -> None:
+    """Print the events of a path in order, with the context size after each step."""
+    service = Service(Settings.from_env(data_dir=data_dir))
+    end, steps, more = service.replay(tenant, story_id, at, from_depth, limit)
+    for step in steps:
+        for event in step["events"]:
+            data = {k: v for k, v in event["data"].items() if k not in ("story_id", "parent_id")}
+            click.echo(f"d{step['depth']:<4} v{event['version']} {event['type']:<14} {_short(data)}")
+        click.echo(f"      ↳ context: {step['context_messages']} messages, {step['context_tokens']} tokens")
+    if more is not None:
+        click.echo(f"… more from depth {more} (--from-depth {more})")
+    service.app.close()
+
+
+def _short(data: dict[str, Any]) -> str:
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+@main.command()
+@DATA_DIR
+@click.option("--from", "source", type=click.Path(exists=True, path_type=Path), default=None,
+              help="replay an external chat instead (MemoryBank JSON: the first user, or --user NAME)")
+@click.option("--user", "user_name", default=None, help="which MemoryBank user to replay")
+def demo(data_dir: Path | None, source: Path | None, user_name: str | None) -> None:
+    """Play a sample story through the HTTP API and print the tree and the context with its explain list.
+
+    Without --data-dir (or CHANGJI_DATA_DIR) the demo runs in a temporary directory and leaves nothing.
+    """
+    from api.demo import run_demo
+
+    settings = Settings.from_env(data_dir=data_dir, port=0)
+    temporary = data_dir is None and "CHANGJI_DATA_DIR" not in os.environ
+    asyncio.run(run_demo(settings, source, user_name, temporary))
