@@ -130,8 +130,13 @@ def _short(data: dict[str, Any]) -> str:
 
 @main.command()
 @DATA_DIR
-@click.option("--from", "source", type=click.Path(exists=True, path_type=Path), default=None,
-              help="replay an external chat instead (MemoryBank JSON: the first user, or --user NAME)")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="replay an external chat instead (MemoryBank JSON: the first user, or --user NAME)",
+)
 @click.option("--user", "user_name", default=None, help="which MemoryBank user to replay")
 def demo(data_dir: Path | None, source: Path | None, user_name: str | None) -> None:
     """Play a sample story through the HTTP API and print the tree and the context with its explain list.

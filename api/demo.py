@@ -29,7 +29,9 @@ class Client:
             return data
 
     async def turn(self, story_id: str, user: str, reply: str, parent_id: str | None = None) -> tuple[str, str]:
-        u = await self.call("POST", f"/v1/stories/{story_id}/nodes", {"kind": "user", "text": user, "parent_id": parent_id}, 201)
+        u = await self.call(
+            "POST", f"/v1/stories/{story_id}/nodes", {"kind": "user", "text": user, "parent_id": parent_id}, 201
+        )
         r = await self.call("POST", f"/v1/stories/{story_id}/nodes", {"kind": "reply", "text": reply}, 201)
         return u["node"]["id"], r["node"]["id"]
 
@@ -149,10 +151,14 @@ async def _print_tree(client: Client, sid: str, limit: int = 200) -> None:
 
 async def _print_context(client: Client, sid: str) -> None:
     ctx = await client.call("GET", f"/v1/stories/{sid}/context")
-    click.echo(f"\ncontext for the next turn ({ctx['tokens']} of {ctx['budget']} tokens, counter {ctx['token_counter']}):")
+    click.echo(
+        f"\ncontext for the next turn ({ctx['tokens']} of {ctx['budget']} tokens, counter {ctx['token_counter']}):"
+    )
     for i, message in enumerate(ctx["messages"]):
         text = message["content"].replace("\n", " ⏎ ")
         click.echo(f"  [{i}] {message['role']:<9} {text[:90]}{'…' if len(text) > 90 else ''}")
     click.echo("explain:")
     for block in ctx["explain"]:
-        click.echo(f"  - {block['what']:<12} {block['why']} · {len(block['node_ids'])} nodes · {block['chars']} chars · {block['tokens']} tokens")
+        click.echo(
+            f"  - {block['what']:<12} {block['why']} · {len(block['node_ids'])} nodes · {block['chars']} chars · {block['tokens']} tokens"
+        )

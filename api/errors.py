@@ -96,9 +96,13 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 
 def _title(status: int) -> str:
-    return {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 409: "Conflict", 422: "Unprocessable Content"}.get(
-        status, "Error"
-    )
+    return {
+        400: "Bad Request",
+        401: "Unauthorized",
+        404: "Not Found",
+        409: "Conflict",
+        422: "Unprocessable Content",
+    }.get(status, "Error")
 
 
 def json_dumps(data: Any) -> str:

@@ -16,14 +16,19 @@ QUERY_TYPES = {"limit": "integer", "from_depth": "integer"}
 
 
 def _problem(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/problem+json": {"schema": {"$ref": REF.format(model="Problem")}}}}
+    return {
+        "description": description,
+        "content": {"application/problem+json": {"schema": {"$ref": REF.format(model="Problem")}}},
+    }
 
 
 def build_openapi(version: str) -> dict[str, Any]:
     models: set[type[BaseModel]] = {Problem}
     for route in ROUTES:
         models.update(m for m in (route.request, route.response) if m is not None)
-    _, defs = models_json_schema([(m, "validation") for m in sorted(models, key=lambda m: m.__name__)], ref_template=REF)
+    _, defs = models_json_schema(
+        [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)], ref_template=REF
+    )
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
         operation: dict[str, Any] = {
@@ -34,10 +39,17 @@ def build_openapi(version: str) -> dict[str, Any]:
                 {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                 for name in re.findall(r"{(\w+)}", route.path)
             ]
-            + [{"name": q, "in": "query", "required": q == "q", "schema": {"type": QUERY_TYPES.get(q, "string")}} for q in route.query],
+            + [
+                {"name": q, "in": "query", "required": q == "q", "schema": {"type": QUERY_TYPES.get(q, "string")}}
+                for q in route.query
+            ],
             "responses": {
                 str(route.status): {"description": "success"}
-                | ({"content": {"application/json": {"schema": {"$ref": REF.format(model=route.response.__name__)}}}} if route.response and route.status != 204 else {}),
+                | (
+                    {"content": {"application/json": {"schema": {"$ref": REF.format(model=route.response.__name__)}}}}
+                    if route.response and route.status != 204
+                    else {}
+                ),
                 "401": _problem("missing or unknown API key"),
                 "404": _problem("unknown id, or another tenant's"),
                 "413": _problem("body too large"),
@@ -45,10 +57,19 @@ def build_openapi(version: str) -> dict[str, Any]:
             },
         }
         if route.if_match:
-            operation["parameters"].append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}})
+            operation["parameters"].append(
+                {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}}
+            )
             operation["responses"]["409"] = _problem("stale If-Match version, or a concurrent write")
         if route.idempotent:
-            operation["parameters"].append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "maxLength": 255}})
+            operation["parameters"].append(
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string", "maxLength": 255},
+                }
+            )
         if route.request is not None:
             operation["requestBody"] = {
                 "required": True,

@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from uuid import UUID
 
+from api.auth import ServiceDB
+from api.settings import Settings
 from domain.application import Changji
 from domain.values import NodeView
 from projections.context import Context, RenderCache, assemble_context
@@ -26,9 +28,6 @@ from projections.path import project_path, walk_up
 from projections.runner import ProjectionRunner
 from projections.store import ReadModels
 from providers.tokens import EstimatingCounter
-
-from api.auth import ServiceDB
-from api.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -7,13 +7,13 @@ cached without deep copies, so a command that fails evicts what it touched.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate, DomainEventProtocol
-from eventsourcing.persistence import RecordConflictError, Transcoder, Transcoding
+from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Transcoding
 
 from domain.card import Card
 from domain.errors import (
@@ -55,9 +55,9 @@ class Changji(Application[UUID]):
 
     name = "changji"
     env: ClassVar[dict[str, str]] = dict(DEFAULT_ENV)
-    snapshotting_intervals: ClassVar[dict[type[Aggregate], int]] = {Story: 200}  # type: ignore[misc]
+    snapshotting_intervals = {Story: 200}  # noqa: RUF012
 
-    def register_transcodings(self, transcoder: Transcoder) -> None:
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
         transcoder.register(_SavePointAsDict())
 
@@ -65,7 +65,7 @@ class Changji(Application[UUID]):
 
     def _get(self, cls: type[A], aggregate_id: UUID, missing: type[NotFoundError]) -> A:
         try:
-            aggregate = self.repository.get(aggregate_id)
+            aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise missing(f"{cls.__name__.lower()} {aggregate_id} not found") from None
         if not isinstance(aggregate, cls):
@@ -131,10 +131,8 @@ class Changji(Application[UUID]):
 
     def _evict(self, aggregate_id: UUID) -> None:
         if self.repository.cache is not None:
-            try:
+            with suppress(KeyError):
                 self.repository.cache.get(aggregate_id, evict=True)
-            except KeyError:
-                pass
 
     def _save(self, *aggregates: Aggregate) -> int:
         """Save in one transaction; return the last notification id (for read-your-writes)."""
@@ -201,9 +199,7 @@ class Changji(Application[UUID]):
         story = Story.start(story_id, tenant_id, card_id, title or card.data.name, root_id, dict(settings))
         return self._save(story, root)
 
-    def configure_story(
-        self, tenant_id: str, story_id: UUID, settings: Mapping[str, Any], title: str | None
-    ) -> int:
+    def configure_story(self, tenant_id: str, story_id: UUID, settings: Mapping[str, Any], title: str | None) -> int:
         story = self.story(tenant_id, story_id)
         self.settings(story).merged(dict(settings))
         with self._command(story):
@@ -238,9 +234,7 @@ class Changji(Application[UUID]):
             story.move_leaf(node.id, cause="append")
             return node.view, self._save(story, node)
 
-    def move_leaf(
-        self, tenant_id: str, story_id: UUID, node_id: UUID, expected_version: int | None = None
-    ) -> int:
+    def move_leaf(self, tenant_id: str, story_id: UUID, node_id: UUID, expected_version: int | None = None) -> int:
         story = self.story(tenant_id, story_id)
         self._expect(story, expected_version)
         self.story_node(story, node_id)

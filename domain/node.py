@@ -33,9 +33,7 @@ class Node(Aggregate):
 
     @classmethod
     def place_greeting(cls, node_id: UUID, story_id: UUID, text: str, greeting_index: int) -> Node:
-        return cls._create(
-            ev.GreetingPlaced, id=node_id, story_id=story_id, text=text, greeting_index=greeting_index
-        )
+        return cls._create(ev.GreetingPlaced, id=node_id, story_id=story_id, text=text, greeting_index=greeting_index)
 
     @classmethod
     def attach(cls, node_id: UUID, kind: NodeKind, parent: Node, text: str) -> Node:

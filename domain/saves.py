@@ -33,9 +33,7 @@ def plan_save(
     prev = next((s for s in reversed(saves) if on_path(s.node_id)), None)
     if prev is None:
         return SavePlan(new_line_id, MAIN_LINE, None, None)
-    diverged = any(
-        s.id != prev.id and not on_path(s.node_id) and descends_from(s.node_id, prev.node_id) for s in saves
-    )
+    diverged = any(s.id != prev.id and not on_path(s.node_id) and descends_from(s.node_id, prev.node_id) for s in saves)
     if diverged:
         forks = {s.worldline_id for s in saves if s.fork_from_save_id == prev.id}
         return SavePlan(new_line_id, f"从「{prev.name}」分出 · 线{len(forks) + 2}", prev.id, prev.id)

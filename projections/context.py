@@ -52,9 +52,7 @@ class Context:
 
 
 def fill_macros(text: str, char: str, user: str) -> str:
-    return _MACROS.sub(
-        lambda m: char if (m.group(1) or m.group(2)).lower() in ("char", "bot") else user, text
-    )
+    return _MACROS.sub(lambda m: char if (m.group(1) or m.group(2)).lower() in ("char", "bot") else user, text)
 
 
 def build_system_prompt(card: CardData, user_name: str) -> str:
@@ -203,17 +201,13 @@ def _build(
             ExplainBlock("verbatim", why, ids, sum(len(t) for t, _ in rendered), sum(k for _, k in rendered))
         )
     if hidden:
-        explain.append(
-            ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden))
-        )
+        explain.append(ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden)))
     if ends_with_user:
         words, tokens = cache.render(leaf, char, user)
         body.append(Message("user", f"{tail}\n\n{words}" if tail else words))
         if tail:
             explain.append(
-                ExplainBlock(
-                    "instructions", "card post-history instructions", (), len(tail), cache.count(tail)
-                )
+                ExplainBlock("instructions", "card post-history instructions", (), len(tail), cache.count(tail))
             )
         explain.append(ExplainBlock("user", "the user's words, last", (leaf.id,), len(words), tokens))
     messages = (Message("system", system), *_merged(body))

@@ -10,28 +10,22 @@ Tables: `nodes` (the tree: every tree query reads it), `node_texts` (+ FTS5 over
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
-from functools import singledispatchmethod
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import sqlite_utils
 
-from domain import events as ev
-from projections.segment import index_terms, match_expression
+from projections.rows import RowChanges
+from projections.segment import match_expression
 
 TABLES = ("nodes", "node_texts", "stories", "cards", "positions")
 RUNNER = "main"
-
-
-def _ts(when: datetime) -> str:
-    return when.isoformat()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +67,9 @@ class ReadModels:
 
     def _create(self) -> None:
         db = self.writer
-        with db.conn:
-            db["positions"].create({"name": str, "position": int}, pk="name", if_not_exists=True)
-            db["nodes"].create(
+        with self._transaction():
+            db.table("positions").create({"name": str, "position": int}, pk="name", if_not_exists=True)
+            db.table("nodes").create(
                 {
                     "id": str, "story_id": str, "parent_id": str, "kind": str, "depth": int, "turn": int,
                     "hidden": int, "starred": int, "revisions": int, "chars": int, "created_at": str,
@@ -83,40 +77,40 @@ class ReadModels:
                 },
                 pk="id", if_not_exists=True,
             )  # fmt: skip
-            db["nodes"].create_index(["story_id", "parent_id"], if_not_exists=True)
-            db["nodes"].create_index(["parent_id"], if_not_exists=True)
-            db["node_texts"].create(
+            db.table("nodes").create_index(["story_id", "parent_id"], if_not_exists=True)
+            db.table("nodes").create_index(["parent_id"], if_not_exists=True)
+            db.table("node_texts").create(
                 {"node_id": str, "story_id": str, "text": str, "terms": str}, pk="node_id", if_not_exists=True
             )
-            db["node_texts"].create_index(["story_id"], if_not_exists=True)
-            if not db["node_texts_fts"].exists():
-                db["node_texts"].enable_fts(["terms"], tokenize="unicode61", create_triggers=True)
-            db["stories"].create(
+            db.table("node_texts").create_index(["story_id"], if_not_exists=True)
+            if not db.table("node_texts_fts").exists():
+                db.table("node_texts").enable_fts(["terms"], tokenize="unicode61", create_triggers=True)
+            db.table("stories").create(
                 {
                     "id": str, "tenant_id": str, "card_id": str, "title": str, "root_id": str, "leaf_id": str,
                     "nodes": int, "saves": int, "deleted": int, "created_at": str, "updated_at": str, "seq": int,
                 },
                 pk="id", if_not_exists=True,
             )  # fmt: skip
-            db["stories"].create_index(["tenant_id", "seq"], if_not_exists=True)
-            db["stories"].create_index(["card_id", "seq"], if_not_exists=True)
-            db["cards"].create(
+            db.table("stories").create_index(["tenant_id", "seq"], if_not_exists=True)
+            db.table("stories").create_index(["card_id", "seq"], if_not_exists=True)
+            db.table("cards").create(
                 {
                     "id": str, "tenant_id": str, "name": str, "tags": str, "deleted": int,
                     "created_at": str, "updated_at": str, "seq": int,
                 },
                 pk="id", if_not_exists=True,
             )  # fmt: skip
-            db["cards"].create_index(["tenant_id", "seq"], if_not_exists=True)
+            db.table("cards").create_index(["tenant_id", "seq"], if_not_exists=True)
 
     def drop(self) -> None:
         """Remove every read-model table; `_create` runs again so the runner can replay from 0."""
         db = self.writer
-        with db.conn:
+        with self._transaction():
             for name in [*TABLES, "node_texts_fts"]:
-                if db[name].exists():
-                    db[name].disable_fts() if name == "node_texts" and db["node_texts_fts"].exists() else None
-                    db[name].drop(ignore=True)
+                if db.table(name).exists():
+                    db.table(name).disable_fts() if name == "node_texts" and db.table("node_texts_fts").exists() else None
+                    db.table(name).drop(ignore=True)
         self._create()
 
     # --- writing ------------------------------------------------------------------------------
@@ -127,131 +121,49 @@ class ReadModels:
 
     def apply(self, batch: Iterable[tuple[int, Any]], name: str = RUNNER) -> int:
         """Fold a batch of (notification id, event) into the tables and advance the position, atomically."""
+        changes = RowChanges(self._story_of)
         last = None
-        with self.writer.conn:
-            for seq, event in batch:
-                self.fold(event, seq)
-                last = seq
-            if last is not None:
-                self.writer["positions"].upsert({"name": name, "position": last}, pk="name")
-        return last if last is not None else self.position(name)
+        for seq, event in batch:
+            changes.fold(event, seq)
+            last = seq
+        if last is None:
+            return self.position(name)
+        with self._transaction():
+            self._write(changes)
+            self.writer.table("positions").upsert({"name": name, "position": last}, pk="name")
+        return last
 
-    @singledispatchmethod
-    def fold(self, event: Any, seq: int) -> None:
-        """Events no read model cares about pass through."""
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One explicit transaction (the connection autocommits otherwise)."""
+        conn = self.writer.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
-    @fold.register
-    def _(self, e: ev.CardCreated, seq: int) -> None:
-        self.writer["cards"].insert(
-            {
-                "id": str(e.originator_id), "tenant_id": e.tenant_id, "name": e.data["name"],
-                "tags": json.dumps(e.data.get("tags", []), ensure_ascii=False), "deleted": 0,
-                "created_at": _ts(e.timestamp), "updated_at": _ts(e.timestamp), "seq": seq,
-            }
-        )  # fmt: skip
+    def _story_of(self, node_id: str) -> str:
+        row = self.writer.execute("select story_id from nodes where id = ?", [node_id]).fetchone()
+        if row is None:
+            raise LookupError(f"read models have no node {node_id}")
+        return str(row[0])
 
-    @fold.register
-    def _(self, e: ev.CardUpdated, seq: int) -> None:
-        self.writer["cards"].update(
-            str(e.originator_id),
-            {"name": e.data["name"], "tags": json.dumps(e.data.get("tags", []), ensure_ascii=False),
-             "updated_at": _ts(e.timestamp)},
-        )  # fmt: skip
-
-    @fold.register
-    def _(self, e: ev.CardDeleted, seq: int) -> None:
-        self.writer["cards"].update(str(e.originator_id), {"deleted": 1, "updated_at": _ts(e.timestamp)})
-
-    @fold.register
-    def _(self, e: ev.StoryStarted, seq: int) -> None:
-        self.writer["stories"].insert(
-            {
-                "id": str(e.originator_id), "tenant_id": e.tenant_id, "card_id": str(e.card_id),
-                "title": e.title, "root_id": str(e.root_id), "leaf_id": str(e.root_id), "nodes": 0,
-                "saves": 0, "deleted": 0, "created_at": _ts(e.timestamp), "updated_at": _ts(e.timestamp),
-                "seq": seq,
-            }
-        )  # fmt: skip
-
-    def _touch_story(self, e: Any, **changes: Any) -> None:
-        self.writer["stories"].update(str(e.originator_id), {**changes, "updated_at": _ts(e.timestamp)})
-
-    @fold.register
-    def _(self, e: ev.LeafMoved, seq: int) -> None:
-        self._touch_story(e, leaf_id=str(e.node_id))
-
-    @fold.register
-    def _(self, e: ev.StoryRetitled, seq: int) -> None:
-        self._touch_story(e, title=e.title)
-
-    @fold.register
-    def _(self, e: ev.SavePointMarked, seq: int) -> None:
-        self.writer.execute("update stories set saves = saves + 1 where id = ?", [str(e.originator_id)])
-
-    @fold.register
-    def _(self, e: ev.SavePointDeleted, seq: int) -> None:
-        self.writer.execute("update stories set saves = saves - 1 where id = ?", [str(e.originator_id)])
-
-    @fold.register
-    def _(self, e: ev.StoryDeleted, seq: int) -> None:
-        self._touch_story(e, deleted=1)
-
-    def _insert_node(self, e: Any, kind: str, parent: UUID | None, depth: int, turn: int, seq: int) -> None:
-        node_id, story_id = str(e.originator_id), str(e.story_id)
-        self.writer["nodes"].insert(
-            {
-                "id": node_id, "story_id": story_id, "parent_id": str(parent) if parent else None,
-                "kind": kind, "depth": depth, "turn": turn, "hidden": 0, "starred": 0, "revisions": 0,
-                "chars": len(e.text), "created_at": _ts(e.timestamp), "seq": seq,
-            }
-        )  # fmt: skip
-        self._index_text(node_id, story_id, e.text)
-        self.writer.execute("update stories set nodes = nodes + 1 where id = ?", [story_id])
-
-    def _index_text(self, node_id: str, story_id: str, text: str) -> None:
-        self.writer["node_texts"].upsert(
-            {"node_id": node_id, "story_id": story_id, "text": text, "terms": index_terms(text)}, pk="node_id"
-        )
-
-    @fold.register
-    def _(self, e: ev.GreetingPlaced, seq: int) -> None:
-        self._insert_node(e, "greeting", None, 0, 0, seq)
-
-    @fold.register
-    def _(self, e: ev.UserSpoke, seq: int) -> None:
-        self._insert_node(e, "user", e.parent_id, e.depth, e.turn, seq)
-
-    @fold.register
-    def _(self, e: ev.ReplyPosted, seq: int) -> None:
-        self._insert_node(e, "reply", e.parent_id, e.depth, e.turn, seq)
-
-    @fold.register
-    def _(self, e: ev.ReplyRevised, seq: int) -> None:
-        node_id = str(e.originator_id)
-        self.writer.execute(
-            "update nodes set revisions = revisions + 1, chars = ? where id = ?", [len(e.text), node_id]
-        )
-        story_id = self.writer.execute("select story_id from nodes where id = ?", [node_id]).fetchone()[0]
-        self._index_text(node_id, story_id, e.text)
-
-    def _flag(self, e: Any, column: str, value: int) -> None:
-        self.writer.execute(f"update nodes set {column} = ? where id = ?", [value, str(e.originator_id)])
-
-    @fold.register
-    def _(self, e: ev.NodeStarred, seq: int) -> None:
-        self._flag(e, "starred", 1)
-
-    @fold.register
-    def _(self, e: ev.NodeUnstarred, seq: int) -> None:
-        self._flag(e, "starred", 0)
-
-    @fold.register
-    def _(self, e: ev.NodeHidden, seq: int) -> None:
-        self._flag(e, "hidden", 1)
-
-    @fold.register
-    def _(self, e: ev.NodeUnhidden, seq: int) -> None:
-        self._flag(e, "hidden", 0)
+    def _write(self, changes: RowChanges) -> None:
+        db = self.writer
+        for table in ("cards", "stories", "nodes"):
+            _insert_many(db, table, changes.inserts[table])
+        for table, rows in changes.updates.items():
+            for key, columns in rows.items():
+                assignments = ", ".join(f"{c} = ?" for c in columns)
+                db.execute(f"update {table} set {assignments} where id = ?", [*columns.values(), key])
+        for table, counters in changes.increments.items():
+            for key, counts in counters.items():
+                assignments = ", ".join(f"{c} = {c} + ?" for c in counts)
+                db.execute(f"update {table} set {assignments} where id = ?", [*counts.values(), key])
+        _insert_many(db, "node_texts", list(changes.texts.values()), upsert_on="node_id")
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -288,9 +200,7 @@ class ReadModels:
         ).fetchone()
         return row is not None
 
-    def list_rows(
-        self, table: str, tenant_id: str, after: int, limit: int, **where: str
-    ) -> list[dict[str, Any]]:
+    def list_rows(self, table: str, tenant_id: str, after: int, limit: int, **where: str) -> list[dict[str, Any]]:
         clauses = ["tenant_id = ?", "deleted = 0", "seq > ?"]
         args: list[Any] = [tenant_id, after]
         for column, value in where.items():
@@ -330,12 +240,20 @@ class ReadModels:
         return out
 
 
+def _insert_many(db: sqlite_utils.Database, table: str, rows: list[dict[str, Any]], upsert_on: str = "") -> None:
+    """A plain executemany: sqlite-utils' insert_all spends most of its time type-checking every value."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    sql = f"insert into {table} ({', '.join(columns)}) values ({', '.join('?' for _ in columns)})"
+    if upsert_on:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != upsert_on)
+        sql += f" on conflict({upsert_on}) do update set {updates}"
+    db.conn.executemany(sql, [tuple(row[c] for c in columns) for row in rows])
+
+
 def _snippet(text: str, query: str, width: int = 60) -> str:
     terms = [t for t in query.split() if t]
     at = min((i for i in (text.lower().find(t.lower()) for t in terms) if i >= 0), default=0)
     start = max(at - width // 2, 0)
-    return (
-        ("…" if start else "")
-        + text[start : start + width * 2]
-        + ("…" if start + width * 2 < len(text) else "")
-    )
+    return ("…" if start else "") + text[start : start + width * 2] + ("…" if start + width * 2 < len(text) else "")

@@ -27,7 +27,5 @@ async def replay(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", 50, 1, 500)
     at, steps, more = await svc.load(svc.replay, tenant(request), story_id, query_id(request, "at"), from_depth, limit)
     return respond(
-        ReplayResponse(
-            story_id=story_id, at=at, steps=[ReplayStep.model_validate(s) for s in steps], next_depth=more
-        )
+        ReplayResponse(story_id=story_id, at=at, steps=[ReplayStep.model_validate(s) for s in steps], next_depth=more)
     )

@@ -26,9 +26,7 @@ async def append_node(request: web.Request) -> web.Response:
     )
     story = await svc.load(svc.app.story, tenant(request), story_id)
     siblings = await svc.query(svc.store.children, node.parent_id) if node.kind == "reply" else []
-    answer = AppendNodeResponse(
-        node=NodeResponse.of(node), story_version=story.version, regenerated=len(siblings) > 1
-    )
+    answer = AppendNodeResponse(node=NodeResponse.of(node), story_version=story.version, regenerated=len(siblings) > 1)
     return respond(answer, 201, story.version)
 
 

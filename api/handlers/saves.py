@@ -36,9 +36,13 @@ async def _saves(svc: Service, tenant_id: str, story_id: UUID) -> SavesResponse:
     models = [_save_model(story, s, await svc.query(svc.store.is_ancestor, s.node_id, leaf)) for s in saves]
     lines: dict[str, WorldLineModel] = {}
     for model in models:
-        line = lines.setdefault(model.worldline_id, WorldLineModel(id=model.worldline_id, name=model.worldline_name, saves=[]))
+        line = lines.setdefault(
+            model.worldline_id, WorldLineModel(id=model.worldline_id, name=model.worldline_name, saves=[])
+        )
         line.saves.append(model)
-    ordered = sorted(lines.values(), key=lambda line: (line.saves[0].fork_from_save_id is not None, line.saves[0].created_at))
+    ordered = sorted(
+        lines.values(), key=lambda line: (line.saves[0].fork_from_save_id is not None, line.saves[0].created_at)
+    )
     current = next((m.id for m in reversed(models) if m.on_current_path), None)
     return SavesResponse(story_id=story_id, current_save_id=current, worldlines=ordered)
 

@@ -98,7 +98,9 @@ async def checkout(request: web.Request) -> web.Response:
 async def _leaf(svc: Service, tenant_id: str, story_id: UUID) -> web.Response:
     story = await svc.load(svc.app.story, tenant_id, story_id)
     assert story.leaf_id is not None
-    return respond(LeafResponse(story_id=story.id, leaf_id=story.leaf_id, story_version=story.version), version=story.version)
+    return respond(
+        LeafResponse(story_id=story.id, leaf_id=story.leaf_id, story_version=story.version), version=story.version
+    )
 
 
 async def tree(request: web.Request) -> web.Response:

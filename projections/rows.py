@@ -1,0 +1,153 @@
+"""Events → read-model row changes, folded in memory for a whole batch (pure; no database here).
+
+A batch collects inserts, per-row column updates (last value wins) and counter increments, so the
+store can write thousands of events with a handful of statements.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from datetime import datetime
+from functools import singledispatchmethod
+from typing import Any
+from uuid import UUID
+
+from domain import events as ev
+from projections.segment import index_terms
+
+Row = dict[str, Any]
+
+
+def _ts(when: datetime) -> str:
+    return when.isoformat()
+
+
+class RowChanges:
+    """What one batch of events does to the tables. `story_of(node_id)` answers for nodes of earlier batches."""
+
+    def __init__(self, story_of: Callable[[str], str]) -> None:
+        self.story_of = story_of
+        self.inserts: defaultdict[str, list[Row]] = defaultdict(list)
+        self.updates: defaultdict[str, defaultdict[str, Row]] = defaultdict(lambda: defaultdict(dict))
+        self.increments: defaultdict[str, defaultdict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+        self.texts: dict[str, Row] = {}
+        self._story_of_new: dict[str, str] = {}
+
+    def _update(self, table: str, key: UUID | str, **columns: Any) -> None:
+        self.updates[table][str(key)].update(columns)
+
+    def _increment(self, table: str, key: UUID | str, column: str, by: int = 1) -> None:
+        self.increments[table][str(key)][column] += by
+
+    def _text(self, node_id: str, story_id: str, text: str) -> None:
+        self.texts[node_id] = {
+            "node_id": node_id,
+            "story_id": story_id,
+            "text": text,
+            "terms": index_terms(text),
+        }
+
+    @singledispatchmethod
+    def fold(self, event: Any, seq: int) -> None:
+        """Events no read model cares about pass through."""
+
+    @fold.register
+    def _(self, e: ev.CardCreated, seq: int) -> None:
+        self.inserts["cards"].append(
+            {
+                "id": str(e.originator_id), "tenant_id": e.tenant_id, "name": e.data["name"],
+                "tags": json.dumps(e.data.get("tags", []), ensure_ascii=False), "deleted": 0,
+                "created_at": _ts(e.timestamp), "updated_at": _ts(e.timestamp), "seq": seq,
+            }
+        )  # fmt: skip
+
+    @fold.register
+    def _(self, e: ev.CardUpdated, seq: int) -> None:
+        tags = json.dumps(e.data.get("tags", []), ensure_ascii=False)
+        self._update("cards", e.originator_id, name=e.data["name"], tags=tags, updated_at=_ts(e.timestamp))
+
+    @fold.register
+    def _(self, e: ev.CardDeleted, seq: int) -> None:
+        self._update("cards", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
+
+    @fold.register
+    def _(self, e: ev.StoryStarted, seq: int) -> None:
+        self.inserts["stories"].append(
+            {
+                "id": str(e.originator_id), "tenant_id": e.tenant_id, "card_id": str(e.card_id),
+                "title": e.title, "root_id": str(e.root_id), "leaf_id": str(e.root_id), "nodes": 0,
+                "saves": 0, "deleted": 0, "created_at": _ts(e.timestamp), "updated_at": _ts(e.timestamp),
+                "seq": seq,
+            }
+        )  # fmt: skip
+
+    @fold.register
+    def _(self, e: ev.LeafMoved, seq: int) -> None:
+        self._update("stories", e.originator_id, leaf_id=str(e.node_id), updated_at=_ts(e.timestamp))
+
+    @fold.register
+    def _(self, e: ev.StoryRetitled, seq: int) -> None:
+        self._update("stories", e.originator_id, title=e.title, updated_at=_ts(e.timestamp))
+
+    @fold.register
+    def _(self, e: ev.SavePointMarked, seq: int) -> None:
+        self._increment("stories", e.originator_id, "saves")
+
+    @fold.register
+    def _(self, e: ev.SavePointDeleted, seq: int) -> None:
+        self._increment("stories", e.originator_id, "saves", -1)
+
+    @fold.register
+    def _(self, e: ev.StoryDeleted, seq: int) -> None:
+        self._update("stories", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
+
+    def _node(self, e: Any, kind: str, parent: UUID | None, depth: int, turn: int, seq: int) -> None:
+        node_id, story_id = str(e.originator_id), str(e.story_id)
+        self.inserts["nodes"].append(
+            {
+                "id": node_id, "story_id": story_id, "parent_id": str(parent) if parent else None,
+                "kind": kind, "depth": depth, "turn": turn, "hidden": 0, "starred": 0, "revisions": 0,
+                "chars": len(e.text), "created_at": _ts(e.timestamp), "seq": seq,
+            }
+        )  # fmt: skip
+        self._story_of_new[node_id] = story_id
+        self._text(node_id, story_id, e.text)
+        self._increment("stories", story_id, "nodes")
+
+    @fold.register
+    def _(self, e: ev.GreetingPlaced, seq: int) -> None:
+        self._node(e, "greeting", None, 0, 0, seq)
+
+    @fold.register
+    def _(self, e: ev.UserSpoke, seq: int) -> None:
+        self._node(e, "user", e.parent_id, e.depth, e.turn, seq)
+
+    @fold.register
+    def _(self, e: ev.ReplyPosted, seq: int) -> None:
+        self._node(e, "reply", e.parent_id, e.depth, e.turn, seq)
+
+    @fold.register
+    def _(self, e: ev.ReplyRevised, seq: int) -> None:
+        node_id = str(e.originator_id)
+        story_id = self._story_of_new.get(node_id) or self.story_of(node_id)
+        self._update("nodes", node_id, chars=len(e.text))
+        self._increment("nodes", node_id, "revisions")
+        self._text(node_id, story_id, e.text)
+
+    @fold.register
+    def _(self, e: ev.NodeStarred, seq: int) -> None:
+        self._update("nodes", e.originator_id, starred=1)
+
+    @fold.register
+    def _(self, e: ev.NodeUnstarred, seq: int) -> None:
+        self._update("nodes", e.originator_id, starred=0)
+
+    @fold.register
+    def _(self, e: ev.NodeHidden, seq: int) -> None:
+        self._update("nodes", e.originator_id, hidden=1)
+
+    @fold.register
+    def _(self, e: ev.NodeUnhidden, seq: int) -> None:
+        self._update("nodes", e.originator_id, hidden=0)

@@ -1,0 +1,101 @@
+"""Read models: Chinese full-text search, tree queries, and rebuilt == live (invariant 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from domain.application import Changji
+from domain.values import StorySettings
+from projections.runner import ProjectionRunner
+from projections.store import ReadModels
+from tests.builders import StoryBuilder, a_card
+
+
+def a_busy_tenant(app: Changji, runner: ProjectionRunner) -> StoryBuilder:
+    """Branches, regenerates, hides, stars, revisions, saves and deletes, folded live step by step."""
+    story = StoryBuilder.start(app)
+    (u1, r1), (u2, r2) = story.turns(2)
+    runner.catch_up()
+    story.save("风暴夜", tree=runner.store)
+    story.reply("重新生成的回答。", parent=u2)
+    story.turn("分支的问题：船票呢？", "沈砚把船票收了起来。", parent=r1)
+    runner.catch_up()
+    doomed = story.save("追问船票", tree=runner.store)
+    story.app.annotate_many(story.tenant, story.story_id, [u1, r2], "hide")
+    story.annotate(r2, "unhide")
+    story.annotate(r1, "star")
+    story.annotate(r1, "revise", "改写后的第一答：天气很好。", "typo")
+    story.app.delete_save(story.tenant, story.story_id, doomed.id)
+    story.app.configure_story(story.tenant, story.story_id, {"keep_turns": 4}, "灯塔")
+    runner.catch_up()
+    gone = StoryBuilder.start(app)
+    gone.turn()
+    app.delete_story(gone.tenant, gone.story_id)
+    app.delete_card(gone.tenant, gone.card_id)
+    card_id = uuid4()
+    app.create_card(card_id, story.tenant, a_card(), StorySettings())
+    app.update_card(story.tenant, card_id, a_card(name="改名的卡", tags=["海岛"]), StorySettings())
+    runner.catch_up()
+    return story
+
+
+def searches(store: ReadModels, story: StoryBuilder) -> list[Any]:
+    return [store.search(story.story_id, q) for q in ("天气", "船票", "天", "improbable")]
+
+
+def test_rebuilt_read_models_equal_live_ones(sqlite_changji: Changji, runner: ProjectionRunner) -> None:
+    story = a_busy_tenant(sqlite_changji, runner)
+    live, live_hits = runner.store.dump(), searches(runner.store, story)
+    runner.rebuild()
+    assert runner.store.dump() == live
+    assert searches(runner.store, story) == live_hits
+
+
+def test_fresh_read_models_equal_live_ones(sqlite_changji: Changji, runner: ProjectionRunner, tmp_path: Path) -> None:
+    a_busy_tenant(sqlite_changji, runner)
+    fresh = ProjectionRunner(sqlite_changji, ReadModels(tmp_path / "fresh.sqlite"))
+    fresh.catch_up()
+    assert fresh.store.dump() == runner.store.dump()
+
+
+def test_live_read_models_show_every_fact(sqlite_changji: Changji, runner: ProjectionRunner) -> None:
+    story = a_busy_tenant(sqlite_changji, runner)
+    rows = [r for r in runner.store.dump()["nodes"] if r["story_id"] == str(story.story_id)]
+    flags = sorted((r["depth"], r["hidden"], r["starred"], r["revisions"]) for r in rows)
+    assert flags == [(0, 0, 0, 0), (1, 1, 0, 0), (2, 0, 1, 1), (3, 0, 0, 0), (3, 0, 0, 0), (4, 0, 0, 0),
+                     (4, 0, 0, 0), (4, 0, 0, 0)]  # fmt: skip
+    (summary,) = [r for r in runner.store.dump()["stories"] if r["id"] == str(story.story_id)]
+    assert (summary["title"], summary["nodes"], summary["saves"], summary["leaf_id"]) == ("灯塔", 8, 1, str(story.leaf))
+
+
+def test_search_finds_two_character_chinese_words(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:
+    (u1, _), (u2, _) = sqlite_story.turns(2, user="第{i}句", reply="答")
+    sqlite_story.user("今天天气很好。")
+    runner.catch_up()
+    hits = runner.store.search(sqlite_story.story_id, "天气")
+    assert [h.node_id for h in hits] == [str(sqlite_story.leaf)]
+
+
+def test_search_falls_back_to_a_scan_for_a_single_character(
+    sqlite_story: StoryBuilder, runner: ProjectionRunner
+) -> None:
+    sqlite_story.turn("海风很大。", "嗯。")
+    runner.catch_up()
+    assert [h.kind for h in runner.store.search(sqlite_story.story_id, "海")] == ["user"]
+
+
+def test_search_matches_english_words_case_insensitively(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:
+    sqlite_story.turn("The LIGHTHOUSE is dark.", "嗯。")
+    runner.catch_up()
+    assert len(runner.store.search(sqlite_story.story_id, "lighthouse")) == 1
+
+
+def test_children_and_ancestry_follow_the_tree(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:
+    user, first = sqlite_story.turn()
+    second = sqlite_story.reply("重新生成。", parent=user)
+    runner.catch_up()
+    assert [r["id"] for r in runner.store.children(user)] == [str(first), str(second)]
+    assert runner.store.is_ancestor(sqlite_story.root_id, second)
+    assert not runner.store.is_ancestor(first, second)
