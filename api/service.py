@@ -49,6 +49,7 @@ class Service:
         self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
         self._readers = ThreadPoolExecutor(2, thread_name_prefix="changji-reader")
         self._poller: asyncio.Task[None] | None = None
+        self._catch_up: asyncio.Future[int] | None = None
 
     # --- threads ------------------------------------------------------------------------------
 
@@ -72,9 +73,18 @@ class Service:
         return await self._run(self._readers, fn, *args, **kwargs)
 
     async def sync(self, position: int | None = None) -> int:
-        if position is not None and self.runner.position >= position:
-            return self.runner.position
-        return await self._run(self._projector, self.runner.catch_up)
+        """Catch the read models up (to at least `position`). Concurrent callers share one catch-up."""
+        while position is None or self.runner.position < position:
+            if self._catch_up is None:
+                self._catch_up = asyncio.ensure_future(self._run(self._projector, self.runner.catch_up))
+                self._catch_up.add_done_callback(self._caught_up)
+            await asyncio.shield(self._catch_up)
+            if position is None:
+                break
+        return self.runner.position
+
+    def _caught_up(self, _: asyncio.Future[int]) -> None:
+        self._catch_up = None
 
     # --- composite queries (run on the writer thread) -----------------------------------------
 

@@ -10,7 +10,6 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from datetime import datetime
-from functools import singledispatchmethod
 from typing import Any
 from uuid import UUID
 
@@ -49,12 +48,13 @@ class RowChanges:
             "terms": index_terms(text),
         }
 
-    @singledispatchmethod
     def fold(self, event: Any, seq: int) -> None:
-        """Events no read model cares about pass through."""
+        """Fold one event; events no read model cares about pass through."""
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event, seq)
 
-    @fold.register
-    def _(self, e: ev.CardCreated, seq: int) -> None:
+    def _on_card_created(self, e: ev.CardCreated, seq: int) -> None:
         self.inserts["cards"].append(
             {
                 "id": str(e.originator_id), "tenant_id": e.tenant_id, "name": e.data["name"],
@@ -63,17 +63,14 @@ class RowChanges:
             }
         )  # fmt: skip
 
-    @fold.register
-    def _(self, e: ev.CardUpdated, seq: int) -> None:
+    def _on_card_updated(self, e: ev.CardUpdated, seq: int) -> None:
         tags = json.dumps(e.data.get("tags", []), ensure_ascii=False)
         self._update("cards", e.originator_id, name=e.data["name"], tags=tags, updated_at=_ts(e.timestamp))
 
-    @fold.register
-    def _(self, e: ev.CardDeleted, seq: int) -> None:
+    def _on_card_deleted(self, e: ev.CardDeleted, seq: int) -> None:
         self._update("cards", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
 
-    @fold.register
-    def _(self, e: ev.StoryStarted, seq: int) -> None:
+    def _on_story_started(self, e: ev.StoryStarted, seq: int) -> None:
         self.inserts["stories"].append(
             {
                 "id": str(e.originator_id), "tenant_id": e.tenant_id, "card_id": str(e.card_id),
@@ -83,24 +80,19 @@ class RowChanges:
             }
         )  # fmt: skip
 
-    @fold.register
-    def _(self, e: ev.LeafMoved, seq: int) -> None:
+    def _on_leaf_moved(self, e: ev.LeafMoved, seq: int) -> None:
         self._update("stories", e.originator_id, leaf_id=str(e.node_id), updated_at=_ts(e.timestamp))
 
-    @fold.register
-    def _(self, e: ev.StoryRetitled, seq: int) -> None:
+    def _on_story_retitled(self, e: ev.StoryRetitled, seq: int) -> None:
         self._update("stories", e.originator_id, title=e.title, updated_at=_ts(e.timestamp))
 
-    @fold.register
-    def _(self, e: ev.SavePointMarked, seq: int) -> None:
+    def _on_save_point_marked(self, e: ev.SavePointMarked, seq: int) -> None:
         self._increment("stories", e.originator_id, "saves")
 
-    @fold.register
-    def _(self, e: ev.SavePointDeleted, seq: int) -> None:
+    def _on_save_point_deleted(self, e: ev.SavePointDeleted, seq: int) -> None:
         self._increment("stories", e.originator_id, "saves", -1)
 
-    @fold.register
-    def _(self, e: ev.StoryDeleted, seq: int) -> None:
+    def _on_story_deleted(self, e: ev.StoryDeleted, seq: int) -> None:
         self._update("stories", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
 
     def _node(self, e: Any, kind: str, parent: UUID | None, depth: int, turn: int, seq: int) -> None:
@@ -116,38 +108,51 @@ class RowChanges:
         self._text(node_id, story_id, e.text)
         self._increment("stories", story_id, "nodes")
 
-    @fold.register
-    def _(self, e: ev.GreetingPlaced, seq: int) -> None:
+    def _on_greeting_placed(self, e: ev.GreetingPlaced, seq: int) -> None:
         self._node(e, "greeting", None, 0, 0, seq)
 
-    @fold.register
-    def _(self, e: ev.UserSpoke, seq: int) -> None:
+    def _on_user_spoke(self, e: ev.UserSpoke, seq: int) -> None:
         self._node(e, "user", e.parent_id, e.depth, e.turn, seq)
 
-    @fold.register
-    def _(self, e: ev.ReplyPosted, seq: int) -> None:
+    def _on_reply_posted(self, e: ev.ReplyPosted, seq: int) -> None:
         self._node(e, "reply", e.parent_id, e.depth, e.turn, seq)
 
-    @fold.register
-    def _(self, e: ev.ReplyRevised, seq: int) -> None:
+    def _on_reply_revised(self, e: ev.ReplyRevised, seq: int) -> None:
         node_id = str(e.originator_id)
         story_id = self._story_of_new.get(node_id) or self.story_of(node_id)
         self._update("nodes", node_id, chars=len(e.text))
         self._increment("nodes", node_id, "revisions")
         self._text(node_id, story_id, e.text)
 
-    @fold.register
-    def _(self, e: ev.NodeStarred, seq: int) -> None:
+    def _on_node_starred(self, e: ev.NodeStarred, seq: int) -> None:
         self._update("nodes", e.originator_id, starred=1)
 
-    @fold.register
-    def _(self, e: ev.NodeUnstarred, seq: int) -> None:
+    def _on_node_unstarred(self, e: ev.NodeUnstarred, seq: int) -> None:
         self._update("nodes", e.originator_id, starred=0)
 
-    @fold.register
-    def _(self, e: ev.NodeHidden, seq: int) -> None:
+    def _on_node_hidden(self, e: ev.NodeHidden, seq: int) -> None:
         self._update("nodes", e.originator_id, hidden=1)
 
-    @fold.register
-    def _(self, e: ev.NodeUnhidden, seq: int) -> None:
+    def _on_node_unhidden(self, e: ev.NodeUnhidden, seq: int) -> None:
         self._update("nodes", e.originator_id, hidden=0)
+
+
+_HANDLERS: dict[type, Callable[[RowChanges, Any, int], None]] = {
+    ev.CardCreated: RowChanges._on_card_created,
+    ev.CardUpdated: RowChanges._on_card_updated,
+    ev.CardDeleted: RowChanges._on_card_deleted,
+    ev.StoryStarted: RowChanges._on_story_started,
+    ev.LeafMoved: RowChanges._on_leaf_moved,
+    ev.StoryRetitled: RowChanges._on_story_retitled,
+    ev.SavePointMarked: RowChanges._on_save_point_marked,
+    ev.SavePointDeleted: RowChanges._on_save_point_deleted,
+    ev.StoryDeleted: RowChanges._on_story_deleted,
+    ev.GreetingPlaced: RowChanges._on_greeting_placed,
+    ev.UserSpoke: RowChanges._on_user_spoke,
+    ev.ReplyPosted: RowChanges._on_reply_posted,
+    ev.ReplyRevised: RowChanges._on_reply_revised,
+    ev.NodeStarred: RowChanges._on_node_starred,
+    ev.NodeUnstarred: RowChanges._on_node_unstarred,
+    ev.NodeHidden: RowChanges._on_node_hidden,
+    ev.NodeUnhidden: RowChanges._on_node_unhidden,
+}

@@ -56,4 +56,5 @@ class ProjectionRunner:
         """Drop the read models and replay the whole log into them."""
         self.store.drop()
         self.position = 0
-        return self.catch_up(progress=progress)
+        with self.store.bulk_load():
+            return self.catch_up(progress=progress)

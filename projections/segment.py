@@ -10,33 +10,36 @@ from __future__ import annotations
 import re
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_RUNS = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+", re.UNICODE)
-_IS_CJK = re.compile(rf"[{_CJK}]")
+_RUNS = re.compile(rf"([{_CJK}]+)|[^\W{_CJK}]+", re.UNICODE)
 
 
 def _bigrams(run: str) -> list[str]:
-    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    return [run] if len(run) == 1 else list(map(str.__add__, run, run[1:]))
 
 
 def index_terms(text: str) -> str:
     """The text as space-separated terms for an FTS5 `unicode61` column."""
     terms: list[str] = []
-    for run in _RUNS.findall(text):
-        terms.extend(_bigrams(run) if _IS_CJK.match(run) else [run.lower()])
+    for match in _RUNS.finditer(text):
+        if match.group(1) is None:
+            terms.append(match.group().lower())
+        else:
+            terms.extend(_bigrams(match.group()))
     return " ".join(terms)
 
 
 def match_expression(query: str) -> str | None:
-    """An FTS5 MATCH expression (all parts must match), or None when only a LIKE scan can answer.
+    """An FTS5 MATCH expression (all parts must match), or None when only a substring scan can answer.
 
     A lone CJK character has no bigram to look for, so such queries return None.
     """
     parts: list[str] = []
-    for run in _RUNS.findall(query):
-        if _IS_CJK.match(run):
-            if len(run) == 1:
-                return None
-            parts.append('"' + " ".join(_bigrams(run)) + '"')
-        else:
+    for match in _RUNS.finditer(query):
+        run = match.group()
+        if match.group(1) is None:
             parts.append('"' + run.lower().replace('"', "") + '"')
+        elif len(run) == 1:
+            return None
+        else:
+            parts.append('"' + " ".join(_bigrams(run)) + '"')
     return " ".join(parts) or None
