@@ -112,7 +112,7 @@ def projections_rebuild(data_dir: Path | None) -> None:
 def replay(data_dir: Path | None, story_id: UUID, at: UUID | None, tenant: str, from_depth: int, limit: int) -> None:
     """Print the events of a path in order, with the context size after each step."""
     service = Service(Settings.from_env(data_dir=data_dir))
-    end, steps, more = service.replay(tenant, story_id, at, from_depth, limit)
+    _, steps, more = service.replay(tenant, story_id, at, from_depth, limit)
     for step in steps:
         for event in step["events"]:
             data = {k: v for k, v in event["data"].items() if k not in ("story_id", "parent_id")}
