@@ -24,7 +24,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     scheme, _, key = header.partition(" ")
     tenant = None
     if scheme.lower() == "bearer" and key:
-        tenant = await request.app[SERVICE].query(request.app[SERVICE].service_db.tenant_for, key.strip())
+        tenant = await request.app[SERVICE].authenticate(key.strip())
     if tenant is None:
         response = problem(401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>")
         response.headers["WWW-Authenticate"] = 'Bearer realm="changji"'

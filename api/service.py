@@ -14,15 +14,16 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
-from uuid import UUID
+from uuid import UUID, uuid4
 
-from api.auth import ServiceDB
+from api.auth import ServiceDB, hash_key
 from api.settings import Settings
 from domain.application import Changji
-from domain.values import NodeView
+from domain.values import NodeKind, NodeView
 from projections.context import Context, RenderCache, assemble_context
 from projections.path import project_path, walk_up
 from projections.runner import ProjectionRunner
@@ -32,6 +33,7 @@ from providers.tokens import EstimatingCounter
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
+KEY_CACHE_SECONDS = 30.0
 
 
 class Service:
@@ -50,6 +52,7 @@ class Service:
         self._readers = ThreadPoolExecutor(2, thread_name_prefix="changji-reader")
         self._poller: asyncio.Task[None] | None = None
         self._catch_up: asyncio.Future[int] | None = None
+        self._tenants: dict[str, tuple[str, float]] = {}
 
     # --- threads ------------------------------------------------------------------------------
 
@@ -86,7 +89,29 @@ class Service:
     def _caught_up(self, _: asyncio.Future[int]) -> None:
         self._catch_up = None
 
-    # --- composite queries (run on the writer thread) -----------------------------------------
+    async def authenticate(self, key: str) -> str | None:
+        """The tenant of an API key. Known keys are remembered for KEY_CACHE_SECONDS, so a key revoked
+        from the CLI stops working within that time."""
+        digest = hash_key(key)
+        now = time.monotonic()
+        hit = self._tenants.get(digest)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        tenant = await self.query(self.service_db.tenant_for, key)
+        if tenant is not None:
+            self._tenants[digest] = (tenant, now + KEY_CACHE_SECONDS)
+        else:
+            self._tenants.pop(digest, None)
+        return tenant
+
+    # --- composite calls (run on the writer thread) -------------------------------------------
+
+    def append(
+        self, tenant_id: str, story_id: UUID, kind: NodeKind, text: str, parent_id: UUID | None, expected: int | None
+    ) -> tuple[NodeView, int, int]:
+        """Append a node; returns its view, the story's new version and the notification position."""
+        node, position = self.app.append_node(tenant_id, story_id, uuid4(), kind, text, parent_id, expected)
+        return node, self.app.story(tenant_id, story_id).version, position
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         story = self.app.story(tenant_id, story_id)

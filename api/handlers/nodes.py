@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from aiohttp import web
 
@@ -21,13 +21,12 @@ from api.schemas import (
 async def append_node(request: web.Request) -> web.Response:
     req = await body(request, AppendNodeRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    node, _ = await svc.write(
-        svc.app.append_node, tenant(request), story_id, uuid4(), req.kind, req.text, req.parent_id, if_match(request)
+    node, version, _ = await svc.write(
+        svc.append, tenant(request), story_id, req.kind, req.text, req.parent_id, if_match(request)
     )
-    story = await svc.load(svc.app.story, tenant(request), story_id)
     siblings = await svc.query(svc.store.children, node.parent_id) if node.kind == "reply" else []
-    answer = AppendNodeResponse(node=NodeResponse.of(node), story_version=story.version, regenerated=len(siblings) > 1)
-    return respond(answer, 201, story.version)
+    answer = AppendNodeResponse(node=NodeResponse.of(node), story_version=version, regenerated=len(siblings) > 1)
+    return respond(answer, 201, version)
 
 
 async def get_node(request: web.Request) -> web.Response:
