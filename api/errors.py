@@ -58,9 +58,20 @@ _DOMAIN_STATUS: list[tuple[type[DomainError], int, str]] = [
 ]
 
 
-def _domain_problem(exc: DomainError) -> web.Response:
+def _locate(request: web.Request, field: str) -> str:
+    """Where a domain error's field came from in this request: a header, the path, the query or the body."""
+    if field == "If-Match":
+        return "header.If-Match"
+    if field in request.match_info:
+        return f"path.{field}"
+    if field in request.query:
+        return f"query.{field}"
+    return f"body.{field}"
+
+
+def _domain_problem(request: web.Request, exc: DomainError) -> web.Response:
     status, title = next(((s, t) for cls, s, t in _DOMAIN_STATUS if isinstance(exc, cls)), (422, "Rule Violated"))
-    field = None if exc.field is None else "header.If-Match" if exc.field == "If-Match" else f"body.{exc.field}"
+    field = None if exc.field is None else _locate(request, exc.field)
     errors = [field_error(field, str(exc), type(exc).__name__)] if field else []
     return problem(status, title, str(exc), errors)
 
@@ -80,7 +91,7 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     except RequestBodyError as exc:
         return _validation_problem(exc.error, exc.prefix)
     except DomainError as exc:
-        return _domain_problem(exc)
+        return _domain_problem(request, exc)
     except BadRequestError as exc:
         errors = [field_error(exc.field, exc.detail, "invalid")] if exc.field else []
         return problem(exc.status, _title(exc.status), exc.detail, errors)

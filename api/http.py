@@ -36,7 +36,7 @@ def path_id(request: web.Request, name: str) -> UUID:
     try:
         return UUID(request.match_info[name])
     except ValueError:
-        raise BadRequestError(404, f"{name} is not a known id", name) from None
+        raise BadRequestError(404, f"{name} is not a known id", f"path.{name}") from None
 
 
 def query_id(request: web.Request, name: str) -> UUID | None:

@@ -10,4 +10,4 @@ if TYPE_CHECKING:
     from api.service import Service
 
 SERVICE: web.AppKey[Service] = web.AppKey("service")
-TENANT = "changji.tenant"
+TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)

@@ -116,14 +116,14 @@ class Service:
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         story = self.app.story(tenant_id, story_id)
         assert story.leaf_id is not None
-        leaf = self.app.story_node(story, at or story.leaf_id).id
+        leaf = self.app.story_node(story, at or story.leaf_id, "at").id
         card = self.app.card_of(story)
         return assemble_context(card.data, self.app.settings(story), walk_up(self.app.node, leaf), self.renders)
 
     def path(self, tenant_id: str, story_id: UUID, at: UUID | None, limit: int | None) -> list[NodeView]:
         story = self.app.story(tenant_id, story_id)
         assert story.leaf_id is not None
-        leaf = self.app.story_node(story, at or story.leaf_id).id
+        leaf = self.app.story_node(story, at or story.leaf_id, "at").id
         return project_path(self.app.node, leaf, limit)
 
     def replay(
@@ -132,7 +132,7 @@ class Service:
         """The path's node events in order (depths from_depth…), each with the context after that step."""
         story = self.app.story(tenant_id, story_id)
         assert story.leaf_id is not None
-        end = self.app.story_node(story, at or story.leaf_id).view
+        end = self.app.story_node(story, at or story.leaf_id, "at").view
         steps = [n for n in walk_up(self.app.node, end.id) if n.depth >= from_depth]
         steps = steps[::-1][:limit]
         card = self.app.card_of(story).data

@@ -88,10 +88,14 @@ class Changji(Application[UUID]):
         """A node's current view, without any ownership check (projections walk paths with it)."""
         return self._get(Node, node_id, NodeNotFoundError).view
 
-    def story_node(self, story: Story, node_id: UUID) -> Node:
-        node = self._get(Node, node_id, NodeNotFoundError)
+    def story_node(self, story: Story, node_id: UUID, field: str = "node_id") -> Node:
+        """A node of this story; `field` names the request input it came from, for error messages."""
+        try:
+            node = self._get(Node, node_id, NodeNotFoundError)
+        except NodeNotFoundError:
+            raise NodeNotFoundError(f"node {node_id} not found", field=field) from None
         if node.story_id != story.id:
-            raise NodeNotFoundError(f"node {node_id} not found in story {story.id}", field="node_id")
+            raise NodeNotFoundError(f"node {node_id} not found in story {story.id}", field=field)
         return node
 
     def owned_node(self, tenant_id: str, node_id: UUID) -> tuple[Story, Node]:
@@ -228,7 +232,7 @@ class Changji(Application[UUID]):
         story = self.story(tenant_id, story_id)
         self._expect(story, expected_version)
         assert story.leaf_id is not None
-        parent = self.story_node(story, parent_id or story.leaf_id)
+        parent = self.story_node(story, parent_id or story.leaf_id, "parent_id")
         with self._command(story):
             node = Node.attach(node_id, kind, parent, text)
             story.move_leaf(node.id, cause="append")
@@ -252,7 +256,7 @@ class Changji(Application[UUID]):
     def annotate_many(self, tenant_id: str, story_id: UUID, node_ids: Sequence[UUID], action: str) -> int:
         """The same annotation on several nodes of one story, in one transaction."""
         story = self.story(tenant_id, story_id)
-        nodes = [self.story_node(story, node_id) for node_id in node_ids]
+        nodes = [self.story_node(story, node_id, "node_ids") for node_id in node_ids]
         with self._command(*nodes):
             for node in nodes:
                 getattr(node, action)()

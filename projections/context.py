@@ -49,6 +49,7 @@ class Context:
     budget: int
     leaf_id: UUID
     cut_turns: int = 0
+    cut_nodes: int = 0
 
 
 def fill_macros(text: str, char: str, user: str) -> str:
@@ -221,4 +222,5 @@ def _build(
         ]
     if not ends_with_user:
         used -= cache.count(tail) if tail else 0
-    return Context(messages, tuple(explain), used, budget, leaf.id, cut_at.turn if cut_at else 0)
+    cut_turns, cut_nodes = (cut_at.turn, cut_at.depth + 1) if cut_at else (0, 0)
+    return Context(messages, tuple(explain), used, budget, leaf.id, cut_turns, cut_nodes)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,6 +11,7 @@ from uuid import UUID, uuid4
 
 from aiohttp.test_utils import TestClient
 
+from api.keys import SERVICE
 from domain.application import Changji
 from domain.ports import TreeIndex
 from domain.saves import SavePlan, plan_save
@@ -83,9 +84,7 @@ class StoryBuilder:
     tenant: str = TENANT
 
     @classmethod
-    def start(
-        cls, app: Changji, card: CardData | None = None, tenant: str = TENANT, **overrides: Any
-    ) -> StoryBuilder:
+    def start(cls, app: Changji, card: CardData | None = None, tenant: str = TENANT, **overrides: Any) -> StoryBuilder:
         card_id, story_id, root_id = uuid4(), uuid4(), uuid4()
         app.create_card(card_id, tenant, card or a_card(), StorySettings())
         app.start_story(story_id, root_id, tenant, card_id, 0, "", overrides)
@@ -105,7 +104,9 @@ class StoryBuilder:
         user_id = self.user(user, parent)
         return user_id, self.reply(reply)
 
-    def turns(self, count: int, user: str = "第{i}句：今天天气很好。", reply: str = "第{i}答：是啊。") -> list[tuple[UUID, UUID]]:
+    def turns(
+        self, count: int, user: str = "第{i}句：今天天气很好。", reply: str = "第{i}答：是啊。"
+    ) -> list[tuple[UUID, UUID]]:
         return [self.turn(user.format(i=i), reply.format(i=i)) for i in range(1, count + 1)]
 
     def checkout(self, node_id: UUID) -> None:
@@ -137,9 +138,6 @@ class StoryBuilder:
 
 
 # --- world lines (pure) -------------------------------------------------------------------------
-
-
-
 
 
 @dataclass
@@ -192,6 +190,8 @@ class FakeTree:
 
 # --- HTTP ---------------------------------------------------------------------------------------
 
+MakeClient = Callable[..., Awaitable[TestClient[Any, Any]]]
+
 
 class Api:
     """One tenant's view of the HTTP API through an aiohttp TestClient (a real loopback server)."""
@@ -227,3 +227,9 @@ class Api:
         u = await self.append(story_id, "user", user)
         r = await self.append(story_id, "reply", reply)
         return u["node"]["id"], r["node"]["id"]
+
+
+def api_for(client: TestClient[Any, Any], tenant: str) -> Api:
+    """An Api for `tenant`, with a fresh key made in the running service's key store."""
+    _, key = client.app[SERVICE].service_db.create_key(tenant)  # type: ignore[index]
+    return Api(client, key)

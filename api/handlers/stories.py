@@ -145,6 +145,7 @@ async def context(request: web.Request) -> web.Response:
             tokens=ctx.tokens,
             budget=ctx.budget,
             cut_turns=ctx.cut_turns,
+            cut_nodes=ctx.cut_nodes,
             token_counter=svc.counter.name,
         )
     )

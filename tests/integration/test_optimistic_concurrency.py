@@ -8,7 +8,6 @@ from uuid import uuid4
 
 import pytest
 
-from domain.application import Changji
 from domain.errors import NodeNotFoundError, VersionConflictError
 from projections.path import project_path
 from tests.builders import StoryBuilder, sqlite_app
@@ -16,9 +15,10 @@ from tests.builders import StoryBuilder, sqlite_app
 
 def racing_pair(story: StoryBuilder, events_path: Path) -> tuple[StoryBuilder, StoryBuilder]:
     second = replace(story, app=sqlite_app(events_path))
-    assert story.app.story(story.tenant, story.story_id).version == second.app.story(story.tenant, story.story_id).version
+    assert (
+        story.app.story(story.tenant, story.story_id).version == second.app.story(story.tenant, story.story_id).version
+    )
     return story, second
-
 
 
 def test_second_writer_gets_version_conflict_when_both_append_at_the_same_leaf(
@@ -54,4 +54,6 @@ def test_stale_expected_version_is_refused(sqlite_story: StoryBuilder) -> None:
     version = sqlite_story.app.story(sqlite_story.tenant, sqlite_story.story_id).version
     sqlite_story.user("一句。")
     with pytest.raises(VersionConflictError):
-        sqlite_story.app.append_node(sqlite_story.tenant, sqlite_story.story_id, uuid4(), "reply", "回答。", None, version)
+        sqlite_story.app.append_node(
+            sqlite_story.tenant, sqlite_story.story_id, uuid4(), "reply", "回答。", None, version
+        )

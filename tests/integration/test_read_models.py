@@ -71,7 +71,7 @@ def test_live_read_models_show_every_fact(sqlite_changji: Changji, runner: Proje
 
 
 def test_search_finds_two_character_chinese_words(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:
-    (u1, _), (u2, _) = sqlite_story.turns(2, user="第{i}句", reply="答")
+    sqlite_story.turns(2, user="第{i}句", reply="答")
     sqlite_story.user("今天天气很好。")
     runner.catch_up()
     hits = runner.store.search(sqlite_story.story_id, "天气")

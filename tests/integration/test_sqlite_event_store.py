@@ -53,7 +53,9 @@ def test_reopened_app_has_identical_nodes_along_the_path(sqlite_story: StoryBuil
     path = project_path(sqlite_story.app.node, sqlite_story.leaf)
     assert project_path(reopened.node, sqlite_story.leaf) == path
     assert [(n.text, n.hidden, n.starred, n.revisions) for n in path[1:3]] == [
-        ("第1句：今天天气很好。", False, False, 0), ("改写。", False, True, 1)]
+        ("第1句：今天天气很好。", False, False, 0),
+        ("改写。", False, True, 1),
+    ]
 
 
 def test_reopened_app_assembles_the_same_context(sqlite_story: StoryBuilder, events_path: Path) -> None:

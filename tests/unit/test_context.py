@@ -6,6 +6,7 @@ import pytest
 
 from domain.application import Changji
 from projections.context import Context
+from projections.path import project_path
 from tests.builders import StoryBuilder, a_card
 
 
@@ -42,7 +43,7 @@ def test_context_fills_char_and_user_macros(lighthouse: StoryBuilder) -> None:
 
 
 def test_context_leaves_hidden_nodes_out_and_explains_them(lighthouse: StoryBuilder) -> None:
-    (u1, r1), _ = lighthouse.turns(2, user="秘密{i}", reply="回答{i}")
+    (_, r1), _ = lighthouse.turns(2, user="秘密{i}", reply="回答{i}")
     lighthouse.annotate(r1, "hide")
     ctx = lighthouse.context()
     assert all("回答1" not in m.content for m in ctx.messages)
@@ -103,3 +104,32 @@ def test_context_has_no_cut_when_the_story_fits(lighthouse: StoryBuilder) -> Non
     assert (ctx.cut_turns, blocks(ctx, "cut")) == (0, [])
     (kept,) = blocks(ctx, "verbatim")
     assert len(kept) == 6
+
+
+def path_ids(story: StoryBuilder) -> list[object]:
+    return [n.id for n in project_path(story.app.node, story.leaf)]
+
+
+def test_context_explains_every_path_node_exactly_once(lighthouse: StoryBuilder) -> None:
+    (u1, _), (_, r2) = lighthouse.turns(2)
+    lighthouse.annotate(u1, "hide")
+    lighthouse.annotate(r2, "hide")
+    lighthouse.user("最后一句话。")
+    ctx = lighthouse.context()
+    explained = [n for b in ctx.explain for n in b.node_ids]
+    assert sorted(explained, key=str) == sorted(path_ids(lighthouse), key=str)
+    assert len(explained) == len(set(explained))
+
+
+def test_budget_cut_explains_only_the_kept_nodes(app: Changji) -> None:
+    story = long_story(app, 40)
+    ctx = story.context()
+    explained = [n for b in ctx.explain if b.what != "cut" for n in b.node_ids]
+    assert explained == path_ids(story)[-len(explained) :]
+
+
+def test_cut_counts_and_the_cut_block_agree_when_only_the_greeting_is_cut(app: Changji) -> None:
+    story = StoryBuilder.start(app, a_card(first_mes="长" * 700), context_window=512, reply_reserve=0)
+    story.turn("问。", "答。")
+    ctx = story.context()
+    assert blocks(ctx, "cut") and (ctx.cut_turns, ctx.cut_nodes) == (0, 1)

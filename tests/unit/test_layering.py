@@ -20,7 +20,9 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("path", sorted(p for p in DOMAIN.glob("*.py") if p.name != "application.py"), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(p for p in DOMAIN.glob("*.py") if p.name != "application.py"), ids=lambda p: p.name
+)
 def test_domain_module_stays_off_the_event_store(path: Path) -> None:
     assert not {n for n in _imports(path) if n.startswith(STORE_MODULES)}
 

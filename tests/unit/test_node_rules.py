@@ -18,18 +18,14 @@ def a_chain() -> dict[str, Node]:
     return {"greeting": greeting, "user": user, "reply": reply}
 
 
-@pytest.mark.parametrize(
-    ("kind", "parent_kind"), [("user", "greeting"), ("user", "reply"), ("reply", "user")]
-)
+@pytest.mark.parametrize(("kind", "parent_kind"), [("user", "greeting"), ("user", "reply"), ("reply", "user")])
 def test_attach_accepts_node_when_turns_alternate(kind: str, parent_kind: str) -> None:
     parent = a_chain()[parent_kind]
     node = Node.attach(uuid4(), kind, parent, "一句话。")  # type: ignore[arg-type]
     assert (node.kind, node.parent_id, node.story_id) == (kind, parent.id, parent.story_id)
 
 
-@pytest.mark.parametrize(
-    ("kind", "parent_kind"), [("reply", "reply"), ("user", "user"), ("reply", "greeting")]
-)
+@pytest.mark.parametrize(("kind", "parent_kind"), [("reply", "reply"), ("user", "user"), ("reply", "greeting")])
 def test_attach_refuses_node_when_turns_do_not_alternate(kind: str, parent_kind: str) -> None:
     with pytest.raises(InvalidParentError):
         Node.attach(uuid4(), kind, a_chain()[parent_kind], "一句话。")  # type: ignore[arg-type]

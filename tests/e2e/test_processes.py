@@ -1,0 +1,141 @@
+"""Real processes: the `changji` console script — demo, keys, serve across restarts, projections rebuild, replay."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from projections.store import ReadModels
+
+CHANGJI = str(Path(sys.executable).parent / "changji")
+pytestmark = pytest.mark.slow
+TURNS = [("user", "今天天气很好。"), ("reply", "风停了。"), ("user", "灯塔还亮着吗？"), ("reply", "亮着。")]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CHANGJI, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    base: str
+    key: str
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+
+def wait_until_up(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"changji serve did not answer /healthz: {log.read_text()}")
+
+
+@contextmanager
+def serving(data_dir: Path, key: str) -> Iterator[Server]:
+    port, log = free_port(), data_dir.parent / f"serve-{time.monotonic_ns()}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [CHANGJI, "serve", "--data-dir", str(data_dir), "--port", str(port)], stdout=out, stderr=out
+        )
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}", process, log)
+        yield Server(f"http://127.0.0.1:{port}", key)
+    finally:
+        process.terminate()
+        assert process.wait(timeout=20) == 0, log.read_text()
+
+
+@dataclass
+class Played:
+    data_dir: Path
+    key: str
+    story: dict[str, Any]
+    path: list[str]
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> Played:
+    """A key, then a story of two turns written through a served process that is then stopped."""
+    data_dir = tmp_path_factory.mktemp("served") / "data"
+    created = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local")
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip().splitlines()[0]
+    with serving(data_dir, key) as server:
+        card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
+        story = server.call("POST", "/v1/stories", {"card_id": card["id"]})
+        for kind, text in TURNS:
+            server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": kind, "text": text})
+        path = [n["id"] for n in server.call("GET", f"/v1/stories/{story['id']}/path")["nodes"]]
+    return Played(data_dir, key, story, path)
+
+
+def test_demo_prints_the_explain_list_and_a_forked_world_line() -> None:
+    result = run("demo")
+    assert result.returncode == 0, result.stderr
+    assert "explain:" in result.stdout
+    assert any("world line" in line and "分出" in line for line in result.stdout.splitlines())
+
+
+def test_story_survives_a_server_restart(played: Played) -> None:
+    with serving(played.data_dir, played.key) as server:
+        story = server.call("GET", f"/v1/stories/{played.story['id']}")
+        path = server.call("GET", f"/v1/stories/{played.story['id']}/path")["nodes"]
+        hits = server.call("GET", f"/v1/stories/{played.story['id']}/search?q={quote('天气')}")["hits"]
+    assert story["leaf_id"] == played.path[-1]
+    assert [n["id"] for n in path] == played.path
+    assert [h["node_id"] for h in hits] == [played.path[1]]
+
+
+def test_projections_rebuild_replays_every_event_while_the_server_is_stopped(played: Played) -> None:
+    store = ReadModels(played.data_dir / "read_models.sqlite")
+    before = store.dump()
+    result = run("projections", "rebuild", "--data-dir", str(played.data_dir))
+    assert result.returncode == 0, result.stderr
+    assert "rebuilt read models at position" in result.stdout
+    assert store.dump() == before
+
+
+def test_replay_command_prints_the_paths_events(played: Played) -> None:
+    result = run("replay", played.story["id"], "--data-dir", str(played.data_dir), "--tenant", "local")
+    assert result.returncode == 0, result.stderr
+    types = [line.split()[2] for line in result.stdout.splitlines() if line.startswith("d")]
+    assert types == ["GreetingPlaced", "UserSpoke", "ReplyPosted", "UserSpoke", "ReplyPosted"]
+
+
+def test_first_serve_prints_a_working_key(tmp_path: Path) -> None:
+    data_dir = tmp_path / "fresh"
+    with serving(data_dir, key="") as server:
+        log = next(tmp_path.glob("serve-*.log")).read_text()
+        server.key = next(word for word in log.split() if word.startswith("cj_"))
+        assert server.call("GET", "/v1/cards") == {"items": [], "next_cursor": None}

@@ -1,0 +1,86 @@
+"""The catch-up runner stops (never skips) on an event that fails to fold, and resumes from there."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from domain.application import Changji
+from projections.runner import ProjectionRunner
+from projections.store import ReadModels
+from tests.builders import StoryBuilder
+
+
+class FaultyReadModels(ReadModels):
+    """Read models whose database refuses to fold a hidden flag (NodeHidden) until `fix()`."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.writer.execute(
+            "create trigger refuse_hide before update of hidden on nodes when new.hidden = 1"
+            " begin select raise(abort, 'injected fault: NodeHidden cannot be folded'); end"
+        )
+
+    def fix(self) -> None:
+        self.writer.execute("drop trigger refuse_hide")
+
+
+@pytest.fixture
+def faulty(sqlite_changji: Changji, tmp_path: Path) -> ProjectionRunner:
+    return ProjectionRunner(sqlite_changji, FaultyReadModels(tmp_path / "faulty.sqlite"))
+
+
+def story_with_a_hide_after(story: StoryBuilder, runner: ProjectionRunner) -> tuple[int, str]:
+    """Two turns folded; then a new user node, a hide and a reply, not yet folded. Returns (position, new node)."""
+    (_, r1), _ = story.turns(2)
+    position = runner.catch_up()
+    new = story.user("还没折叠的一句。")
+    story.annotate(r1, "hide")
+    story.reply("之后的回答。")
+    return position, str(new)
+
+
+def node_ids(store: ReadModels) -> set[str]:
+    return {r["id"] for r in store.dump()["nodes"]}
+
+
+def test_runner_raises_and_holds_its_position_when_a_fold_fails(
+    sqlite_story: StoryBuilder, faulty: ProjectionRunner
+) -> None:
+    position, _ = story_with_a_hide_after(sqlite_story, faulty)
+    with pytest.raises(sqlite3.IntegrityError, match="injected fault"):
+        faulty.catch_up()
+    assert (faulty.position, faulty.store.position()) == (position, position)
+
+
+def test_runner_never_skips_the_failing_event_when_called_again(
+    sqlite_story: StoryBuilder, faulty: ProjectionRunner
+) -> None:
+    position, _ = story_with_a_hide_after(sqlite_story, faulty)
+    for _ in range(2):
+        with pytest.raises(sqlite3.IntegrityError, match="injected fault"):
+            faulty.catch_up()
+    assert faulty.store.position() == position
+
+
+def test_read_models_show_nothing_past_the_position_when_a_fold_fails(
+    sqlite_story: StoryBuilder, faulty: ProjectionRunner
+) -> None:
+    _, new = story_with_a_hide_after(sqlite_story, faulty)
+    with pytest.raises(sqlite3.IntegrityError, match="injected fault"):
+        faulty.catch_up()
+    assert new not in node_ids(faulty.store)
+
+
+def test_runner_resumes_from_its_position_when_the_fault_is_fixed(
+    sqlite_story: StoryBuilder, faulty: ProjectionRunner, runner: ProjectionRunner
+) -> None:
+    story_with_a_hide_after(sqlite_story, faulty)
+    with pytest.raises(sqlite3.IntegrityError, match="injected fault"):
+        faulty.catch_up()
+    faulty.store.fix()  # type: ignore[attr-defined]
+    assert faulty.catch_up() == faulty.max_position()
+    runner.catch_up()
+    assert faulty.store.dump() == runner.store.dump()
