@@ -78,7 +78,7 @@ class Service:
     async def sync(self, position: int | None = None) -> int:
         """Catch the read models up (to at least `position`). Concurrent callers share one catch-up."""
         while position is None or self.runner.position < position:
-            if self._catch_up is None:
+            if self._catch_up is None or self._catch_up.done():
                 self._catch_up = asyncio.ensure_future(self._run(self._projector, self.runner.catch_up))
                 self._catch_up.add_done_callback(self._caught_up)
             await asyncio.shield(self._catch_up)

@@ -113,8 +113,11 @@ class Texts:
     _i: int = 0
 
     def next_pair(self) -> tuple[str, str]:
-        i = self._i
         self._i += 1
+        return self.pair(self._i - 1)
+
+    def pair(self, i: int) -> tuple[str, str]:
+        """The i-th (user, reply) pair, cycling (negative i counts from the end)."""
         return self.users[i % len(self.users)], self.replies[i % len(self.replies)]
 
     def user(self) -> str:
@@ -130,8 +133,14 @@ def texts() -> Texts:
     cn, en = _load_pairs("memory_bank_cn.json"), _load_pairs("memory_bank_en.json")
     if not cn or not en:
         log("MemoryBank data not found: using a small synthetic text pool")
-        cn = [(f"我们走到第{i}个路口，你记得那盏灯吗？", f"记得。第{i}盏灯在雨里闪了三下，像是某种信号。") for i in range(50)]
-        en = [(f"Do you remember the lamp at corner {i}?", f"Yes, lamp {i} blinked three times in the rain.") for i in range(50)]
+        cn = [
+            (f"我们走到第{i}个路口，你记得那盏灯吗？", f"记得。第{i}盏灯在雨里闪了三下，像是某种信号。")
+            for i in range(50)
+        ]
+        en = [
+            (f"Do you remember the lamp at corner {i}?", f"Yes, lamp {i} blinked three times in the rain.")
+            for i in range(50)
+        ]
     en_users = itertools.cycle([q for q, _ in en])
     en_replies = itertools.cycle([r for _, r in en])
     users, replies = [], []
@@ -215,7 +224,10 @@ def build_story(
     """A story of `turns` turns on the main path, plus a regenerated reply every `regenerate_every` turns
     (the leaf follows the new sibling, as after a swipe) and, every `branch_every` turns, a side branch of
     `branch_turns` turns started `branch_back` turns back, after which the leaf is checked out back to the
-    main tip. Every node goes through `Changji.append_node` with an explicit parent."""
+    main tip. Every node goes through `Changji.append_node` with an explicit parent.
+
+    Texts are chosen by distance from the end of the story, so the last turns of stories of any length
+    (the context window) hold the same texts and ratios between sizes compare equal windows."""
     card_id, story_id, root_id = create_card_and_story(app, tenant, f"bench {turns}")
     built = Built(card_id, story_id, root_id, root_id, turns)
     clock = time.perf_counter
@@ -234,16 +246,16 @@ def build_story(
     started = clock()
     step = max(turns // 10, 1)
     for turn in range(1, turns + 1):
-        user_text, reply_text = pool.next_pair()
+        user_text, reply_text = pool.pair(turn - turns)
         user = append("user", user_text, tip)
         tip = append("reply", reply_text, user)
         if regenerate_every and turn % regenerate_every == 0:
-            tip = append("reply", pool.next_pair()[1], user)
+            tip = append("reply", pool.pair(turn - turns + 101)[1], user)
             built.regenerates += 1
         if branch_every and turn % branch_every == 0 and len(recent) == branch_back:
             side = recent[0]
-            for _ in range(branch_turns):
-                u, r = pool.next_pair()
+            for k in range(branch_turns):
+                u, r = pool.pair(turn + 37 * (k + 1))
                 side = append("reply", r, append("user", u, side))
             app.move_leaf(tenant, story_id, tip)  # back to the main path (a checkout)
             built.side_branches += 1

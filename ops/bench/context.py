@@ -4,7 +4,8 @@
 
 Builds three stories (1k, 10k, 100k turns; --quick: 200, 2k, 10k) on SQLite event stores in a temp
 dir, each with branches (a regenerated reply every 50 turns, a 3-turn side branch every 500), by
-calling `Changji.append_node` directly. Then, on the warm applications:
+calling `Changji.append_node` directly; their last turns hold the same texts, so every size assembles
+an equal window. Then, on the warm applications:
 
 - assembly: the median time of the next-turn context (story → card → settings → `assemble_context`
   over `walk_up` from a freshly appended user node), samples interleaved across the three stories;
@@ -48,8 +49,20 @@ from projections.runner import ProjectionRunner  # noqa: E402
 from projections.store import ReadModels  # noqa: E402
 from providers.tokens import EstimatingCounter  # noqa: E402
 
-FULL = {"sizes": (1_000, 10_000, 100_000), "samples": 41, "naive_runs": 5, "incremental_runs": 101, "cold_runs": 3}
-QUICK = {"sizes": (200, 2_000, 10_000), "samples": 21, "naive_runs": 3, "incremental_runs": 51, "cold_runs": 3}
+FULL: dict[str, Any] = {
+    "sizes": (1_000, 10_000, 100_000),
+    "samples": 41,
+    "naive_runs": 5,
+    "incremental_runs": 101,
+    "cold_runs": 3,
+}
+QUICK: dict[str, Any] = {
+    "sizes": (200, 2_000, 10_000),
+    "samples": 21,
+    "naive_runs": 3,
+    "incremental_runs": 51,
+    "cold_runs": 3,
+}
 NAMES = ("1k", "10k", "100k")  # the keys keep these names in --quick, as the convention asks
 BATCH = 5_000
 
@@ -71,7 +84,7 @@ def naive_context(app: Changji, story_id: UUID) -> tuple[Context, int]:
         if not notifications:
             break
         for notification in notifications:
-            event = app.mapper.to_domain_event(notification)
+            event: Any = app.mapper.to_domain_event(notification)
             aggregates[event.originator_id] = event.mutate(aggregates.get(event.originator_id))
         position = notifications[-1].id
         events += len(notifications)
@@ -128,11 +141,12 @@ def main() -> None:
             b = built[name]
             contexts[name] = next_context(apps[name], renders[name], b.story_id, b.tip_id)
         order = list(NAMES)
-        for _ in range(plan["samples"]):
+        for sample in range(plan["samples"]):
             random.shuffle(order)
+            words = pool.pair(sample + 11)[0]  # the same words for every story
             for name in order:
                 b, app = built[name], apps[name]
-                user, _ = app.append_node(TENANT, b.story_id, uuid4(), "user", pool.user(), b.tip_id)
+                user, _ = app.append_node(TENANT, b.story_id, uuid4(), "user", words, b.tip_id)
                 dt, contexts[name] = timed(next_context, app, renders[name], b.story_id, user.id)
                 samples[name].append(dt)
         for name in NAMES:
@@ -223,7 +237,8 @@ def main() -> None:
         figures["rebuild_s"] = rebuild_s
         figures["rebuild_events_per_s"] = total / rebuild_s
         log(f"  rebuild: {total:,} events in {rebuild_s:.1f}s = {total / rebuild_s:,.0f} events/s")
-        store.writer.conn.close()
+        close = getattr(store, "close", None)
+        close() if callable(close) else store.writer.conn.close()
         app.close()
 
         for name, turns in zip(NAMES, sizes, strict=True):
