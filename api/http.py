@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import TypeVar
 from uuid import UUID
 
@@ -81,6 +82,10 @@ def respond(model: BaseModel, status: int = 200, version: int | None = None) -> 
     if version is not None:
         response.headers["ETag"] = f'"{version}"'
     return response
+
+
+def json_bytes(data: object) -> bytes:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def fingerprint(method: str, path: str, raw: bytes) -> str:

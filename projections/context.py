@@ -9,9 +9,8 @@ assembly depends on the window, never on the story's length. A cut is reported, 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
 
@@ -70,49 +69,33 @@ def build_system_prompt(card: CardData, user_name: str) -> str:
 
 
 class RenderCache:
-    """Per-node rendered text and token count, keyed by (node id, node version): a node's rendering
-    changes only when the node itself does, so an assembly re-counts only what is new."""
+    """Per-node rendered text and token count, keyed by (node id, node version) for one (char, user)
+    pair of names: a node's rendering changes only when the node does, so an assembly counts only
+    what is new. Bounded: the oldest entries go first."""
 
     def __init__(self, counter: TokenCounter, maxsize: int = 200_000) -> None:
         self.counter = counter
         self.maxsize = maxsize
-        self._items: OrderedDict[tuple[UUID, int, str, str], tuple[str, int]] = OrderedDict()
+        self._names: tuple[str, str] = ("", "")
+        self._items: dict[tuple[int, int], tuple[str, int]] = {}
 
     def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
-        key = (node.id, node.version, char, user)
+        if self._names != (char, user):
+            self._names, self._items = (char, user), {}
+        key = (node.id.int, node.version)
         hit = self._items.get(key)
         if hit is None:
             text = fill_macros(node.text, char, user)
-            hit = (text, self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS)
-            self._items[key] = hit
+            hit = self._items[key] = (text, self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS)
             if len(self._items) > self.maxsize:
-                self._items.popitem(last=False)
+                del self._items[next(iter(self._items))]
         return hit
 
     def count(self, text: str) -> int:
         return self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS
 
 
-@dataclass
-class _Turn:
-    """A run of path nodes from one user node up to (not including) the next one."""
-
-    nodes: list[NodeView] = field(default_factory=list)
-    tokens: int = 0
-
-
-def _turns(upward: Iterable[NodeView]) -> Iterator[_Turn]:
-    """Group leaf→root nodes into turns (newest first); each turn is returned oldest-node first."""
-    turn = _Turn()
-    for node in upward:
-        turn.nodes.append(node)
-        if node.kind in ("user", "greeting"):
-            turn.nodes.reverse()
-            yield turn
-            turn = _Turn()
-    if turn.nodes:
-        turn.nodes.reverse()
-        yield turn
+Rendered = tuple[NodeView, str, int]
 
 
 def _role(node: NodeView) -> Role:
@@ -136,91 +119,93 @@ def assemble_context(
     upward: Iterable[NodeView],
     cache: RenderCache,
 ) -> Context:
-    """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily)."""
+    """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
+
+    Whole turns are taken newest first while they fit the budget; the first turn that does not fit
+    and everything older is cut from this request (and reported)."""
     char, user = card.name, settings.user_name
     budget = max(settings.context_window - settings.reply_reserve, 0)
     system = build_system_prompt(card, user)
-    system_tokens = cache.count(system)
     tail_text = fill_macros(card.post_history_instructions, char, user)
     tail = f"【卡作者末端指令】{tail_text}" if tail_text else ""
-    used = system_tokens + (cache.count(tail) if tail else 0)
-
     iterator = iter(upward)
-    kept: list[_Turn] = []
-    cut_at: NodeView | None = None
-    leaf: NodeView | None = None
-    for turn in _turns(iterator):
-        leaf = leaf or turn.nodes[-1]
-        turn.tokens = sum(cache.render(n, char, user)[1] for n in turn.nodes if not n.hidden and n.text)
-        if used + turn.tokens > budget and kept:
-            cut_at = turn.nodes[-1]
-            break
-        used += turn.tokens
-        kept.append(turn)
+    leaf = next(iterator, None)
     if leaf is None:
         raise ValueError("a context needs at least the root node")
+    ends_with_user = leaf.kind == "user" and not leaf.hidden
+    used = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
+    kept: list[Rendered] = []  # newest first
+    turn: list[Rendered] = []
+    turn_tokens = 0
+    cut_at: NodeView | None = None
+    for node in _chain(leaf, iterator):
+        text, tokens = cache.render(node, char, user) if node.text and not node.hidden else ("", 0)
+        turn.append((node, text, tokens))
+        turn_tokens += tokens
+        if node.kind in ("user", "greeting"):
+            if kept and used + turn_tokens > budget:
+                cut_at = node
+                break
+            kept.extend(turn)
+            used += turn_tokens
+            turn, turn_tokens = [], 0
     kept.reverse()
-    return _build(system, system_tokens, tail, kept, cut_at, leaf, used, budget, cache, char, user)
+    return _build(system, tail, kept, cut_at, leaf, ends_with_user, used, budget, cache)
+
+
+def _chain(first: NodeView, rest: Iterator[NodeView]) -> Iterator[NodeView]:
+    yield first
+    yield from rest
 
 
 def _build(
     system: str,
-    system_tokens: int,
     tail: str,
-    kept: list[_Turn],
+    kept: list[Rendered],
     cut_at: NodeView | None,
     leaf: NodeView,
+    ends_with_user: bool,
     used: int,
     budget: int,
     cache: RenderCache,
-    char: str,
-    user: str,
 ) -> Context:
-    explain = [ExplainBlock("system", "card identity and user persona", (), len(system), system_tokens, 0)]
+    explain = [ExplainBlock("system", "card identity and user persona", (), len(system), cache.count(system), 0)]
     if cut_at is not None:
         why = f"over the token budget ({budget}): turns up to {cut_at.turn} left out of this request only"
         explain.append(ExplainBlock("cut", why, (cut_at.id,)))
-    ends_with_user = leaf.kind == "user" and not leaf.hidden
     body: list[Message] = []
-    verbatim: list[NodeView] = []
+    verbatim: list[Rendered] = []
     hidden: list[UUID] = []
-    for node in (n for turn in kept for n in turn.nodes):
+    for item in kept:
+        node, text, tokens = item
         if node.hidden:
             hidden.append(node.id)
-        elif node.text and not (node is leaf and ends_with_user):
-            text, tokens = cache.render(node, char, user)
+        elif text and not (node is leaf and ends_with_user):
             body.append(Message(_role(node), text))
             if node.kind == "greeting":
                 explain.append(ExplainBlock("greeting", "the opening line", (node.id,), len(text), tokens))
             else:
-                verbatim.append(node)
+                verbatim.append(item)
     if verbatim:
-        rendered = [cache.render(n, char, user) for n in verbatim]
-        why = f"turns {verbatim[0].turn}–{verbatim[-1].turn} word for word"
-        ids = tuple(n.id for n in verbatim)
-        explain.append(
-            ExplainBlock("verbatim", why, ids, sum(len(t) for t, _ in rendered), sum(k for _, k in rendered))
-        )
+        why = f"turns {verbatim[0][0].turn}–{verbatim[-1][0].turn} word for word"
+        ids = tuple(n.id for n, _, _ in verbatim)
+        chars, tokens = sum(len(t) for _, t, _ in verbatim), sum(k for _, _, k in verbatim)
+        explain.append(ExplainBlock("verbatim", why, ids, chars, tokens))
     if hidden:
         explain.append(ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden)))
+    messages = [Message("system", system), *_merged(body)]
     if ends_with_user:
-        words, tokens = cache.render(leaf, char, user)
-        body.append(Message("user", f"{tail}\n\n{words}" if tail else words))
+        _, words, tokens = kept[-1]  # the leaf's turn is always kept, and the leaf ends it
+        content = f"{tail}\n\n{words}" if tail else words
+        if len(messages) > 1 and messages[-1].role == "user":
+            messages[-1] = Message("user", messages[-1].content + "\n\n" + content)
+        else:
+            messages.append(Message("user", content))
+        last = len(messages) - 1
         if tail:
             explain.append(
-                ExplainBlock("instructions", "card post-history instructions", (), len(tail), cache.count(tail))
+                ExplainBlock("instructions", "card post-history instructions", (), len(tail), cache.count(tail), last)
             )
-        explain.append(ExplainBlock("user", "the user's words, last", (leaf.id,), len(words), tokens))
-    messages = (Message("system", system), *_merged(body))
-    if ends_with_user:
-        last = len(messages) - 1
-        explain = [
-            ExplainBlock(b.what, b.why, b.node_ids, b.chars, b.tokens, last)
-            if b.what in ("instructions", "user")
-            else b
-            for b in explain
-        ]
-    if not ends_with_user:
-        used -= cache.count(tail) if tail else 0
+        explain.append(ExplainBlock("user", "the user's words, last", (leaf.id,), len(words), tokens, last))
     cut_turns, cut_nodes = (cut_at.turn, cut_at.depth + 1) if cut_at else (0, 0)
-    return Context(messages, tuple(explain), used, budget, leaf.id, cut_turns, cut_nodes)
+    return Context(tuple(messages), tuple(explain), used, budget, leaf.id, cut_turns, cut_nodes)
