@@ -57,6 +57,12 @@ class Changji(Application[UUID]):
     env: ClassVar[dict[str, str]] = dict(DEFAULT_ENV)
     snapshotting_intervals = {Story: 200}  # noqa: RUF012
 
+    view_cache_size = 200_000
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        super().__init__(env=env)
+        self._views: dict[UUID, NodeView] = {}
+
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
         transcoder.register(_SavePointAsDict())
@@ -85,8 +91,20 @@ class Changji(Application[UUID]):
         return story
 
     def node(self, node_id: UUID) -> NodeView:
-        """A node's current view, without any ownership check (projections walk paths with it)."""
-        return self._get(Node, node_id, NodeNotFoundError).view
+        """A node's current view, without any ownership check (projections walk paths with it).
+
+        Views are immutable and kept in a dict refreshed by every save of the node, so walking a path
+        is one dictionary lookup per node once the nodes are warm."""
+        view = self._views.get(node_id)
+        if view is None:
+            view = self._remember(self._get(Node, node_id, NodeNotFoundError).view)
+        return view
+
+    def _remember(self, view: NodeView) -> NodeView:
+        if len(self._views) >= self.view_cache_size:
+            del self._views[next(iter(self._views))]
+        self._views[view.id] = view
+        return view
 
     def story_node(self, story: Story, node_id: UUID, field: str = "node_id") -> Node:
         """A node of this story; `field` names the request input it came from, for error messages."""
@@ -146,6 +164,9 @@ class Changji(Application[UUID]):
             for aggregate in aggregates:
                 self._evict(aggregate.id)
             raise VersionConflictError("another write changed this first; reload and retry") from None
+        for aggregate in aggregates:
+            if isinstance(aggregate, Node):
+                self._remember(aggregate.view)
         return max((r.notification.id for r in recordings), default=0)
 
     @staticmethod
