@@ -28,7 +28,7 @@ from projections.context import Context, RenderCache, assemble_context
 from projections.path import project_path, walk_up
 from projections.runner import ProjectionRunner
 from projections.store import ReadModels
-from providers.tokens import EstimatingCounter
+from providers.tokens import default_counter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,7 +45,7 @@ class Service:
         self.store = ReadModels(settings.read_models_path)
         self.runner = ProjectionRunner(self.app, self.store)
         self.service_db = ServiceDB(settings.service_db_path)
-        self.counter = EstimatingCounter()
+        self.counter = default_counter()
         self.renders = RenderCache(self.counter)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="changji-writer")
         self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")

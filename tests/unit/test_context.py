@@ -129,7 +129,7 @@ def test_budget_cut_explains_only_the_kept_nodes(app: Changji) -> None:
 
 
 def test_cut_counts_and_the_cut_block_agree_when_only_the_greeting_is_cut(app: Changji) -> None:
-    story = StoryBuilder.start(app, a_card(first_mes="长" * 700), context_window=512, reply_reserve=0)
+    story = StoryBuilder.start(app, a_card(first_mes="长" * 1000), context_window=512, reply_reserve=0)
     story.turn("问。", "答。")
     ctx = story.context()
     assert blocks(ctx, "cut") and (ctx.cut_turns, ctx.cut_nodes) == (0, 1)
