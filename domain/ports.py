@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 from uuid import UUID
 
 
@@ -20,3 +22,54 @@ class TreeIndex(Protocol):
     def is_ancestor(self, ancestor_id: UUID, node_id: UUID) -> bool:
         """True when `ancestor_id` is `node_id` or one of its ancestors."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call the model asked for; `arguments` is the raw JSON text it wrote (maybe malformed)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """What one model call produced."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    model: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    finish_reason: str | None
+
+
+class ModelCallError(Exception):
+    """A model call failed for good (after retries); `outcome` is a short label for the cost ledger."""
+
+    def __init__(self, outcome: str, detail: str) -> None:
+        super().__init__(detail)
+        self.outcome = outcome
+
+
+class ChatModel(Protocol):
+    """An OpenAI-compatible chat model. Text deltas go to `on_text` as they stream in."""
+
+    model: str
+
+    async def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatResult: ...
+
+
+class Embedder(Protocol):
+    """Text → vectors (OpenAI-compatible `/embeddings`, or an offline fallback)."""
+
+    model: str
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
