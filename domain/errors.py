@@ -58,3 +58,27 @@ class EmptyTextError(DomainError):
     """A node or revision must carry text."""
 
     field = "text"
+
+
+class DraftError(DomainError):
+    """A draft operation the engine refuses; the model is told why and may try again."""
+
+
+class DraftVersionConflictError(DraftError):
+    """The operation carried a version other than the draft's current one."""
+
+    field = "version"
+
+
+class DraftEditError(DraftError):
+    """An edit batch could not be applied (a quote missing, repeated or overlapping)."""
+
+    field = "edits"
+
+
+class DraftSealedError(DraftError):
+    """The draft is sealed (or the turn is over): no more writes."""
+
+
+class TurnStateError(DomainError):
+    """The turn is not in a state that allows this (answering when nothing was asked, …)."""

@@ -153,3 +153,116 @@ class NodeHidden(_Folded, AggregateEvent):
 
 class NodeUnhidden(_Folded, AggregateEvent):
     """The node came back into contexts."""
+
+
+# --- engine turns: a reply written by the main model through draft tools ------------------------
+
+
+class ReplyOpened(_Folded, AggregateCreated):
+    """changji began writing a reply with the main model: an empty draft at version 0."""
+
+    story_id: UUID
+    parent_id: UUID
+    depth: int
+    turn: int
+    model: str
+
+
+class DraftWritten(_Folded, AggregateEvent):
+    """The whole draft was replaced; `version` is the draft's new version."""
+
+    version: int
+    text: str
+    direct: bool
+
+
+class DraftAppended(_Folded, AggregateEvent):
+    """Text was added to the end of the draft."""
+
+    version: int
+    text: str
+    separator: str
+    direct: bool
+
+
+class DraftEdited(_Folded, AggregateEvent):
+    """A batch of quote→replacement edits was applied, all against the previous version."""
+
+    version: int
+    edits: list[dict[str, str]]
+
+
+class DraftRead(_Folded, AggregateEvent):
+    """The model read (part of) the draft at a version."""
+
+    version: int
+    start: int | None
+    end: int | None
+
+
+class DraftSearched(_Folded, AggregateEvent):
+    """The model searched the draft."""
+
+    version: int
+    query: str
+    hits: int
+
+
+class DraftRefused(_Folded, AggregateEvent):
+    """A tool call was refused (stale version, bad quote, malformed arguments …); nothing changed."""
+
+    tool: str
+    reason: str
+
+
+class ReplySealed(_Folded, AggregateEvent):
+    """The draft was sealed at a version: the turn's reply is final."""
+
+    version: int
+
+
+class TurnAsked(_Folded, AggregateEvent):
+    """The model paused the turn with a decision card (2–4 options) for the user."""
+
+    ask_id: str
+    question: str
+    options: list[str]
+
+
+class AskAnswered(_Folded, AggregateEvent):
+    """The user answered the decision card; the turn may resume."""
+
+    ask_id: str
+    answer: str
+
+
+class TurnStopped(_Folded, AggregateEvent):
+    """The turn ended without a seal (stopped, disconnected, failed, runaway); the draft is kept unsealed."""
+
+    reason: str
+    detail: str
+
+
+class PreviousReplyRead(_Folded, AggregateEvent):
+    """The model read the previous sealed reply (`target_id`) at its text version, before revising it."""
+
+    target_id: UUID
+    version: int
+
+
+class ReplyWithdrawn(_Folded, AggregateEvent):
+    """This turn revised the previous reply instead of writing a new one; the opened reply is set aside."""
+
+    target_id: UUID
+    reason: str
+
+
+class ModelCalled(_Folded, AggregateEvent):
+    """One call to a model on behalf of this node: for the cost ledger."""
+
+    purpose: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    outcome: str

@@ -8,8 +8,16 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from domain import events as ev
-from domain.errors import EmptyTextError, InvalidParentError, NodeKindError
-from domain.values import NodeKind, NodeView
+from domain.drafting import Edit, apply_edits, read_range, search
+from domain.errors import (
+    DraftSealedError,
+    DraftVersionConflictError,
+    EmptyTextError,
+    InvalidParentError,
+    NodeKindError,
+    TurnStateError,
+)
+from domain.values import NodeKind, NodeView, Phase
 
 ALLOWED_PARENTS: dict[NodeKind, tuple[NodeKind, ...]] = {
     "user": ("greeting", "reply"),
@@ -29,6 +37,11 @@ class Node(Aggregate):
         self.hidden = False
         self.starred = False
         self.revisions = 0
+        self.phase: Phase = "final"
+        self.draft_version = 0
+        self.model = ""
+        self.ask: ev.TurnAsked | None = None
+        self.previous_read: dict[UUID, int] = {}
         self._view: NodeView | None = None
 
     @classmethod
@@ -52,6 +65,107 @@ class Node(Aggregate):
             depth=parent.depth + 1,
             turn=parent.turn + (1 if kind == "user" else 0),
         )
+
+    @classmethod
+    def open_reply(cls, node_id: UUID, parent: Node, model: str) -> Node:
+        """An engine reply under a user node: an empty draft the main model writes through tools."""
+        if parent.kind != "user":
+            raise InvalidParentError(f"a reply cannot follow a {parent.kind} node")
+        return cls._create(
+            ev.ReplyOpened,
+            id=node_id,
+            story_id=parent.story_id,
+            parent_id=parent.id,
+            depth=parent.depth + 1,
+            turn=parent.turn,
+            model=model,
+        )
+
+    # --- the draft (engine replies) -----------------------------------------------------------
+
+    def _writable(self, version: int) -> None:
+        if self.phase != "writing":
+            raise DraftSealedError(f"the draft is {self.phase}; it cannot change")
+        if version != self.draft_version:
+            raise DraftVersionConflictError(
+                f"version conflict: you read version {version}, the draft is at version {self.draft_version}; "
+                "nothing was changed — read the draft again"
+            )
+
+    def write_draft(self, version: int, text: str, direct: bool = False) -> int:
+        self._writable(version)
+        self.trigger_event(ev.DraftWritten, version=version + 1, text=text, direct=direct)
+        return self.draft_version
+
+    def append_draft(self, version: int, text: str, separator: str = "\n\n", direct: bool = False) -> int:
+        self._writable(version)
+        self.trigger_event(
+            ev.DraftAppended, version=version + 1, text=text, separator=separator if self.text else "", direct=direct
+        )
+        return self.draft_version
+
+    def edit_draft(self, version: int, edits: list[Edit]) -> int:
+        self._writable(version)
+        apply_edits(self.text, edits)  # refuses the whole batch before anything is recorded
+        self.trigger_event(ev.DraftEdited, version=version + 1, edits=[{"old": e.old, "new": e.new} for e in edits])
+        return self.draft_version
+
+    def read_draft(self, start: int | None, end: int | None) -> str:
+        self.trigger_event(ev.DraftRead, version=self.draft_version, start=start, end=end)
+        return read_range(self.text, start, end)
+
+    def search_draft(self, query: str, limit: int) -> list[tuple[int, str]]:
+        hits = search(self.text, query, limit)
+        self.trigger_event(ev.DraftSearched, version=self.draft_version, query=query, hits=len(hits))
+        return hits
+
+    def seal(self, version: int) -> None:
+        self._writable(version)
+        if not self.text.strip():
+            raise EmptyTextError("an empty draft cannot be sealed: write the reply first")
+        self.trigger_event(ev.ReplySealed, version=version)
+
+    def refuse(self, tool: str, reason: str) -> None:
+        self.trigger_event(ev.DraftRefused, tool=tool, reason=reason)
+
+    def ask_user(self, ask_id: str, question: str, options: list[str]) -> None:
+        if self.phase != "writing":
+            raise TurnStateError(f"the turn is {self.phase}; it cannot ask")
+        self.trigger_event(ev.TurnAsked, ask_id=ask_id, question=question, options=options)
+
+    def answer(self, answer: str) -> ev.TurnAsked:
+        if self.phase != "waiting" or self.ask is None:
+            raise TurnStateError("this reply is not waiting for an answer", field="node_id")
+        ask = self.ask
+        self.trigger_event(ev.AskAnswered, ask_id=ask.ask_id, answer=answer)
+        return ask
+
+    def stop(self, reason: str, detail: str = "") -> None:
+        if self.phase in ("writing", "waiting"):
+            self.trigger_event(ev.TurnStopped, reason=reason, detail=detail)
+
+    def note_previous_read(self, target_id: UUID, version: int) -> None:
+        self.trigger_event(ev.PreviousReplyRead, target_id=target_id, version=version)
+
+    def withdraw(self, target_id: UUID, reason: str) -> None:
+        if self.phase != "writing" or self.draft_version:
+            raise TurnStateError("only a turn that has not written yet can turn into a revision")
+        self.trigger_event(ev.ReplyWithdrawn, target_id=target_id, reason=reason)
+
+    def record_call(
+        self, purpose: str, model: str, prompt_tokens: int, completion_tokens: int, latency_ms: float, outcome: str
+    ) -> None:
+        self.trigger_event(
+            ev.ModelCalled,
+            purpose=purpose,
+            model=model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_ms=round(latency_ms, 3),
+            outcome=outcome,
+        )
+
+    # --- annotations --------------------------------------------------------------------------
 
     def revise(self, text: str, reason: str) -> None:
         if self.kind == "user":
@@ -93,6 +207,8 @@ class Node(Aggregate):
                 hidden=self.hidden,
                 starred=self.starred,
                 revisions=self.revisions,
+                phase=self.phase,
+                draft_version=self.draft_version,
                 version=self.version,
                 created_at=self.created_on,
             )
@@ -106,6 +222,28 @@ class Node(Aggregate):
                 self.story_id, self.parent_id, self.text = event.story_id, event.parent_id, event.text
                 self.kind = "user" if isinstance(event, ev.UserSpoke) else "reply"
                 self.depth, self.turn = event.depth, event.turn
+            case ev.ReplyOpened():
+                self.story_id, self.parent_id, self.kind = event.story_id, event.parent_id, "reply"
+                self.depth, self.turn, self.model, self.phase = event.depth, event.turn, event.model, "writing"
+            case ev.DraftWritten():
+                self.text, self.draft_version = event.text, event.version
+            case ev.DraftAppended():
+                self.text, self.draft_version = self.text + event.separator + event.text, event.version
+            case ev.DraftEdited():
+                self.text = apply_edits(self.text, [Edit(e["old"], e["new"]) for e in event.edits])
+                self.draft_version = event.version
+            case ev.ReplySealed():
+                self.phase = "sealed"
+            case ev.TurnAsked():
+                self.phase, self.ask = "waiting", event
+            case ev.AskAnswered():
+                self.phase, self.ask = "writing", None
+            case ev.TurnStopped():
+                self.phase = "stopped"
+            case ev.PreviousReplyRead():
+                self.previous_read[event.target_id] = event.version
+            case ev.ReplyWithdrawn():
+                self.phase = "withdrawn"
             case ev.ReplyRevised():
                 self.text = event.text
                 self.revisions += 1

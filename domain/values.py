@@ -10,6 +10,8 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 NodeKind = Literal["greeting", "user", "reply"]
+Phase = Literal["final", "writing", "waiting", "sealed", "stopped", "withdrawn"]
+"""`final`: written whole (greeting, user words, a posted reply); the rest are an engine reply's stages."""
 
 
 class StorySettings(BaseModel):
@@ -72,6 +74,8 @@ class NodeView:
     hidden: bool
     starred: bool
     revisions: int
+    phase: Phase
+    draft_version: int
     version: int
     created_at: datetime
 

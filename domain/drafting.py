@@ -1,0 +1,73 @@
+"""Draft text rules: quote→replacement edit batches, reading and searching a draft. Pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from domain.errors import DraftEditError
+
+SEARCH_CONTEXT = 40
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    old: str
+    new: str
+
+
+def parse_edits(raw: object) -> list[Edit]:
+    """Edits as the model sends them: a list of {"old": …, "new": …}."""
+    if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+        raise DraftEditError("edits must be a non-empty list of {old, new}")
+    edits = []
+    for i, item in enumerate(raw):
+        if (
+            not isinstance(item, Mapping)
+            or not isinstance(item.get("old"), str)
+            or not isinstance(item.get("new"), str)
+        ):
+            raise DraftEditError(f"edit {i + 1} must be {{old: string, new: string}}")
+        if not item["old"]:
+            raise DraftEditError(f"edit {i + 1} quotes nothing: `old` must be a passage of the current text")
+        edits.append(Edit(item["old"], item["new"]))
+    return edits
+
+
+def apply_edits(text: str, edits: Sequence[Edit]) -> str:
+    """Apply every edit against the same text, or none: each quote must occur exactly once, and no two
+    quotes may overlap."""
+    spans: list[tuple[int, int, Edit]] = []
+    for i, edit in enumerate(edits, 1):
+        at = text.find(edit.old)
+        if at < 0:
+            raise DraftEditError(f"edit {i}: the quote was not found in the current text: 「{edit.old[:60]}」")
+        if text.find(edit.old, at + 1) >= 0:
+            raise DraftEditError(f"edit {i}: the quote occurs more than once; quote more of it: 「{edit.old[:60]}」")
+        spans.append((at, at + len(edit.old), edit))
+    spans.sort(key=lambda span: span[0])
+    for (_, end, _), (start, _, edit) in pairwise(spans):
+        if start < end:
+            raise DraftEditError(f"two edits overlap near 「{edit.old[:40]}」; merge them into one")
+    out, last = [], 0
+    for start, end, edit in spans:
+        out.append(text[last:start])
+        out.append(edit.new)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def read_range(text: str, start: int | None, end: int | None) -> str:
+    return text[start or 0 : end if end is not None else len(text)]
+
+
+def search(text: str, query: str, limit: int) -> list[tuple[int, str]]:
+    """(position, passage around it) for each occurrence of `query`, at most `limit`."""
+    hits: list[tuple[int, str]] = []
+    at = text.find(query) if query else -1
+    while at >= 0 and len(hits) < limit:
+        hits.append((at, text[max(at - SEARCH_CONTEXT, 0) : at + len(query) + SEARCH_CONTEXT]))
+        at = text.find(query, at + 1)
+    return hits
