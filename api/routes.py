@@ -9,7 +9,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from api import schemas as s
-from api.handlers import cards, explore, nodes, saves, stories
+from api.handlers import cards, explore, nodes, saves, stories, turns
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -61,6 +61,13 @@ ROUTES = (
     Route("POST", "/v1/nodes/{node_id}/hide", nodes.hide, "Leave the node out of contexts", None, s.NodeResponse),
     Route("POST", "/v1/nodes/{node_id}/unhide", nodes.unhide, "Bring the node back", None, s.NodeResponse),
     Route("POST", "/v1/nodes/{node_id}/revise", nodes.revise, "Revise a reply's text in place", s.ReviseRequest, s.NodeResponse),
+    Route("POST", "/v1/stories/{story_id}/turns", turns.post_turn, "Engine mode: the user's words in, the main model's reply out (JSON, or SSE with Accept: text/event-stream)", s.PostTurnRequest, s.TurnResponse, 201, if_match=True),
+    Route("POST", "/v1/stories/{story_id}/regenerate", turns.regenerate, "Engine mode: a new reply beside the others under a user node", s.RegenerateRequest, s.TurnResponse, 201),
+    Route("POST", "/v1/nodes/{node_id}/answer", turns.answer, "Answer a turn's decision card; the turn resumes", s.AnswerRequest, s.TurnResponse, 201),
+    Route("POST", "/v1/nodes/{node_id}/stop", turns.stop, "Stop a turn; what was written stays as an unsealed draft", None, s.StopResponse),
+    Route("GET", "/v1/nodes/{node_id}/draft", turns.draft, "A reply's draft with every version it went through", None, s.DraftResponse),
+    Route("GET", "/v1/stories/{story_id}/costs", turns.story_costs, "Model calls of a story, summed per purpose and model", None, s.CostsResponse),
+    Route("GET", "/v1/cards/{card_id}/costs", turns.card_costs, "Model calls of all stories of a card", None, s.CostsResponse),
 )  # fmt: skip
 
 

@@ -24,10 +24,12 @@ from api.auth import ServiceDB, hash_key
 from api.settings import Settings
 from domain.application import Changji
 from domain.values import NodeKind, NodeView
+from engine.turns import TurnRunner
 from projections.context import Context, RenderCache, assemble_context
 from projections.path import project_path, walk_up
 from projections.runner import ProjectionRunner
 from projections.store import ReadModels
+from providers.openai import OpenAIChat
 from providers.tokens import default_counter
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ class Service:
         self._poller: asyncio.Task[None] | None = None
         self._catch_up: asyncio.Future[int] | None = None
         self._tenants: dict[str, tuple[str, float]] = {}
+        self.main_model = OpenAIChat(settings.main_model.endpoint()) if settings.main_model.configured else None
+        self.turns = TurnRunner(self, self.main_model, settings.max_rounds) if self.main_model else None
 
     # --- threads ------------------------------------------------------------------------------
 
@@ -61,10 +65,16 @@ class Service:
         return await loop.run_in_executor(pool, functools.partial(fn, *args, **kwargs))
 
     async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a domain command; answer only once the read models show its events."""
+        """Run a domain command; answer only once the read models show its events.
+
+        Commands return their notification position (alone, last in a tuple, or as `.position`);
+        for one that does not, the read models catch up with everything committed so far."""
         result = await self._run(self._writer, fn, *args, **kwargs)
-        position = result[-1] if isinstance(result, tuple) else result
-        await self.sync(position)
+        position = result[-1] if isinstance(result, tuple) else getattr(result, "position", result)
+        if isinstance(position, int):
+            await self.sync(position)
+        else:
+            await self._run(self._projector, self.runner.catch_up)
         return result
 
     async def load(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -171,6 +181,12 @@ class Service:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
+        for handle in list(self.turns.running.values()) if self.turns else []:
+            handle.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await handle.task
+        if self.main_model is not None:
+            await self.main_model.close()
         for pool in (self._writer, self._projector, self._readers):
             pool.shutdown(wait=True)
         self.app.close()

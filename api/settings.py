@@ -6,7 +6,42 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
+
+from providers.openai import ModelEndpoint
+
+
+class ModelSettings(BaseModel):
+    """One OpenAI-compatible model: `CHANGJI_<ROLE>_BASE_URL`, `_MODEL`, `_API_KEY` (+ tuning)."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: SecretStr = SecretStr("")
+    max_retries: int = Field(3, ge=0, le=10)
+    read_timeout: float = Field(60.0, gt=0)
+    concurrency: int = Field(8, ge=1, le=256)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+    def endpoint(self) -> ModelEndpoint:
+        return ModelEndpoint(
+            self.base_url,
+            self.model,
+            self.api_key.get_secret_value(),
+            max_retries=self.max_retries,
+            read_timeout=self.read_timeout,
+            concurrency=self.concurrency,
+        )
+
+    @classmethod
+    def from_env(cls, role: str) -> ModelSettings:
+        prefix = f"CHANGJI_{role.upper()}_"
+        names = ("base_url", "model", "api_key", "max_retries", "read_timeout", "concurrency")
+        return cls.model_validate(
+            {n: os.environ[prefix + n.upper()] for n in names if prefix + n.upper() in os.environ}
+        )
 
 
 class Settings(BaseModel):
@@ -17,6 +52,10 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(1 << 20, ge=1024)
     poll_interval: float = Field(1.0, gt=0, description="seconds between read-model catch-ups")
     cache_nodes: int = Field(200_000, ge=100, description="aggregates kept in memory")
+    main_model: ModelSettings = Field(default_factory=ModelSettings, description="writes replies (engine mode)")
+    side_model: ModelSettings = Field(default_factory=ModelSettings, description="background work")
+    embeddings: ModelSettings = Field(default_factory=ModelSettings, description="recall")
+    max_rounds: int = Field(20, ge=1, le=100, description="tool rounds per turn before the loop is cut")
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -27,7 +66,9 @@ class Settings(BaseModel):
             "port": os.environ.get("CHANGJI_PORT"),
             "max_body_bytes": os.environ.get("CHANGJI_MAX_BODY_BYTES"),
         }
-        values = {k: v for k, v in env.items() if v is not None}
+        values: dict[str, object] = {k: v for k, v in env.items() if v is not None}
+        for role, key in (("main", "main_model"), ("side", "side_model"), ("embed", "embeddings")):
+            values[key] = ModelSettings.from_env(role)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
 

@@ -28,6 +28,7 @@ from domain.node import Node
 from domain.ports import TreeIndex
 from domain.saves import plan_save
 from domain.story import Story
+from domain.turning import TurnCommands
 from domain.values import CardData, NodeKind, NodeView, SavePoint, StorySettings
 
 A = TypeVar("A", bound=Aggregate)
@@ -50,7 +51,7 @@ class _SavePointAsDict(Transcoding):
         return SavePoint(**data)
 
 
-class Changji(Application[UUID]):
+class Changji(TurnCommands, Application[UUID]):
     """Stories, their nodes and cards. `name` pins PostgreSQL table names: never change it."""
 
     name = "changji"

@@ -51,6 +51,7 @@ class ModelCallError(Exception):
     def __init__(self, outcome: str, detail: str) -> None:
         super().__init__(detail)
         self.outcome = outcome
+        self.elapsed_ms = 0.0
 
 
 class ChatModel(Protocol):

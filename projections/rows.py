@@ -10,10 +10,11 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, get_type_hints
 from uuid import UUID
 
 from domain import events as ev
+from domain.drafting import Edit, apply_edits
 from projections.segment import index_terms
 
 Row = dict[str, Any]
@@ -24,15 +25,15 @@ def _ts(when: datetime) -> str:
 
 
 class RowChanges:
-    """What one batch of events does to the tables. `story_of(node_id)` answers for nodes of earlier batches."""
+    """What one batch of events does to the tables. `lookup(node_id)` gives (story id, text) of a node
+    folded in an earlier batch."""
 
-    def __init__(self, story_of: Callable[[str], str]) -> None:
-        self.story_of = story_of
+    def __init__(self, lookup: Callable[[str], tuple[str, str]]) -> None:
+        self.lookup = lookup
         self.inserts: defaultdict[str, list[Row]] = defaultdict(list)
         self.updates: defaultdict[str, defaultdict[str, Row]] = defaultdict(lambda: defaultdict(dict))
         self.increments: defaultdict[str, defaultdict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
         self.texts: dict[str, Row] = {}
-        self._story_of_new: dict[str, str] = {}
 
     def _update(self, table: str, key: UUID | str, **columns: Any) -> None:
         self.updates[table][str(key)].update(columns)
@@ -95,31 +96,80 @@ class RowChanges:
     def _on_story_deleted(self, e: ev.StoryDeleted, seq: int) -> None:
         self._update("stories", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
 
-    def _node(self, e: Any, kind: str, parent: UUID | None, depth: int, turn: int, seq: int) -> None:
+    def _node(
+        self, e: Any, kind: str, parent: UUID | None, depth: int, turn: int, seq: int, text: str, phase: str = "final"
+    ) -> None:
         node_id, story_id = str(e.originator_id), str(e.story_id)
         self.inserts["nodes"].append(
             {
                 "id": node_id, "story_id": story_id, "parent_id": str(parent) if parent else None,
                 "kind": kind, "depth": depth, "turn": turn, "hidden": 0, "starred": 0, "revisions": 0,
-                "chars": len(e.text), "created_at": _ts(e.timestamp), "seq": seq,
+                "chars": len(text), "phase": phase, "created_at": _ts(e.timestamp), "seq": seq,
             }
         )  # fmt: skip
-        self._story_of_new[node_id] = story_id
-        self._text(node_id, story_id, e.text)
+        self._text(node_id, story_id, text)
         self._increment("stories", story_id, "nodes")
 
+    def _current(self, node_id: str) -> tuple[str, str]:
+        row = self.texts.get(node_id)
+        return (row["story_id"], row["text"]) if row else self.lookup(node_id)
+
+    def _redraft(self, e: Any, text: str) -> None:
+        node_id = str(e.originator_id)
+        story_id, _ = self._current(node_id)
+        self._update("nodes", node_id, chars=len(text))
+        self._text(node_id, story_id, text)
+
+    def _on_reply_opened(self, e: ev.ReplyOpened, seq: int) -> None:
+        self._node(e, "reply", e.parent_id, e.depth, e.turn, seq, "", "writing")
+
+    def _on_draft_written(self, e: ev.DraftWritten, seq: int) -> None:
+        self._redraft(e, e.text)
+
+    def _on_draft_appended(self, e: ev.DraftAppended, seq: int) -> None:
+        self._redraft(e, self._current(str(e.originator_id))[1] + e.separator + e.text)
+
+    def _on_draft_edited(self, e: ev.DraftEdited, seq: int) -> None:
+        edits = [Edit(x["old"], x["new"]) for x in e.edits]
+        self._redraft(e, apply_edits(self._current(str(e.originator_id))[1], edits))
+
+    def _on_reply_sealed(self, e: ev.ReplySealed, seq: int) -> None:
+        self._update("nodes", e.originator_id, phase="sealed")
+
+    def _on_turn_asked(self, e: ev.TurnAsked, seq: int) -> None:
+        self._update("nodes", e.originator_id, phase="waiting")
+
+    def _on_ask_answered(self, e: ev.AskAnswered, seq: int) -> None:
+        self._update("nodes", e.originator_id, phase="writing")
+
+    def _on_turn_stopped(self, e: ev.TurnStopped, seq: int) -> None:
+        self._update("nodes", e.originator_id, phase="stopped")
+
+    def _on_reply_withdrawn(self, e: ev.ReplyWithdrawn, seq: int) -> None:
+        self._update("nodes", e.originator_id, phase="withdrawn")
+
+    def _on_model_called(self, e: ev.ModelCalled, seq: int) -> None:
+        node_id = str(e.originator_id)
+        self.inserts["model_calls"].append(
+            {
+                "seq": seq, "node_id": node_id, "story_id": self._current(node_id)[0], "purpose": e.purpose,
+                "model": e.model, "prompt_tokens": e.prompt_tokens, "completion_tokens": e.completion_tokens,
+                "latency_ms": e.latency_ms, "outcome": e.outcome, "at": _ts(e.timestamp),
+            }
+        )  # fmt: skip
+
     def _on_greeting_placed(self, e: ev.GreetingPlaced, seq: int) -> None:
-        self._node(e, "greeting", None, 0, 0, seq)
+        self._node(e, "greeting", None, 0, 0, seq, e.text)
 
     def _on_user_spoke(self, e: ev.UserSpoke, seq: int) -> None:
-        self._node(e, "user", e.parent_id, e.depth, e.turn, seq)
+        self._node(e, "user", e.parent_id, e.depth, e.turn, seq, e.text)
 
     def _on_reply_posted(self, e: ev.ReplyPosted, seq: int) -> None:
-        self._node(e, "reply", e.parent_id, e.depth, e.turn, seq)
+        self._node(e, "reply", e.parent_id, e.depth, e.turn, seq, e.text)
 
     def _on_reply_revised(self, e: ev.ReplyRevised, seq: int) -> None:
         node_id = str(e.originator_id)
-        story_id = self._story_of_new.get(node_id) or self.story_of(node_id)
+        story_id, _ = self._current(node_id)
         self._update("nodes", node_id, chars=len(e.text))
         self._increment("nodes", node_id, "revisions")
         self._text(node_id, story_id, e.text)
@@ -137,22 +187,9 @@ class RowChanges:
         self._update("nodes", e.originator_id, hidden=0)
 
 
-_HANDLERS: dict[type, Callable[[RowChanges, Any, int], None]] = {
-    ev.CardCreated: RowChanges._on_card_created,
-    ev.CardUpdated: RowChanges._on_card_updated,
-    ev.CardDeleted: RowChanges._on_card_deleted,
-    ev.StoryStarted: RowChanges._on_story_started,
-    ev.LeafMoved: RowChanges._on_leaf_moved,
-    ev.StoryRetitled: RowChanges._on_story_retitled,
-    ev.SavePointMarked: RowChanges._on_save_point_marked,
-    ev.SavePointDeleted: RowChanges._on_save_point_deleted,
-    ev.StoryDeleted: RowChanges._on_story_deleted,
-    ev.GreetingPlaced: RowChanges._on_greeting_placed,
-    ev.UserSpoke: RowChanges._on_user_spoke,
-    ev.ReplyPosted: RowChanges._on_reply_posted,
-    ev.ReplyRevised: RowChanges._on_reply_revised,
-    ev.NodeStarred: RowChanges._on_node_starred,
-    ev.NodeUnstarred: RowChanges._on_node_unstarred,
-    ev.NodeHidden: RowChanges._on_node_hidden,
-    ev.NodeUnhidden: RowChanges._on_node_unhidden,
-}
+def _handlers() -> dict[type, Callable[[RowChanges, Any, int], None]]:
+    """Each `_on_<event>` method, keyed by the event class its `e` parameter is annotated with."""
+    return {get_type_hints(fn)["e"]: fn for name, fn in vars(RowChanges).items() if name.startswith("_on_")}
+
+
+_HANDLERS = _handlers()

@@ -24,7 +24,8 @@ import sqlite_utils
 from projections.rows import RowChanges
 from projections.segment import match_expression
 
-TABLES = ("nodes", "node_texts", "stories", "cards", "positions")
+TABLES = ("nodes", "node_texts", "stories", "cards", "model_calls", "positions")
+SCHEMA, SCHEMA_VERSION = "schema", 2  # bump when a table changes: the read models are then rebuilt
 RUNNER = "main"
 
 
@@ -46,6 +47,8 @@ class ReadModels:
         self.path = str(path)
         self._local = threading.local()
         self.writer = self._connect()
+        if self._schema() not in (None, SCHEMA_VERSION):
+            self.drop()  # an older layout: start over; the runner replays every event from position 0
         self._create()
 
     def _connect(self) -> sqlite_utils.Database:
@@ -72,8 +75,8 @@ class ReadModels:
             db.table("nodes").create(
                 {
                     "id": str, "story_id": str, "parent_id": str, "kind": str, "depth": int, "turn": int,
-                    "hidden": int, "starred": int, "revisions": int, "chars": int, "created_at": str,
-                    "seq": int,
+                    "hidden": int, "starred": int, "revisions": int, "chars": int, "phase": str,
+                    "created_at": str, "seq": int,
                 },
                 pk="id", if_not_exists=True,
             )  # fmt: skip
@@ -102,17 +105,24 @@ class ReadModels:
                 pk="id", if_not_exists=True,
             )  # fmt: skip
             db.table("cards").create_index(["tenant_id", "seq"], if_not_exists=True)
+            db.table("model_calls").create(
+                {
+                    "seq": int, "node_id": str, "story_id": str, "purpose": str, "model": str,
+                    "prompt_tokens": int, "completion_tokens": int, "latency_ms": float, "outcome": str, "at": str,
+                },
+                pk="seq", if_not_exists=True,
+            )  # fmt: skip
+            db.table("model_calls").create_index(["story_id"], if_not_exists=True)
+            db.table("positions").upsert({"name": SCHEMA, "position": SCHEMA_VERSION}, pk="name")
 
     def drop(self) -> None:
         """Remove every read-model table; `_create` runs again so the runner can replay from 0."""
         db = self.writer
         with self._transaction():
-            for name in [*TABLES, "node_texts_fts"]:
-                if db.table(name).exists():
-                    db.table(name).disable_fts() if name == "node_texts" and db.table(
-                        "node_texts_fts"
-                    ).exists() else None
-                    db.table(name).drop(ignore=True)
+            if db.table("node_texts_fts").exists():
+                db.table("node_texts").disable_fts()
+            for name in TABLES:
+                db.table(name).drop(ignore=True)
         self._create()
 
     @contextmanager
@@ -136,13 +146,19 @@ class ReadModels:
 
     # --- writing ------------------------------------------------------------------------------
 
+    def _schema(self) -> int | None:
+        if not self.writer.table("positions").exists():
+            return None
+        row = self.writer.execute("select position from positions where name = ?", [SCHEMA]).fetchone()
+        return int(row[0]) if row else 1
+
     def position(self, name: str = RUNNER) -> int:
         row = self.writer.execute("select position from positions where name = ?", [name]).fetchone()
         return int(row[0]) if row else 0
 
     def apply(self, batch: Iterable[tuple[int, Any]], name: str = RUNNER) -> int:
         """Fold a batch of (notification id, event) into the tables and advance the position, atomically."""
-        changes = RowChanges(self._story_of)
+        changes = RowChanges(self._lookup)
         last = None
         for seq, event in batch:
             changes.fold(event, seq)
@@ -166,15 +182,15 @@ class ReadModels:
             raise
         conn.execute("COMMIT")
 
-    def _story_of(self, node_id: str) -> str:
-        row = self.writer.execute("select story_id from nodes where id = ?", [node_id]).fetchone()
+    def _lookup(self, node_id: str) -> tuple[str, str]:
+        row = self.writer.execute("select story_id, text from node_texts where node_id = ?", [node_id]).fetchone()
         if row is None:
             raise LookupError(f"read models have no node {node_id}")
-        return str(row[0])
+        return str(row[0]), str(row[1])
 
     def _write(self, changes: RowChanges) -> None:
         db = self.writer
-        for table in ("cards", "stories", "nodes"):
+        for table in ("cards", "stories", "nodes", "model_calls"):
             _insert_many(db, table, changes.inserts[table])
         for table, rows in changes.updates.items():
             for key, columns in rows.items():
@@ -253,10 +269,23 @@ class ReadModels:
             for r in self.db.query(sql, args)
         ]  # fmt: skip
 
+    def costs(self, story_id: UUID | None = None, card_id: UUID | None = None) -> list[dict[str, Any]]:
+        """Model calls summed per purpose and model, for one story or for every story of a card."""
+        where, arg = ("m.story_id = ?", str(story_id)) if story_id else ("s.card_id = ?", str(card_id))
+        return list(
+            self.db.query(
+                "select m.purpose, m.model, count(*) as calls, sum(m.outcome = 'ok') as ok,"
+                " sum(m.prompt_tokens) as prompt_tokens, sum(m.completion_tokens) as completion_tokens,"
+                " round(sum(m.latency_ms), 3) as latency_ms from model_calls m join stories s on s.id = m.story_id"
+                f" where {where} group by m.purpose, m.model order by m.purpose, m.model",
+                [arg],
+            )
+        )
+
     def dump(self) -> dict[str, list[dict[str, Any]]]:
         """Every row of every table (for comparing a rebuild with the live tables)."""
         out = {}
-        for name in ("nodes", "node_texts", "stories", "cards", "positions"):
+        for name in TABLES:
             out[name] = list(self.writer.query(f"select * from {name} order by 1"))
         return out
 

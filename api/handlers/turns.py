@@ -1,0 +1,177 @@
+"""Engine turns: post the user's words (or regenerate, or answer an ask) and get the reply as SSE or JSON;
+stop a turn; a reply's draft history; the cost ledger."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from uuid import UUID, uuid4
+
+import orjson
+from aiohttp import web
+
+from api.errors import BadRequestError
+from api.http import body, if_match, path_id, respond, service, tenant
+from api.schemas import (
+    AnswerRequest,
+    AskModel,
+    CostLine,
+    CostsResponse,
+    DraftResponse,
+    DraftVersionModel,
+    NodeResponse,
+    PostTurnRequest,
+    RegenerateRequest,
+    StopResponse,
+    ToolActivity,
+    TurnResponse,
+)
+from api.service import Service
+from engine.turns import DONE, TurnEvent, TurnHandle, TurnRunner
+from projections.draft import project_draft
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+HEARTBEAT_SECONDS = 10.0
+ENDINGS = ("sealed", "ask", "revised", "stopped", "error")
+
+
+def _runner(svc: Service) -> TurnRunner:
+    if svc.turns is None:
+        raise BadRequestError(503, "no main model is configured: set CHANGJI_MAIN_BASE_URL and CHANGJI_MAIN_MODEL")
+    return svc.turns
+
+
+async def post_turn(request: web.Request) -> web.StreamResponse:
+    req = await body(request, PostTurnRequest)
+    svc, story_id = service(request), path_id(request, "story_id")
+    runner = _runner(svc)
+    _, reply, _ = await svc.write(
+        svc.app.open_turn, tenant(request), story_id, uuid4(), uuid4(), req.text, req.parent_id,
+        runner.model.model, if_match(request),
+    )  # fmt: skip
+    return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id))
+
+
+async def regenerate(request: web.Request) -> web.StreamResponse:
+    req = await body(request, RegenerateRequest)
+    svc, story_id = service(request), path_id(request, "story_id")
+    runner = _runner(svc)
+    _, reply, _ = await svc.write(
+        svc.app.reopen_turn, tenant(request), story_id, uuid4(), req.user_id, runner.model.model
+    )
+    return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id))
+
+
+async def answer(request: web.Request) -> web.StreamResponse:
+    req = await body(request, AnswerRequest)
+    svc, reply_id = service(request), path_id(request, "node_id")
+    runner = _runner(svc)
+    story, _ = await svc.load(svc.app.owned_node, tenant(request), reply_id)
+    handle = await runner.resume_after(tenant(request), story.id, reply_id, req.answer)
+    return await _answer(request, svc, story.id, handle)
+
+
+async def stop(request: web.Request) -> web.Response:
+    """Stop a running turn (its streamed text stays as an unsealed draft); a turn left waiting or writing
+    by a restart is closed the same way."""
+    svc, reply_id = service(request), path_id(request, "node_id")
+    reply = await svc.load(svc.app.turn_reply, tenant(request), reply_id)
+    handle = svc.turns.running.get(reply_id) if svc.turns is not None else None
+    running = handle is not None and svc.turns is not None and svc.turns.stop(reply_id, "stopped")
+    if handle is not None and running:
+        await asyncio.wait([handle.task])  # the turn records its stop before it ends
+    elif reply.phase in ("writing", "waiting"):
+        await svc.write(svc.app.fail_turn, reply_id, "stopped", "stopped while no turn was running", "")
+    view = await svc.load(svc.app.node, reply_id)
+    return respond(StopResponse(reply=NodeResponse.of(view), was_running=running))
+
+
+async def draft(request: web.Request) -> web.Response:
+    svc, node_id = service(request), path_id(request, "node_id")
+    _, node = await svc.load(svc.app.owned_node, tenant(request), node_id)
+    history = project_draft(await svc.load(svc.app.events_of, node_id))
+    return respond(
+        DraftResponse(
+            node_id=node_id, phase=node.phase, version=node.draft_version, text=node.text,
+            sealed_version=history.sealed_version,
+            versions=[DraftVersionModel.model_validate(v, from_attributes=True) for v in history.versions],
+            asks=history.asks, refusals=history.refusals, stopped=history.stopped, revisions=history.revisions,
+        )
+    )  # fmt: skip
+
+
+async def story_costs(request: web.Request) -> web.Response:
+    svc, story_id = service(request), path_id(request, "story_id")
+    await svc.load(svc.app.story, tenant(request), story_id)
+    return _costs(await svc.query(svc.store.costs, story_id=story_id))
+
+
+async def card_costs(request: web.Request) -> web.Response:
+    svc, card_id = service(request), path_id(request, "card_id")
+    await svc.load(svc.app.card, tenant(request), card_id)
+    return _costs(await svc.query(svc.store.costs, card_id=card_id))
+
+
+def _costs(rows: list[dict[str, Any]]) -> web.Response:
+    lines = [CostLine.model_validate(r) for r in rows]
+    return respond(
+        CostsResponse(
+            lines=lines,
+            calls=sum(line.calls for line in lines),
+            prompt_tokens=sum(line.prompt_tokens for line in lines),
+            completion_tokens=sum(line.completion_tokens for line in lines),
+        )
+    )
+
+
+async def _answer(request: web.Request, svc: Service, story_id: UUID, handle: TurnHandle) -> web.StreamResponse:
+    if "text/event-stream" in request.headers.get("Accept", ""):
+        return await _stream(request, svc, handle)
+    events = await _collect(handle)
+    view = await svc.load(svc.app.node, handle.reply_id)
+    return respond(_turn_response(story_id, view, events), 201)
+
+
+async def _collect(handle: TurnHandle) -> list[TurnEvent]:
+    events = []
+    while (event := await handle.events.get()).kind != DONE:
+        events.append(event)
+    return events
+
+
+def _turn_response(story_id: UUID, view: Any, events: list[TurnEvent]) -> TurnResponse:
+    final = next((e for e in reversed(events) if e.kind in ENDINGS), None)
+    outcome = "asked" if final and final.kind == "ask" else final.kind if final else "stopped"
+    return TurnResponse(
+        story_id=story_id,
+        reply=NodeResponse.of(view),
+        outcome=outcome,  # type: ignore[arg-type]
+        ask=AskModel.model_validate(final.data) if final and final.kind == "ask" else None,
+        tools=[ToolActivity.model_validate(e.data) for e in events if e.kind == "tool"],
+        error=final.data if final and final.kind == "error" else None,
+    )
+
+
+async def _stream(request: web.Request, svc: Service, handle: TurnHandle) -> web.StreamResponse:
+    """Server-sent events until the turn ends. A client that goes away stops the turn (its draft is kept)."""
+    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    await response.prepare(request)
+    try:
+        while True:
+            try:
+                event = await asyncio.wait_for(handle.events.get(), HEARTBEAT_SECONDS)
+            except TimeoutError:
+                await response.write(b": keep-alive\n\n")
+                continue
+            await response.write(_sse(event))
+            if event.kind == DONE:
+                break
+    except (ConnectionResetError, asyncio.CancelledError):
+        if svc.turns is not None:
+            svc.turns.stop(handle.reply_id, "disconnected")
+        raise
+    return response
+
+
+def _sse(event: TurnEvent) -> bytes:
+    return b"event: " + event.kind.encode() + b"\ndata: " + orjson.dumps(event.data) + b"\n\n"

@@ -1,0 +1,159 @@
+"""The main model's tools: what each call does to the reply's draft, and what the model is told back.
+
+Pure decisions on aggregates already loaded; `application.play_round` loads, calls and saves. Every
+call leaves an event: the operation itself, or `DraftRefused` with the reason the model is shown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from domain.drafting import apply_edits, parse_edits
+from domain.errors import DomainError, DraftEditError, EmptyTextError
+from domain.node import Node
+from domain.ports import ToolCall
+
+Ending = Literal["sealed", "asked", "revised"]
+MAX_SEARCH_HITS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    call_id: str
+    name: str
+    content: str
+    ok: bool
+    ends: Ending | None = None
+
+
+class _BadArguments(DomainError):
+    """The tool's arguments are missing, mistyped or not JSON."""
+
+
+def _args(call: ToolCall) -> dict[str, Any]:
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError:
+        raise _BadArguments("arguments are not valid JSON; send one JSON object") from None
+    if not isinstance(args, dict):
+        raise _BadArguments("arguments must be a JSON object")
+    return args
+
+
+def _int(args: Mapping[str, Any], name: str, default: int | None = None) -> int:
+    value = args.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _BadArguments(f"`{name}` must be an integer")
+    return value
+
+
+def _optional_int(args: Mapping[str, Any], name: str) -> int | None:
+    return None if args.get(name) is None else _int(args, name)
+
+
+def _str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    value = args.get(name, default)
+    if not isinstance(value, str):
+        raise _BadArguments(f"`{name}` must be a string")
+    return value
+
+
+def run_tool(reply: Node, previous: Node | None, call: ToolCall) -> ToolOutcome:
+    """Run one tool call against the reply being written (and the previous reply, for revisions)."""
+    handler = _TOOLS.get(call.name)
+    try:
+        if handler is None:
+            raise _BadArguments(f"there is no tool named {call.name!r}")
+        content, ends = handler(reply, previous, _args(call), call.id)
+    except DomainError as refusal:
+        reply.refuse(call.name, str(refusal))
+        return ToolOutcome(call.id, call.name, f"未执行：{refusal}", ok=False)
+    return ToolOutcome(call.id, call.name, content, ok=True, ends=ends)
+
+
+Result = tuple[str, Ending | None]
+
+
+def _write(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    version = reply.write_draft(_int(args, "version"), _str(args, "content"))
+    return f"已写入稿纸，当前版本 v{version}（{len(reply.text)} 字）。", None
+
+
+def _append(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    version = reply.append_draft(_int(args, "version"), _str(args, "content"), _str(args, "separator", "\n\n"))
+    return f"已续写，当前版本 v{version}（{len(reply.text)} 字）。", None
+
+
+def _edit(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    version = reply.edit_draft(_int(args, "version"), parse_edits(args.get("edits")))
+    return f"已修改，当前版本 v{version}。", None
+
+
+def _read(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    text = reply.read_draft(_optional_int(args, "start"), _optional_int(args, "end"))
+    return f"当前版本 v{reply.draft_version}，共 {len(reply.text)} 字：\n{text}", None
+
+
+def _search(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    limit = max(1, min(_int(args, "limit", 8), MAX_SEARCH_HITS))
+    hits = reply.search_draft(_str(args, "query"), limit)
+    lines = [f"- 位置 {at}：…{passage}…" for at, passage in hits]
+    return f"版本 v{reply.draft_version}，命中 {len(hits)} 处。" + ("\n" + "\n".join(lines) if lines else ""), None
+
+
+def _seal(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    reply.seal(_int(args, "version"))
+    return f"已收笔（v{reply.draft_version}）。本拍结束。", "sealed"
+
+
+def _ask(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    question, options = _str(args, "question"), args.get("options")
+    if not question.strip():
+        raise _BadArguments("`question` must not be empty")
+    if (
+        not isinstance(options, list)
+        or not 2 <= len(options) <= 4
+        or not all(isinstance(o, str) and o.strip() for o in options)
+    ):
+        raise _BadArguments("`options` must be 2–4 non-empty strings")
+    reply.ask_user(call_id, question, options)
+    return "已向用户提问，等待作答。", "asked"
+
+
+def _previous_read(reply: Node, previous: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    if previous is None:
+        raise _BadArguments("there is no earlier reply on this path to read")
+    reply.note_previous_read(previous.id, previous.revisions)
+    return f"上一条回复（版本 v{previous.revisions}，{len(previous.text)} 字）：\n{previous.text}", None
+
+
+def _previous_edit(reply: Node, previous: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+    if previous is None:
+        raise _BadArguments("there is no earlier reply on this path to revise")
+    version = _int(args, "version")
+    if reply.previous_read.get(previous.id) != previous.revisions:
+        raise DraftEditError("call previous_draft_read first (the reply may have changed since)")
+    if version != previous.revisions:
+        raise DraftEditError(f"version conflict: the previous reply is at v{previous.revisions}, not v{version}")
+    text = apply_edits(previous.text, parse_edits(args.get("edits")))
+    if not text.strip():
+        raise EmptyTextError("a revision cannot empty the reply")
+    reply.withdraw(previous.id, "revised the previous reply")
+    previous.revise(text, "previous_draft_edit")
+    return f"已修订上一条回复（v{previous.revisions}）。本拍结束，不产生新回复。", "revised"
+
+
+_TOOLS = {
+    "draft_write": _write,
+    "draft_append": _append,
+    "draft_edit": _edit,
+    "draft_read": _read,
+    "draft_search": _search,
+    "draft_seal": _seal,
+    "ask": _ask,
+    "previous_draft_read": _previous_read,
+    "previous_draft_edit": _previous_edit,
+}

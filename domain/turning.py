@@ -1,0 +1,182 @@
+"""Engine turns on the write side: open a turn, play each model round, answer, stop.
+
+A mixin of `Changji` (it uses the application's load and save helpers); every method is one
+load → decide → save, and a round's model call, draft operations and any seal go out together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+from uuid import UUID
+
+from domain import events as ev
+from domain.errors import NodeKindError, NodeNotFoundError, StoryNotFoundError, TurnStateError
+from domain.node import Node
+from domain.ports import ChatResult
+from domain.story import Story
+from domain.tools import Ending, ToolOutcome, run_tool
+from domain.values import NodeView
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from eventsourcing.domain import Aggregate
+
+    from domain.errors import NotFoundError
+
+    A = TypeVar("A", bound=Aggregate)
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """What a round did: the tool results to send back, and how the turn ended (if it did)."""
+
+    outcomes: tuple[ToolOutcome, ...]
+    ends: Ending | str | None
+    reply: NodeView
+    position: int
+    ask: tuple[str, str, list[str]] | None = None
+
+
+class TurnCommands:
+    """Mixed into `Changji`, which provides the loading and saving helpers declared here."""
+
+    if TYPE_CHECKING:
+
+        def story(self, tenant_id: str, story_id: UUID) -> Story: ...
+        def story_node(self, story: Story, node_id: UUID, field: str = "node_id") -> Node: ...
+        def owned_node(self, tenant_id: str, node_id: UUID) -> tuple[Story, Node]: ...
+        def _get(self, cls: type[A], aggregate_id: UUID, missing: type[NotFoundError]) -> A: ...
+        def _save(self, *aggregates: Aggregate) -> int: ...
+        def _command(self, *aggregates: Aggregate | None) -> AbstractContextManager[None]: ...
+        @staticmethod
+        def _expect(aggregate: Aggregate, expected_version: int | None) -> None: ...
+
+    def open_turn(
+        self,
+        tenant_id: str,
+        story_id: UUID,
+        user_id: UUID,
+        reply_id: UUID,
+        text: str,
+        parent_id: UUID | None,
+        model: str,
+        expected_version: int | None = None,
+    ) -> tuple[NodeView, NodeView, int]:
+        """The user's words and an empty reply under them, with the leaf on the reply: one transaction."""
+        story = self.story(tenant_id, story_id)
+        self._expect(story, expected_version)
+        assert story.leaf_id is not None
+        parent = self.story_node(story, parent_id or story.leaf_id, "parent_id")
+        with self._command(story):
+            user = Node.attach(user_id, "user", parent, text)
+            reply = Node.open_reply(reply_id, user, model)
+            story.move_leaf(reply.id, cause="turn")
+            return user.view, reply.view, self._save(story, user, reply)
+
+    def reopen_turn(
+        self, tenant_id: str, story_id: UUID, reply_id: UUID, user_id: UUID | None, model: str
+    ) -> tuple[NodeView, NodeView, int]:
+        """Regenerate: a new empty reply beside the others under a user node (default: the leaf's)."""
+        story = self.story(tenant_id, story_id)
+        assert story.leaf_id is not None
+        user = self.story_node(story, user_id or story.leaf_id, "user_id")
+        if user.kind == "reply" and user_id is None and user.parent_id is not None:
+            user = self.story_node(story, user.parent_id)
+        if user.kind != "user":
+            raise NodeKindError("regenerate answers a user node", field="user_id")
+        with self._command(story):
+            reply = Node.open_reply(reply_id, user, model)
+            story.move_leaf(reply.id, cause="regenerate")
+            return user.view, reply.view, self._save(story, reply)
+
+    def turn_reply(self, tenant_id: str, reply_id: UUID) -> Node:
+        _, node = self.owned_node(tenant_id, reply_id)
+        if node.kind != "reply" or node.phase == "final":
+            raise NodeKindError("that node is not a reply written by the engine", field="node_id")
+        return node
+
+    def _previous_reply(self, reply: Node) -> Node | None:
+        """The reply (or greeting) the user answered in this turn: the one previous_draft_* may revise."""
+        assert reply.parent_id is not None
+        user = self._get(Node, reply.parent_id, NodeNotFoundError)
+        previous = self._get(Node, user.parent_id, NodeNotFoundError) if user.parent_id else None
+        return previous if previous is not None and previous.phase in ("final", "sealed") else None
+
+    def play_round(self, reply_id: UUID, result: ChatResult, latency_ms: float, tools_allowed: bool) -> Round:
+        """Record one model round and run its tool calls (or capture its text); saved as one transaction."""
+        reply = self._get(Node, reply_id, NodeNotFoundError)
+        if reply.phase != "writing":
+            raise TurnStateError(f"the turn is {reply.phase}")
+        previous = self._previous_reply(reply)
+        with self._command(reply, previous):
+            reply.record_call(
+                "turn", result.model, result.prompt_tokens or 0, result.completion_tokens or 0, latency_ms, "ok"
+            )
+            outcomes: list[ToolOutcome] = []
+            ends: Ending | str | None = None
+            if not result.tool_calls:
+                ends = self._finish_without_tools(reply, result.text)
+            elif not tools_allowed:
+                _capture(reply, result.text)
+                reply.stop("runaway", "the model kept calling tools after the round limit")
+                ends = "stopped"
+            else:
+                if result.text and any(call.name == "ask" for call in result.tool_calls):
+                    _capture(reply, result.text)
+                for call in result.tool_calls:
+                    outcome = run_tool(reply, previous, call)
+                    outcomes.append(outcome)
+                    if outcome.ends:
+                        ends = outcome.ends
+                        break
+            story = None
+            if ends == "revised" and previous is not None:
+                assert reply.story_id is not None
+                story = self._get(Story, reply.story_id, StoryNotFoundError)
+                story.move_leaf(previous.id, cause="revision")
+            saved = [reply, *(a for a in (previous if story else None, story) if a is not None)]
+            ask = (reply.ask.ask_id, reply.ask.question, list(reply.ask.options)) if reply.ask else None
+            return Round(tuple(outcomes), ends, reply.view, self._save(*saved), ask)
+
+    @staticmethod
+    def _finish_without_tools(reply: Node, text: str) -> str:
+        """A round without tool calls ends the turn: its text joins the draft, which is sealed."""
+        _capture(reply, text)
+        if reply.text.strip():
+            reply.seal(reply.draft_version)
+            return "sealed"
+        reply.stop("empty", "the model returned neither text nor tool calls")
+        return "stopped"
+
+    def fail_turn(
+        self, reply_id: UUID, reason: str, detail: str, preview: str, call: tuple[str, float] | None = None
+    ) -> NodeView:
+        """End a turn that broke (model error, stop, disconnect): keep streamed text as an unsealed draft."""
+        reply = self._get(Node, reply_id, NodeNotFoundError)
+        with self._command(reply):
+            if call is not None:
+                reply.record_call("turn", reply.model, 0, 0, call[1], call[0])
+            if reply.phase == "writing":
+                _capture(reply, preview)
+            reply.stop(reason, detail)
+            self._save(reply)
+            return reply.view
+
+    def answer_ask(self, tenant_id: str, reply_id: UUID, answer: str) -> tuple[ev.TurnAsked, NodeView]:
+        reply = self.turn_reply(tenant_id, reply_id)
+        with self._command(reply):
+            ask = reply.answer(answer)
+            self._save(reply)
+            return ask, reply.view
+
+
+def _capture(reply: Node, text: str) -> None:
+    """Streamed text outside the tools goes into the draft: written when empty, appended otherwise."""
+    if not text.strip() or reply.phase != "writing":
+        return
+    if reply.draft_version == 0 and not reply.text:
+        reply.write_draft(0, text, direct=True)
+    else:
+        reply.append_draft(reply.draft_version, text, direct=True)

@@ -1,0 +1,1 @@
+"""Engine mode: the turn loop that lets the main model write a reply through draft tools."""

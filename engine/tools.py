@@ -1,0 +1,91 @@
+"""The tool definitions the main model sees (OpenAI function schemas) and the rules that explain them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_ROUNDS = 20
+
+ENGINE_RULES = """# 写作方式（稿纸）
+本拍的回复写在稿纸上，只能通过工具修改：
+- draft_write 写入整篇，draft_append 续写，draft_edit 按原文片段替换（一批修改针对同一版本），draft_read / draft_search 查看；
+- 每次写入都要带上你读到的版本号 version（新稿纸从 0 开始），版本不符会被拒绝，需要重新读取；
+- 写完后调用 draft_seal 收笔，本拍结束；
+- 需要用户拍板时调用 ask（2–4 个具体选项），等待作答后继续；
+- 只需修订上一条回复时，先 previous_draft_read，再 previous_draft_edit，本拍不产生新回复。
+不调用工具直接输出的正文会被收入稿纸并自动收笔。"""
+
+
+def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+
+
+_VERSION = {"type": "integer", "description": "the draft version you read (0 for a new draft)"}
+_EDITS = {
+    "type": "array",
+    "description": "quote→replacement pairs, all against the same version; each quote must occur exactly once",
+    "items": {
+        "type": "object",
+        "properties": {"old": {"type": "string"}, "new": {"type": "string"}},
+        "required": ["old", "new"],
+    },
+}
+
+TOOLS: list[dict[str, Any]] = [
+    _function(
+        "draft_write",
+        "Write or replace the whole draft.",
+        {"version": _VERSION, "content": {"type": "string"}},
+        ["version", "content"],
+    ),
+    _function(
+        "draft_append",
+        "Append to the draft (separated by a blank line unless `separator` says otherwise).",
+        {"version": _VERSION, "content": {"type": "string"}, "separator": {"type": "string"}},
+        ["version", "content"],
+    ),
+    _function(
+        "draft_edit",
+        "Replace quoted passages of the draft.",
+        {"version": _VERSION, "edits": _EDITS},
+        ["version", "edits"],
+    ),
+    _function(
+        "draft_read",
+        "Read the draft (or characters start..end of it).",
+        {"start": {"type": "integer"}, "end": {"type": "integer"}},
+        [],
+    ),
+    _function(
+        "draft_search",
+        "Find a phrase in the draft.",
+        {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+        ["query"],
+    ),
+    _function(
+        "draft_seal", "Seal the draft: the reply is final and the turn ends.", {"version": _VERSION}, ["version"]
+    ),
+    _function(
+        "ask",
+        "Pause and let the user choose how the story goes on.",
+        {
+            "question": {"type": "string"},
+            "options": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 4},
+        },
+        ["question", "options"],
+    ),
+    _function("previous_draft_read", "Read the previous reply of the story (before revising it).", {}, []),
+    _function(
+        "previous_draft_edit",
+        "Revise the previous reply in place; the turn ends without a new reply.",
+        {"version": _VERSION, "edits": _EDITS},
+        ["version", "edits"],
+    ),
+]

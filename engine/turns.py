@@ -1,0 +1,197 @@
+"""The turn loop (engine mode).
+
+A turn runs as its own asyncio task and reports through a queue of `TurnEvent`s (text deltas, tool
+activity, an ask, the seal, an error), which the HTTP layer streams as SSE or folds into one JSON
+answer. Every model round is recorded by `Changji.play_round` before the next one starts, so the
+event store always holds the draft as far as it got.
+
+Ends: sealed (the reply is final), asked (paused for the user; `resume` goes on from the events, so
+an answer works even after a restart), revised (the previous reply was edited in place), stopped
+(stop, disconnect, runaway loop, empty answer) or error (the model failed): the last two keep what
+was streamed as an unsealed draft.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from uuid import UUID
+
+from domain import events as ev
+from domain.application import Changji
+from domain.ports import ChatModel, ModelCallError, ToolCall
+from domain.turning import Round
+from domain.values import NodeView
+from engine.tools import ENGINE_RULES, MAX_ROUNDS, TOOLS
+from projections.context import Context
+
+log = logging.getLogger(__name__)
+DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEvent:
+    kind: str  # turn | delta | tool | ask | sealed | revised | stopped | error | done
+    data: dict[str, Any]
+
+
+class TurnHost(Protocol):
+    """What the loop needs from the running service."""
+
+    app: Changji
+
+    async def write(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+    async def load(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+    def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context: ...
+
+
+@dataclass
+class TurnHandle:
+    reply_id: UUID
+    events: asyncio.Queue[TurnEvent]
+    task: asyncio.Task[NodeView] = field(init=False)
+    stop_reason: str = "stopped"
+
+
+class TurnRunner:
+    def __init__(self, host: TurnHost, model: ChatModel, max_rounds: int = MAX_ROUNDS) -> None:
+        self.host, self.model, self.max_rounds = host, model, max_rounds
+        self.running: dict[UUID, TurnHandle] = {}
+
+    def start(
+        self, tenant_id: str, story_id: UUID, reply_id: UUID, resume: list[dict[str, Any]] | None = None
+    ) -> TurnHandle:
+        handle = TurnHandle(reply_id, asyncio.Queue())
+        handle.task = asyncio.create_task(self._run(handle, tenant_id, story_id, resume or []))
+        self.running[reply_id] = handle
+        handle.task.add_done_callback(lambda _: self.running.pop(reply_id, None))
+        return handle
+
+    def stop(self, reply_id: UUID, reason: str = "stopped") -> bool:
+        handle = self.running.get(reply_id)
+        if handle is None or handle.task.done():
+            return False
+        handle.stop_reason = reason
+        handle.task.cancel()
+        return True
+
+    async def resume_after(self, tenant_id: str, story_id: UUID, reply_id: UUID, answer: str) -> TurnHandle:
+        """Record the answer and go on: the ask call and its answer are replayed to the model as a tool
+        result, with the draft as it stands (earlier rounds live on in the draft itself)."""
+        ask, reply = await self.host.write(self.host.app.answer_ask, tenant_id, reply_id, answer)
+        return self.start(tenant_id, story_id, reply_id, resume=_answered(ask, answer, reply))
+
+    async def _run(self, handle: TurnHandle, tenant_id: str, story_id: UUID, resume: list[dict[str, Any]]) -> NodeView:
+        emit = handle.events.put_nowait
+        reply: NodeView = await self.host.load(self.host.app.node, handle.reply_id)
+        emit(TurnEvent("turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}))
+        preview: list[str] = []
+        try:
+            context = await self.host.load(self.host.context, tenant_id, story_id, reply.parent_id)
+            messages = _opening(context) + resume
+            for round_no in range(1, self.max_rounds + 2):
+                preview.clear()
+                result, elapsed = await self._call(messages, round_no <= self.max_rounds, preview, emit)
+                played: Round = await self.host.write(
+                    self.host.app.play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
+                )
+                for outcome in played.outcomes:
+                    emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
+                if played.ends is not None:
+                    return self._ended(played, emit)
+                messages += [_assistant(result.text, result.tool_calls), *_tool_results(played)]
+            raise AssertionError("the last round runs without tools and always ends the turn")
+        except ModelCallError as failure:
+            view: NodeView = await self.host.write(
+                self.host.app.fail_turn, handle.reply_id, "error", f"{failure.outcome}: {failure}", "".join(preview),
+                (failure.outcome, failure.elapsed_ms),
+            )  # fmt: skip
+            emit(
+                TurnEvent(
+                    "error", {"outcome": failure.outcome, "detail": str(failure), "draft_version": view.draft_version}
+                )
+            )
+            return view
+        except asyncio.CancelledError:
+            view = await self.host.write(
+                self.host.app.fail_turn, handle.reply_id, handle.stop_reason, "", "".join(preview)
+            )
+            emit(TurnEvent("stopped", {"reason": handle.stop_reason, "draft_version": view.draft_version}))
+            raise
+        finally:
+            emit(TurnEvent(DONE, {}))
+
+    async def _call(
+        self,
+        messages: list[dict[str, Any]],
+        with_tools: bool,
+        preview: list[str],
+        emit: Callable[[TurnEvent], None],
+    ) -> tuple[Any, float]:
+        def on_text(delta: str) -> None:
+            preview.append(delta)
+            emit(TurnEvent("delta", {"text": delta}))
+
+        start = time.perf_counter()
+        try:
+            result = await self.model.chat(messages, TOOLS if with_tools else None, on_text=on_text)
+        except ModelCallError as failure:
+            failure.elapsed_ms = (time.perf_counter() - start) * 1000
+            raise
+        return result, (time.perf_counter() - start) * 1000
+
+    @staticmethod
+    def _ended(played: Round, emit: Callable[[TurnEvent], None]) -> NodeView:
+        reply = played.reply
+        if played.ends == "asked":
+            assert played.ask is not None
+            ask_id, question, options = played.ask
+            emit(
+                TurnEvent(
+                    "ask", {"reply_id": str(reply.id), "ask_id": ask_id, "question": question, "options": options}
+                )
+            )
+        elif played.ends == "sealed":
+            emit(TurnEvent("sealed", {"reply_id": str(reply.id), "version": reply.draft_version, "text": reply.text}))
+        elif played.ends == "revised":
+            emit(TurnEvent("revised", {"reply_id": str(reply.id)}))
+        else:
+            emit(TurnEvent("stopped", {"reason": str(played.ends), "draft_version": reply.draft_version}))
+        return reply
+
+
+def _opening(context: Context) -> list[dict[str, Any]]:
+    """The assembled context with the draft rules appended to the (byte-stable) system prompt."""
+    system, *rest = context.messages
+    return [{"role": "system", "content": f"{system.content}\n\n{ENGINE_RULES}"}] + [
+        {"role": m.role, "content": m.content} for m in rest
+    ]
+
+
+def _assistant(text: str, calls: tuple[ToolCall, ...]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+        ],
+    }
+
+
+def _tool_results(played: Round) -> list[dict[str, Any]]:
+    return [{"role": "tool", "tool_call_id": o.call_id, "content": o.content} for o in played.outcomes]
+
+
+def _answered(ask: ev.TurnAsked, answer: str, reply: NodeView) -> list[dict[str, Any]]:
+    arguments = json.dumps({"question": ask.question, "options": ask.options}, ensure_ascii=False)
+    draft = f"当前稿件（v{reply.draft_version}）：\n{reply.text}" if reply.text else "稿纸还是空的（v0）。"
+    return [
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": ask.ask_id, "type": "function", "function": {"name": "ask", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": ask.ask_id, "content": f"用户已作答：「{answer}」。{draft}"},
+    ]  # fmt: skip
