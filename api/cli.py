@@ -128,6 +128,21 @@ def _short(data: dict[str, Any]) -> str:
     return text if len(text) <= 100 else text[:99] + "…"
 
 
+@main.command("fake-model")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8790, show_default=True)
+def fake_model(host: str, port: int) -> None:
+    """An offline stand-in for an OpenAI-compatible model (for trying engine mode without a provider)."""
+    from providers.fake_server import FakeModelServer, echo_writer
+
+    async def run() -> None:
+        async with FakeModelServer(echo_writer, host, port) as fake:
+            click.echo(f"fake model at {fake.url}: CHANGJI_MAIN_BASE_URL={fake.url} CHANGJI_MAIN_MODEL=fake")
+            await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
 @main.command()
 @DATA_DIR
 @click.option(

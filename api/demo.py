@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from importlib import resources
@@ -14,7 +15,8 @@ from aiohttp import web
 
 from api.app import create_app
 from api.keys import SERVICE
-from api.settings import Settings
+from api.settings import ModelSettings, Settings
+from providers.fake_server import FakeModelServer, echo_writer
 
 
 class Client:
@@ -39,28 +41,37 @@ class Client:
 async def run_demo(settings: Settings, source: Path | None, user_name: str | None, temporary: bool) -> None:
     """Serve on a free loopback port and drive the API like a client would (in a temp dir if asked)."""
     with tempfile.TemporaryDirectory(prefix="changji-demo-") as tmp:
-        if temporary:
-            settings = settings.model_copy(update={"data_dir": Path(tmp)})
-        app = create_app(settings)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        _, key = app[SERVICE].service_db.create_key("demo", "changji demo")
-        headers = {"Authorization": f"Bearer {key}"}
-        try:
-            async with aiohttp.ClientSession(headers=headers) as session:
-                client = Client(session, f"http://127.0.0.1:{port}")
-                if source is None:
-                    await _sample(client)
-                else:
-                    await _external(client, source, user_name)
-        finally:
-            await runner.cleanup()
+        async with contextlib.AsyncExitStack() as stack:
+            if temporary:
+                settings = settings.model_copy(update={"data_dir": Path(tmp)})
+            if not settings.main_model.configured:  # no provider set: an offline stand-in writes the engine turn
+                fake = await stack.enter_async_context(FakeModelServer(echo_writer))
+                settings = settings.model_copy(update={"main_model": ModelSettings(base_url=fake.url, model="offline")})
+            await _serve_and_play(settings, source, user_name)
 
 
-async def _sample(client: Client) -> None:
+async def _serve_and_play(settings: Settings, source: Path | None, user_name: str | None) -> None:
+    app = create_app(settings)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    _, key = app[SERVICE].service_db.create_key("demo", "changji demo")
+    headers = {"Authorization": f"Bearer {key}"}
+    try:
+        async with aiohttp.ClientSession(headers=headers) as session:
+            client = Client(session, f"http://127.0.0.1:{port}")
+            if source is None:
+                story_id = await _sample(client)
+                await _engine_turn(client, story_id)
+            else:
+                await _external(client, source, user_name)
+    finally:
+        await runner.cleanup()
+
+
+async def _sample(client: Client) -> str:
     sample = json.loads(resources.files("api").joinpath("samples/lighthouse.json").read_text("utf-8"))
     card = await client.call("POST", "/v1/cards", {"card": sample["card"], "settings": {"user_name": "林舟"}}, 201)
     story = await client.call("POST", "/v1/stories", {"card_id": card["id"]}, 201)
@@ -96,6 +107,26 @@ async def _sample(client: Client) -> None:
     await _print_context(client, sid)
     hits = await client.call("GET", f"/v1/stories/{sid}/search?q=船票")
     click.echo(f"\nsearch 船票 → {len(hits['hits'])} hits: " + " | ".join(h["snippet"][:24] for h in hits["hits"]))
+    return sid
+
+
+async def _engine_turn(client: Client, sid: str) -> None:
+    """One turn in engine mode, streamed as server-sent events."""
+    click.echo("\nengine mode: POST /v1/stories/{id}/turns (Accept: text/event-stream)")
+    url = f"{client.base}/v1/stories/{sid}/turns"
+    async with client.session.post(
+        url, json={"text": "我们等风停了再说。"}, headers={"Accept": "text/event-stream"}
+    ) as r:
+        async for raw in r.content:
+            line = raw.decode().strip()
+            if line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line.startswith("data:") and kind != "done":
+                click.echo(f"  {kind:<7} {line[5:].strip()[:100]}")
+    costs = await client.call("GET", f"/v1/stories/{sid}/costs")
+    click.echo(
+        f"cost ledger: {costs['calls']} model calls, {costs['prompt_tokens']} prompt + {costs['completion_tokens']} completion tokens"
+    )
 
 
 async def _external(client: Client, source: Path, user_name: str | None) -> None:

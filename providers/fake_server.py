@@ -187,3 +187,18 @@ def hashed_vector(text: str, dimensions: int = 64) -> list[float]:
         vector[int.from_bytes(digest[:2], "little") % dimensions] += 1.0 if digest[2] & 1 else -1.0
     norm = math.sqrt(sum(v * v for v in vector)) or 1.0
     return [v / norm for v in vector]
+
+
+def echo_writer(body: Mapping[str, Any]) -> Step:
+    """A stand-in main model for trying engine mode offline: it writes a short reply through the draft
+    tools (draft_write, then draft_seal) and answers plainly when no tools are offered."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return ToolCalls(("draft_seal", {"version": 1}))
+    words = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+    said = words.strip().split("\n\n")[-1]  # the user's own words come last, after any data blocks
+    reply = f"（离线模型）我听见你说：「{said[:60]}」。"
+    if not body.get("tools"):
+        return Text(reply)
+    return ToolCalls(("draft_write", {"version": 0, "content": reply}))
