@@ -47,7 +47,9 @@ from projections.context import Context, RenderCache, assemble_context  # noqa: 
 from projections.path import walk_up  # noqa: E402
 from projections.runner import ProjectionRunner  # noqa: E402
 from projections.store import ReadModels  # noqa: E402
-from providers.tokens import EstimatingCounter  # noqa: E402
+from providers.tokens import default_counter  # noqa: E402
+
+COUNTER = default_counter()  # the tokenizer the service uses
 
 FULL: dict[str, Any] = {
     "sizes": (1_000, 10_000, 100_000),
@@ -98,7 +100,7 @@ def naive_context(app: Changji, story_id: UUID) -> tuple[Context, int]:
         node = views[node].parent_id
     path.reverse()  # the full path root→leaf
     settings = card.settings.merged(story.settings)
-    context = assemble_context(card.data, settings, reversed(path), RenderCache(EstimatingCounter()))
+    context = assemble_context(card.data, settings, reversed(path), RenderCache(COUNTER))
     return context, events
 
 
@@ -129,7 +131,7 @@ def main() -> None:
             apps[name] = sqlite_app(Path(tmp) / f"events-{name}.sqlite")
             log(f"building the {name} story ({turns} turns)…")
             built[name] = build_story(apps[name], turns, pool, label=f"[{name}] ")
-            renders[name] = RenderCache(EstimatingCounter())
+            renders[name] = RenderCache(COUNTER)
             b = built[name]
             log(f"  {b.appends} appends ({b.regenerates} regenerates, {b.side_branches} side branches) in "
                 f"{b.wall_seconds:.1f}s: {b.append_events_per_s:,.0f} events/s")  # fmt: skip
@@ -192,7 +194,7 @@ def main() -> None:
                 fresh = sqlite_app(Path(tmp) / f"events-{name}.sqlite")
                 leaf = fresh.story(TENANT, b.story_id).leaf_id
                 assert leaf is not None
-                next_context(fresh, RenderCache(EstimatingCounter()), b.story_id, leaf)
+                next_context(fresh, RenderCache(COUNTER), b.story_id, leaf)
                 cold.append(time.perf_counter() - t0)
                 fresh.close()
             figures[f"cold_start_assembly_{name}_ms"] = median_ms(cold)
