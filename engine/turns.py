@@ -117,6 +117,13 @@ class TurnRunner:
                 )
             )
             return view
+        except Exception as failure:  # a bug or a broken store: the turn ends as an error, the draft is kept
+            log.exception("turn %s failed", handle.reply_id)
+            view = await self.host.write(
+                self.host.app.fail_turn, handle.reply_id, "error", repr(failure), "".join(preview)
+            )
+            emit(TurnEvent("error", {"outcome": "internal", "detail": "the engine failed; the draft was kept"}))
+            return view
         except asyncio.CancelledError:
             view = await self.host.write(
                 self.host.app.fail_turn, handle.reply_id, handle.stop_reason, "", "".join(preview)
