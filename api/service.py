@@ -77,6 +77,11 @@ class Service:
             await self._run(self._projector, self.runner.catch_up)
         return result
 
+    async def command(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a domain command without waiting for the read models: for callers that read back only
+        from the event store, and call `sync()` before they answer a client."""
+        return await self._run(self._writer, fn, *args, **kwargs)
+
     async def load(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a domain query (aggregate loads) on the writer thread."""
         return await self._run(self._writer, fn, *args, **kwargs)

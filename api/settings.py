@@ -56,6 +56,9 @@ class Settings(BaseModel):
     side_model: ModelSettings = Field(default_factory=ModelSettings, description="background work")
     embeddings: ModelSettings = Field(default_factory=ModelSettings, description="recall")
     max_rounds: int = Field(20, ge=1, le=100, description="tool rounds per turn before the loop is cut")
+    sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
+        "NORMAL", description="event-store commits: NORMAL survives kill -9, FULL also power loss"
+    )
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -65,6 +68,7 @@ class Settings(BaseModel):
             "host": os.environ.get("CHANGJI_HOST"),
             "port": os.environ.get("CHANGJI_PORT"),
             "max_body_bytes": os.environ.get("CHANGJI_MAX_BODY_BYTES"),
+            "sqlite_synchronous": os.environ.get("CHANGJI_SQLITE_SYNCHRONOUS"),
         }
         values: dict[str, object] = {k: v for k, v in env.items() if v is not None}
         for role, key in (("main", "main_model"), ("side", "side_model"), ("embed", "embeddings")):
@@ -76,8 +80,9 @@ class Settings(BaseModel):
         if self.persistence == "memory":
             return {"PERSISTENCE_MODULE": "eventsourcing.popo", "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes)}
         return {
-            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "PERSISTENCE_MODULE": "api.sqlite_store:Factory",
             "SQLITE_DBNAME": str(self.data_dir / "events.sqlite"),
+            "SQLITE_SYNCHRONOUS": self.sqlite_synchronous,
             "SQLITE_LOCK_TIMEOUT": "10",
             "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes),
         }

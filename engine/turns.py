@@ -46,7 +46,9 @@ class TurnHost(Protocol):
     app: Changji
 
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+    async def command(self, fn: Callable[..., Any], *args: Any) -> Any: ...
     async def load(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+    async def sync(self, position: int | None = None) -> int: ...
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context: ...
 
 
@@ -97,12 +99,13 @@ class TurnRunner:
             for round_no in range(1, self.max_rounds + 2):
                 preview.clear()
                 result, elapsed = await self._call(messages, round_no <= self.max_rounds, preview, emit)
-                played: Round = await self.host.write(
+                played: Round = await self.host.command(
                     self.host.app.play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
                 )
                 for outcome in played.outcomes:
                     emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
                 if played.ends is not None:
+                    await self.host.sync(played.position)  # the client's next read sees the whole turn
                     return self._ended(played, emit)
                 messages += [_assistant(result.text, result.tool_calls), *_tool_results(played)]
             raise AssertionError("the last round runs without tools and always ends the turn")

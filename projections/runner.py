@@ -50,6 +50,8 @@ class ProjectionRunner:
                 raise
             if progress is not None:
                 progress(len(batch))
+            if len(notifications) < BATCH:
+                break  # that was the end of the log: no need to ask again
         return self.position
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:

@@ -167,7 +167,11 @@ class ReadModels:
             return self.position(name)
         with self._transaction():
             self._write(changes)
-            self.writer.table("positions").upsert({"name": name, "position": last}, pk="name")
+            self.writer.execute(
+                "insert into positions (name, position) values (?, ?)"
+                " on conflict(name) do update set position = excluded.position",
+                [name, last],
+            )
         return last
 
     @contextmanager

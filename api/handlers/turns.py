@@ -45,7 +45,7 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     req = await body(request, PostTurnRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     runner = _runner(svc)
-    _, reply, _ = await svc.write(
+    _, reply, _ = await svc.command(
         svc.app.open_turn, tenant(request), story_id, uuid4(), uuid4(), req.text, req.parent_id,
         runner.model.model, if_match(request),
     )  # fmt: skip
@@ -56,7 +56,7 @@ async def regenerate(request: web.Request) -> web.StreamResponse:
     req = await body(request, RegenerateRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     runner = _runner(svc)
-    _, reply, _ = await svc.write(
+    _, reply, _ = await svc.command(
         svc.app.reopen_turn, tenant(request), story_id, uuid4(), req.user_id, runner.model.model
     )
     return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id))
