@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
+import orjson
 
 from domain.ports import ChatResult, ModelCallError, ToolCall
 
@@ -97,11 +98,12 @@ class _Client:
         """POST with retries and hand the 200 response to `consume`. `delivered()` tells whether output
         already reached the caller, after which a broken stream is final instead of retried."""
         attempt = 0
+        payload = orjson.dumps(body)  # UTF-8 as is: a Chinese prompt stays a third of its escaped size
         async with self._slots:
             while True:
                 try:
                     async with self._client_session().post(
-                        self.endpoint.url + path, json=body, headers=self._headers()
+                        self.endpoint.url + path, data=payload, headers=self._headers()
                     ) as response:
                         if response.status == 200:
                             return await consume(response)
