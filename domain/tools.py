@@ -44,7 +44,7 @@ def _args(call: ToolCall) -> dict[str, Any]:
 
 
 def _int(args: Mapping[str, Any], name: str, default: int | None = None) -> int:
-    value = args.get(name, default)
+    value = default if args.get(name) is None else args[name]  # strict-mode models send null for "unset"
     if isinstance(value, bool) or not isinstance(value, int):
         raise _BadArguments(f"`{name}` must be an integer")
     return value
@@ -55,7 +55,7 @@ def _optional_int(args: Mapping[str, Any], name: str) -> int | None:
 
 
 def _str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
-    value = args.get(name, default)
+    value = default if args.get(name) is None else args[name]
     if not isinstance(value, str):
         raise _BadArguments(f"`{name}` must be a string")
     return value

@@ -58,6 +58,7 @@ class TurnHandle:
     events: asyncio.Queue[TurnEvent]
     task: asyncio.Task[NodeView] = field(init=False)
     stop_reason: str = "stopped"
+    calling_since: float | None = None  # perf_counter() while a model call is in flight
 
 
 class TurnRunner:
@@ -98,7 +99,7 @@ class TurnRunner:
             messages = _opening(context) + resume
             for round_no in range(1, self.max_rounds + 2):
                 preview.clear()
-                result, elapsed = await self._call(messages, round_no <= self.max_rounds, preview, emit)
+                result, elapsed = await self._call(handle, messages, round_no <= self.max_rounds, preview, emit)
                 played: Round = await self.host.command(
                     self.host.app.play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
                 )
@@ -128,8 +129,10 @@ class TurnRunner:
             emit(TurnEvent("error", {"outcome": "internal", "detail": "the engine failed; the draft was kept"}))
             return view
         except asyncio.CancelledError:
+            since = handle.calling_since
+            call = (handle.stop_reason, (time.perf_counter() - since) * 1000) if since is not None else None
             view = await self.host.write(
-                self.host.app.fail_turn, handle.reply_id, handle.stop_reason, "", "".join(preview)
+                self.host.app.fail_turn, handle.reply_id, handle.stop_reason, "", "".join(preview), call
             )
             emit(TurnEvent("stopped", {"reason": handle.stop_reason, "draft_version": view.draft_version}))
             raise
@@ -138,6 +141,7 @@ class TurnRunner:
 
     async def _call(
         self,
+        handle: TurnHandle,
         messages: list[dict[str, Any]],
         with_tools: bool,
         preview: list[str],
@@ -147,12 +151,14 @@ class TurnRunner:
             preview.append(delta)
             emit(TurnEvent("delta", {"text": delta}))
 
-        start = time.perf_counter()
+        start = handle.calling_since = time.perf_counter()
         try:
             result = await self.model.chat(messages, TOOLS if with_tools else None, on_text=on_text)
         except ModelCallError as failure:
+            handle.calling_since = None
             failure.elapsed_ms = (time.perf_counter() - start) * 1000
             raise
+        handle.calling_since = None  # still set if a stop cancels the call: the ledger records it
         return result, (time.perf_counter() - start) * 1000
 
     @staticmethod

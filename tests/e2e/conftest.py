@@ -11,7 +11,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from api.app import create_app
 from api.settings import Settings
+from providers.fake_server import FakeModelServer
 from tests.builders import OTHER_TENANT, TENANT, Api, MakeClient, api_for
+from tests.fake_model import MakeEngine, main_model
 
 
 @pytest.fixture
@@ -48,3 +50,33 @@ def other(client: TestClient[Any, Any]) -> Api:
 @pytest.fixture
 async def story(api: Api) -> dict[str, Any]:
     return await api.story()
+
+
+# --- engine mode: the main model is the fake model server on loopback ---------------------------
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def make_engine(fake: FakeModelServer, make_client: MakeClient) -> MakeEngine:
+    """A service whose main model is `fake` (torn down before the fake server), as one tenant's Api."""
+
+    async def make(max_retries: int = 2, read_timeout: float = 5.0, **settings: Any) -> Api:
+        model = main_model(fake, max_retries=max_retries, read_timeout=read_timeout)
+        return api_for(await make_client(main_model=model, **settings), TENANT)
+
+    return make
+
+
+@pytest.fixture
+async def engine(make_engine: MakeEngine) -> Api:
+    return await make_engine()
+
+
+@pytest.fixture
+async def engine_story(engine: Api) -> dict[str, Any]:
+    return await engine.story()
