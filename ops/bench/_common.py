@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # the package is installed editable; this only helps a bare checkout
     sys.path.append(str(REPO))
 
+from api.settings import Settings  # noqa: E402
 from domain.application import Changji  # noqa: E402
 from domain.values import CardData, StorySettings  # noqa: E402
 
@@ -156,7 +157,8 @@ def texts() -> Texts:
 
 
 def sqlite_env(path: str | Path) -> dict[str, str]:
-    return {**Changji.env, "PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
+    """The event store exactly as `changji serve` configures it (its SQLite factory and settings)."""
+    return {**Changji.env, **Settings(data_dir=Path(path).parent).event_store_env(), "SQLITE_DBNAME": str(path)}
 
 
 def sqlite_app(path: str | Path) -> Changji:

@@ -2,7 +2,7 @@
 
     python ops/bench/context.py [--quick]
 
-Builds three stories (1k, 10k, 100k turns; --quick: 200, 2k, 10k) on SQLite event stores in a temp
+Builds three stories (1k, 10k, 100k turns; --quick: 400, 2k, 10k) on SQLite event stores in a temp
 dir, each with branches (a regenerated reply every 50 turns, a 3-turn side branch every 500), by
 calling `Changji.append_node` directly; their last turns hold the same texts, so every size assembles
 an equal window. Then, on the warm applications:
@@ -59,7 +59,7 @@ FULL: dict[str, Any] = {
     "cold_runs": 3,
 }
 QUICK: dict[str, Any] = {
-    "sizes": (200, 2_000, 10_000),
+    "sizes": (400, 2_000, 10_000),
     "samples": 21,
     "naive_runs": 3,
     "incremental_runs": 51,
