@@ -131,14 +131,16 @@ class TurnCommands:
                     if outcome.ends:
                         ends = outcome.ends
                         break
-            story = None
-            if ends == "revised" and previous is not None:
+            if ends == "revised" and previous is not None:  # the leaf goes back to the revised reply
                 assert reply.story_id is not None
                 story = self._get(Story, reply.story_id, StoryNotFoundError)
-                story.move_leaf(previous.id, cause="revision")
-            saved = [reply, *(a for a in (previous if story else None, story) if a is not None)]
+                with self._command(story):
+                    story.move_leaf(previous.id, cause="revision")
+                    position = self._save(reply, previous, story)
+            else:
+                position = self._save(reply)
             ask = (reply.ask.ask_id, reply.ask.question, list(reply.ask.options)) if reply.ask else None
-            return Round(tuple(outcomes), ends, reply.view, self._save(*saved), ask)
+            return Round(tuple(outcomes), ends, reply.view, position, ask)
 
     @staticmethod
     def _finish_without_tools(reply: Node, text: str) -> str:
