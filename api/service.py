@@ -25,7 +25,7 @@ from api.settings import Settings
 from domain.application import Changji
 from domain.values import NodeKind, NodeView
 from engine.turns import TurnRunner
-from projections.context import Context, RenderCache, assemble_context
+from projections.context import Context, RenderCache, WindowCache, assemble_context
 from projections.path import project_path, walk_up
 from projections.runner import ProjectionRunner
 from projections.store import ReadModels
@@ -49,6 +49,7 @@ class Service:
         self.service_db = ServiceDB(settings.service_db_path)
         self.counter = default_counter()
         self.renders = RenderCache(self.counter)
+        self.windows = WindowCache()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="changji-writer")
         self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
         self._readers = ThreadPoolExecutor(2, thread_name_prefix="changji-reader")
@@ -133,7 +134,9 @@ class Service:
         assert story.leaf_id is not None
         leaf = self.app.story_node(story, at or story.leaf_id, "at").id
         card = self.app.card_of(story)
-        return assemble_context(card.data, self.app.settings(story), walk_up(self.app.node, leaf), self.renders)
+        upward = walk_up(self.app.node, leaf)
+        settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
+        return assemble_context(card.data, settings, upward, self.renders, self.windows, epoch)
 
     def path(self, tenant_id: str, story_id: UUID, at: UUID | None, limit: int | None) -> list[NodeView]:
         story = self.app.story(tenant_id, story_id)

@@ -15,6 +15,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Transcoding
 
+from domain import events as ev
 from domain.card import Card
 from domain.errors import (
     CardNotFoundError,
@@ -32,6 +33,7 @@ from domain.turning import TurnCommands
 from domain.values import CardData, NodeKind, NodeView, SavePoint, StorySettings
 
 A = TypeVar("A", bound=Aggregate)
+RERENDERING = (ev.NodeHidden, ev.NodeUnhidden, ev.ReplyRevised)
 
 DEFAULT_ENV = {
     "AGGREGATE_CACHE_MAXSIZE": "200000",
@@ -63,6 +65,7 @@ class Changji(TurnCommands, Application[UUID]):
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         super().__init__(env=env)
         self._views: dict[UUID, NodeView] = {}
+        self._epochs: dict[UUID, int] = {}
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
@@ -159,6 +162,10 @@ class Changji(TurnCommands, Application[UUID]):
 
     def _save(self, *aggregates: Aggregate) -> int:
         """Save in one transaction; return the last notification id (for read-your-writes)."""
+        for aggregate in aggregates:
+            if isinstance(aggregate, Node) and any(isinstance(e, RERENDERING) for e in aggregate.pending_events):
+                assert aggregate.story_id is not None
+                self._epochs[aggregate.story_id] = self._epochs.get(aggregate.story_id, 0) + 1
         try:
             recordings = self.save(*aggregates)
         except RecordConflictError:
@@ -169,6 +176,11 @@ class Changji(TurnCommands, Application[UUID]):
             if isinstance(aggregate, Node):
                 self._remember(aggregate.view)
         return max((r.notification.id for r in recordings), default=0)
+
+    def render_epoch(self, story_id: UUID) -> int:
+        """Bumped whenever a node of the story renders differently (hidden, unhidden, revised), so
+        contexts cached by projections know to start over."""
+        return self._epochs.get(story_id, 0)
 
     @staticmethod
     def _expect(aggregate: Aggregate, expected_version: int | None) -> None:

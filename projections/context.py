@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 from uuid import UUID
 
@@ -113,16 +114,54 @@ def _merged(messages: list[Message]) -> list[Message]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The whole turns a context kept at some leaf (root→leaf order), for the next leaf below to extend."""
+
+    key: tuple[int, str, str, int]
+    kept: tuple[Rendered, ...]
+    tokens: int
+    cut_at: NodeView | None
+
+
+class WindowCache:
+    """Windows by leaf. A context at a new leaf extends the window of its nearest cached ancestor with
+    the few nodes in between and drops whole turns from the front, instead of walking the path again.
+
+    A window is reused only for the same turn budget, names and `epoch` (the caller bumps the epoch
+    when a node's rendering changes: hide, unhide, revise), and only windows whose nodes are all
+    settled are kept (a draft still being written may change)."""
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self.maxsize = maxsize
+        self._items: dict[UUID, _Window] = {}
+
+    def get(self, node_id: UUID, key: tuple[int, str, str, int]) -> _Window | None:
+        window = self._items.get(node_id)
+        return window if window is not None and window.key == key else None
+
+    def put(self, node_id: UUID, window: _Window) -> None:
+        if len(self._items) >= self.maxsize:
+            del self._items[next(iter(self._items))]
+        self._items[node_id] = window
+
+
+UNSETTLED = ("writing", "waiting")
+
+
 def assemble_context(
     card: CardData,
     settings: StorySettings,
     upward: Iterable[NodeView],
     cache: RenderCache,
+    windows: WindowCache | None = None,
+    epoch: int = 0,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
     Whole turns are taken newest first while they fit the budget; the first turn that does not fit
-    and everything older is cut from this request (and reported)."""
+    and everything older is cut from this request (and reported). With `windows`, the walk stops at
+    the nearest ancestor whose window is cached and extends it."""
     char, user = card.name, settings.user_name
     budget = max(settings.context_window - settings.reply_reserve, 0)
     system = build_system_prompt(card, user)
@@ -133,24 +172,54 @@ def assemble_context(
     if leaf is None:
         raise ValueError("a context needs at least the root node")
     ends_with_user = leaf.kind == "user" and not leaf.hidden
-    used = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
+    fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
+    key = (budget - fixed, char, user, epoch)
+    window = _window(_chain(leaf, iterator), key, cache, windows)
+    if windows is not None and not any(n.phase in UNSETTLED for n, _, _ in window.kept):
+        windows.put(leaf.id, window)
+    return _build(
+        system, tail, list(window.kept), window.cut_at, leaf, ends_with_user, fixed + window.tokens, budget, cache
+    )
+
+
+def _window(
+    upward: Iterator[NodeView], key: tuple[int, str, str, int], cache: RenderCache, windows: WindowCache | None
+) -> _Window:
+    turn_budget, char, user, _ = key
     kept: list[Rendered] = []  # newest first
     turn: list[Rendered] = []
-    turn_tokens = 0
-    cut_at: NodeView | None = None
-    for node in _chain(leaf, iterator):
+    turn_tokens = used = 0
+    for node in upward:
+        base = windows.get(node.id, key) if windows is not None else None
+        if base is not None:
+            return _extend(base, [*reversed(turn), *reversed(kept)], key)
         text, tokens = cache.render(node, char, user) if node.text and not node.hidden else ("", 0)
         turn.append((node, text, tokens))
         turn_tokens += tokens
         if node.kind in ("user", "greeting"):
-            if kept and used + turn_tokens > budget:
-                cut_at = node
-                break
+            if kept and used + turn_tokens > turn_budget:
+                kept.reverse()
+                return _Window(key, tuple(kept), used, node)
             kept.extend(turn)
             used += turn_tokens
             turn, turn_tokens = [], 0
     kept.reverse()
-    return _build(system, tail, kept, cut_at, leaf, ends_with_user, used, budget, cache)
+    return _Window(key, tuple(kept), used, None)
+
+
+def _extend(base: _Window, below: list[Rendered], key: tuple[int, str, str, int]) -> _Window:
+    """The base window with the nodes below it appended, then whole turns dropped from the front
+    until the rest fits (the newest turn always stays)."""
+    items = base.kept + tuple(below)
+    tokens = base.tokens + sum(t for _, _, t in below)
+    starts = [i for i, (n, _, _) in enumerate(items) if n.kind in ("user", "greeting")]
+    cut_at, first = base.cut_at, 0
+    for start, next_start in pairwise(starts):
+        if tokens <= key[0]:
+            break
+        tokens -= sum(t for _, _, t in items[start:next_start])
+        cut_at, first = items[start][0], next_start
+    return _Window(key, items[first:], tokens, cut_at)
 
 
 def _chain(first: NodeView, rest: Iterator[NodeView]) -> Iterator[NodeView]:
