@@ -99,21 +99,6 @@ class RenderCache:
 Rendered = tuple[NodeView, str, int]
 
 
-def _role(node: NodeView) -> Role:
-    return "user" if node.kind == "user" else "assistant"
-
-
-def _merged(messages: list[Message]) -> list[Message]:
-    """Adjacent messages of one role become one, joined by a blank line."""
-    out: list[Message] = []
-    for m in messages:
-        if out and out[-1].role == m.role and m.role != "system":
-            out[-1] = Message(m.role, out[-1].content + "\n\n" + m.content)
-        else:
-            out.append(m)
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class _Window:
     """The whole turns a context kept at some leaf (root→leaf order), for the next leaf below to extend."""
@@ -122,6 +107,7 @@ class _Window:
     kept: tuple[Rendered, ...]
     tokens: int
     cut_at: NodeView | None
+    settled: bool = True  # no node of the window is a draft still being written
 
 
 class WindowCache:
@@ -175,7 +161,7 @@ def assemble_context(
     fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
     key = (budget - fixed, char, user, epoch)
     window = _window(_chain(leaf, iterator), key, cache, windows)
-    if windows is not None and not any(n.phase in UNSETTLED for n, _, _ in window.kept):
+    if windows is not None and window.settled:
         windows.put(leaf.id, window)
     return _build(
         system, tail, list(window.kept), window.cut_at, leaf, ends_with_user, fixed + window.tokens, budget, cache
@@ -199,12 +185,16 @@ def _window(
         if node.kind in ("user", "greeting"):
             if kept and used + turn_tokens > turn_budget:
                 kept.reverse()
-                return _Window(key, tuple(kept), used, node)
+                return _Window(key, tuple(kept), used, node, _settled(kept))
             kept.extend(turn)
             used += turn_tokens
             turn, turn_tokens = [], 0
     kept.reverse()
-    return _Window(key, tuple(kept), used, None)
+    return _Window(key, tuple(kept), used, None, _settled(kept))
+
+
+def _settled(items: Iterable[Rendered]) -> bool:
+    return not any(node.phase in UNSETTLED for node, _, _ in items)
 
 
 def _extend(base: _Window, below: list[Rendered], key: tuple[int, str, str, int]) -> _Window:
@@ -219,7 +209,7 @@ def _extend(base: _Window, below: list[Rendered], key: tuple[int, str, str, int]
             break
         tokens -= sum(t for _, _, t in items[start:next_start])
         cut_at, first = items[start][0], next_start
-    return _Window(key, items[first:], tokens, cut_at)
+    return _Window(key, items[first:], tokens, cut_at, base.settled and _settled(below))
 
 
 def _chain(first: NodeView, rest: Iterator[NodeView]) -> Iterator[NodeView]:
@@ -242,27 +232,32 @@ def _build(
     if cut_at is not None:
         why = f"over the token budget ({budget}): turns up to {cut_at.turn} left out of this request only"
         explain.append(ExplainBlock("cut", why, (cut_at.id,)))
-    body: list[Message] = []
-    verbatim: list[Rendered] = []
+    messages = [Message("system", system)]
+    verbatim: list[NodeView] = []
     hidden: list[UUID] = []
-    for item in kept:
-        node, text, tokens = item
+    chars = tokens_sum = 0
+    for node, text, tokens in kept:
         if node.hidden:
             hidden.append(node.id)
-        elif text and not (node is leaf and ends_with_user):
-            body.append(Message(_role(node), text))
-            if node.kind == "greeting":
-                explain.append(ExplainBlock("greeting", "the opening line", (node.id,), len(text), tokens))
-            else:
-                verbatim.append(item)
+            continue
+        if not text or (node is leaf and ends_with_user):
+            continue
+        role: Role = "user" if node.kind == "user" else "assistant"
+        if len(messages) > 1 and messages[-1].role == role:  # adjacent messages of one role become one
+            messages[-1] = Message(role, messages[-1].content + "\n\n" + text)
+        else:
+            messages.append(Message(role, text))
+        if node.kind == "greeting":
+            explain.append(ExplainBlock("greeting", "the opening line", (node.id,), len(text), tokens))
+        else:
+            verbatim.append(node)
+            chars += len(text)
+            tokens_sum += tokens
     if verbatim:
-        why = f"turns {verbatim[0][0].turn}–{verbatim[-1][0].turn} word for word"
-        ids = tuple(n.id for n, _, _ in verbatim)
-        chars, tokens = sum(len(t) for _, t, _ in verbatim), sum(k for _, _, k in verbatim)
-        explain.append(ExplainBlock("verbatim", why, ids, chars, tokens))
+        why = f"turns {verbatim[0].turn}–{verbatim[-1].turn} word for word"
+        explain.append(ExplainBlock("verbatim", why, tuple(n.id for n in verbatim), chars, tokens_sum))
     if hidden:
         explain.append(ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden)))
-    messages = [Message("system", system), *_merged(body)]
     if ends_with_user:
         _, words, tokens = kept[-1]  # the leaf's turn is always kept, and the leaf ends it
         content = f"{tail}\n\n{words}" if tail else words
