@@ -177,10 +177,13 @@ SAMPLE_CARD = CardData(
 )
 
 
+CARD_SETTINGS: dict[str, Any] = {}  # overrides of the sample card's story settings (e.g. context_window)
+
+
 def create_card_and_story(app: Changji, tenant: str = TENANT, title: str = "bench") -> tuple[UUID, UUID, UUID]:
     """A card and a story started from it; returns (card id, story id, root node id)."""
     card_id, story_id, root_id = uuid4(), uuid4(), uuid4()
-    app.create_card(card_id, tenant, SAMPLE_CARD, StorySettings(user_name=USER_NAME))
+    app.create_card(card_id, tenant, SAMPLE_CARD, StorySettings(user_name=USER_NAME, **CARD_SETTINGS))
     app.start_story(story_id, root_id, tenant, card_id, 0, title, {})
     return card_id, story_id, root_id
 

@@ -58,7 +58,19 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 from uuid import UUID, uuid4  # noqa: E402
 
-from _common import TENANT, Built, Texts, build_story, emit, log, median_ms, parse_args, percentile, texts  # noqa: E402
+from _common import (  # noqa: E402
+    CARD_SETTINGS,
+    TENANT,
+    Built,
+    Texts,
+    build_story,
+    emit,
+    log,
+    median_ms,
+    parse_args,
+    percentile,
+    texts,
+)
 
 from api.service import Service  # noqa: E402
 from api.settings import ModelSettings, Settings  # noqa: E402
@@ -81,6 +93,12 @@ PARTS = {"open": "open_turn", "context": "context", "rounds": "play_round", "nod
 def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the measured turns (top functions to stderr)")
     parser.add_argument("--split", action="store_true", help="time each write's read-model sync apart (diagnostics)")
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=None,
+        help="the card's context window in tokens (default: the service default)",
+    )
 
 
 # --- wrappers the turn loop is given (plain objects implementing its protocols) ---------------------
@@ -393,6 +411,8 @@ def request_encoding(bodies: list[dict[str, Any]], figures: dict[str, Any]) -> N
 def main() -> None:
     args = parse_args(__doc__, _extra)
     plan = QUICK if args.quick else FULL
+    if args.context_window:
+        CARD_SETTINGS["context_window"] = args.context_window
     started = time.perf_counter()
     pool = texts()
     log(f"turn overhead bench ({'quick' if args.quick else 'full'}): histories of "
@@ -413,6 +433,7 @@ def main() -> None:
     figures["profiled"] = bool(args.profile)
     figures["split"] = bool(args.split)
     figures["quick"] = bool(args.quick)
+    figures["context_window"] = args.context_window or 0
     figures["bench_s"] = time.perf_counter() - started
     emit(figures)
 
