@@ -70,27 +70,24 @@ def build_system_prompt(card: CardData, user_name: str) -> str:
 
 
 class RenderCache:
-    """Per-node rendered text and token count, keyed by (node id, node version) for one (char, user)
-    pair of names: a node's rendering changes only when the node does, so an assembly counts only
-    what is new. Bounded: the oldest entries go first."""
+    """Per-node rendered text and token count, keyed by (node id, node version): a node's rendering
+    changes only when the node does (or when the story's names do, which is checked on every hit), so
+    an assembly counts only what is new. Bounded: the oldest entries go first."""
 
     def __init__(self, counter: TokenCounter, maxsize: int = 200_000) -> None:
         self.counter = counter
         self.maxsize = maxsize
-        self._names: tuple[str, str] = ("", "")
-        self._items: dict[tuple[int, int], tuple[str, int]] = {}
+        self._items: dict[tuple[int, int], tuple[str, str, str, int]] = {}
 
     def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
-        if self._names != (char, user):
-            self._names, self._items = (char, user), {}
         key = (node.id.int, node.version)
         hit = self._items.get(key)
-        if hit is None:
+        if hit is None or hit[0] != char or hit[1] != user:
             text = fill_macros(node.text, char, user)
-            hit = self._items[key] = (text, self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS)
+            hit = self._items[key] = (char, user, text, self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS)
             if len(self._items) > self.maxsize:
                 del self._items[next(iter(self._items))]
-        return hit
+        return hit[2], hit[3]
 
     def count(self, text: str) -> int:
         return self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS

@@ -95,3 +95,32 @@ def test_hiding_a_node_makes_cached_windows_start_over() -> None:
     after = _windowed(story, story.leaf, windows, renders)
     assert after != before
     assert after == story.context()
+
+
+class CountingCounter:
+    """A token counter that remembers how many texts it was asked about."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return len(text)
+
+
+def test_render_cache_keeps_each_storys_renders_when_stories_with_other_names_interleave() -> None:
+    app = memory_app()
+    first = StoryBuilder.start(app, a_card(name="沈砚"))
+    second = StoryBuilder.start(app, a_card(name="林舟"))
+    first.turns(3)
+    second.turns(3)
+    counter = CountingCounter()
+    renders = RenderCache(counter)
+    first_views = [app.node(n) for pair in first.turns(2) for n in pair]
+    second_views = [app.node(n) for pair in second.turns(2) for n in pair]
+    for views, name in ((first_views, "沈砚"), (second_views, "林舟"), (first_views, "沈砚")):
+        for view in views:
+            renders.render(view, name, "旅人")
+    assert counter.calls == len(first_views) + len(second_views)
