@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from itertools import takewhile
 from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
@@ -151,7 +152,7 @@ class Service:
         story = self.app.story(tenant_id, story_id)
         assert story.leaf_id is not None
         end = self.app.story_node(story, at or story.leaf_id, "at").view
-        steps = [n for n in walk_up(self.app.node, end.id) if n.depth >= from_depth]
+        steps = list(takewhile(lambda n: n.depth >= from_depth, walk_up(self.app.node, end.id)))
         steps = steps[::-1][:limit]
         card = self.app.card_of(story).data
         settings = self.app.settings(story)
