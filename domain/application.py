@@ -14,10 +14,12 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Transcoding
+from pydantic import ValidationError
 
 from domain import events as ev
 from domain.card import Card
 from domain.errors import (
+    CardInvalidError,
     CardNotFoundError,
     GreetingIndexError,
     NodeNotFoundError,
@@ -205,6 +207,28 @@ class Changji(TurnCommands, Application[UUID]):
     ) -> int:
         card = self.card(tenant_id, card_id)
         self._expect(card, expected_version)
+        with self._command(card):
+            card.update(data, settings)
+            return self._save(card)
+
+    def revise_card(
+        self,
+        tenant_id: str,
+        card_id: UUID,
+        changes: Mapping[str, Any],
+        setting_changes: Mapping[str, Any],
+        expected_version: int | None = None,
+    ) -> int:
+        """Merge field and setting changes into the card as it is now (so concurrent edits of different
+        fields all survive), then save the result."""
+        card = self.card(tenant_id, card_id)
+        self._expect(card, expected_version)
+        try:
+            data = CardData.model_validate({**card.data.model_dump(), **changes})
+            settings = card.settings.merged(dict(setting_changes))
+        except ValidationError as invalid:
+            first = invalid.errors()[0]
+            raise CardInvalidError(first["msg"], field=".".join(str(p) for p in first["loc"])) from None
         with self._command(card):
             card.update(data, settings)
             return self._save(card)

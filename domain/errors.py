@@ -18,6 +18,10 @@ class NotFoundError(DomainError):
     """Something asked for does not exist (or belongs to another tenant)."""
 
 
+class CardInvalidError(DomainError):
+    """The card's fields or settings would not be valid after the change."""
+
+
 class CardNotFoundError(NotFoundError):
     """No such card for this tenant."""
 

@@ -58,6 +58,8 @@ class TurnHandle:
     events: asyncio.Queue[TurnEvent]
     task: asyncio.Task[NodeView] = field(init=False)
     stop_reason: str = "stopped"
+    finished: bool = False  # DONE was emitted
+    late_stop: asyncio.Future[Any] | None = None  # the stop recorded for a turn cancelled before it ran
     calling_since: float | None = None  # perf_counter() while a model call is in flight
 
 
@@ -66,14 +68,21 @@ class TurnRunner:
         self.host, self.model, self.max_rounds = host, model, max_rounds
         self.running: dict[UUID, TurnHandle] = {}
 
-    def start(
-        self, tenant_id: str, story_id: UUID, reply_id: UUID, resume: list[dict[str, Any]] | None = None
-    ) -> TurnHandle:
+    def start(self, tenant_id: str, story_id: UUID, reply_id: UUID, answer: str | None = None) -> TurnHandle:
+        """Run (or, with `answer`, resume) a turn as a task, registered at once so a stop always finds it."""
         handle = TurnHandle(reply_id, asyncio.Queue())
-        handle.task = asyncio.create_task(self._run(handle, tenant_id, story_id, resume or []))
+        handle.task = asyncio.create_task(self._run(handle, tenant_id, story_id, answer))
         self.running[reply_id] = handle
-        handle.task.add_done_callback(lambda _: self.running.pop(reply_id, None))
+        handle.task.add_done_callback(lambda task: self._finished(handle, task))
         return handle
+
+    def _finished(self, handle: TurnHandle, task: asyncio.Task[NodeView]) -> None:
+        self.running.pop(handle.reply_id, None)
+        if not handle.finished:  # cancelled before it ever ran: record the stop, and end the stream
+            write = self.host.write(self.host.app.fail_turn, handle.reply_id, handle.stop_reason, "", "")
+            handle.late_stop = asyncio.ensure_future(write)
+            handle.events.put_nowait(TurnEvent("stopped", {"reason": handle.stop_reason}))
+            handle.events.put_nowait(TurnEvent(DONE, {}))
 
     def stop(self, reply_id: UUID, reason: str = "stopped") -> bool:
         handle = self.running.get(reply_id)
@@ -83,18 +92,22 @@ class TurnRunner:
         handle.task.cancel()
         return True
 
-    async def resume_after(self, tenant_id: str, story_id: UUID, reply_id: UUID, answer: str) -> TurnHandle:
-        """Record the answer and go on: the ask call and its answer are replayed to the model as a tool
-        result, with the draft as it stands (earlier rounds live on in the draft itself)."""
-        ask, reply = await self.host.write(self.host.app.answer_ask, tenant_id, reply_id, answer)
-        return self.start(tenant_id, story_id, reply_id, resume=_answered(ask, answer, reply))
-
-    async def _run(self, handle: TurnHandle, tenant_id: str, story_id: UUID, resume: list[dict[str, Any]]) -> NodeView:
+    async def _run(self, handle: TurnHandle, tenant_id: str, story_id: UUID, answer: str | None) -> NodeView:
         emit = handle.events.put_nowait
-        reply: NodeView = await self.host.load(self.host.app.node, handle.reply_id)
-        emit(TurnEvent("turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}))
         preview: list[str] = []
         try:
+            resume: list[dict[str, Any]] = []
+            if answer is not None:  # the ask call and its answer go back to the model as a tool result,
+                # with the draft as it stands (earlier rounds live on in the draft itself)
+                ask, reply = await self.host.write(self.host.app.answer_ask, tenant_id, handle.reply_id, answer)
+                resume = _answered(ask, answer, reply)
+            else:
+                reply = await self.host.load(self.host.app.node, handle.reply_id)
+            emit(
+                TurnEvent(
+                    "turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}
+                )
+            )
             context = await self.host.load(self.host.context, tenant_id, story_id, reply.parent_id)
             messages = _opening(context) + resume
             for round_no in range(1, self.max_rounds + 2):
@@ -137,6 +150,7 @@ class TurnRunner:
             emit(TurnEvent("stopped", {"reason": handle.stop_reason, "draft_version": view.draft_version}))
             raise
         finally:
+            handle.finished = True
             emit(TurnEvent(DONE, {}))
 
     async def _call(

@@ -68,12 +68,13 @@ async def update_card(request: web.Request) -> web.Response:
     req = await body(request, UpdateCardRequest)
     svc, card_id = service(request), path_id(request, "card_id")
     current = await svc.load(svc.app.card, tenant(request), card_id)
-    try:
-        data = CardData.model_validate({**current.data.model_dump(), **(req.card or {})})
+    changes, setting_changes = req.card or {}, req.settings.given() if req.settings else {}
+    try:  # every invalid field reported at once; the write below merges into the card as it is then
+        CardData.model_validate({**current.data.model_dump(), **changes})
     except ValidationError as exc:
         raise RequestBodyError(exc, "body.card") from None
-    settings = _settings(req.settings.given() if req.settings else {}, current.settings)
-    await svc.write(svc.app.update_card, tenant(request), card_id, data, settings, if_match(request))
+    _settings(setting_changes, current.settings)
+    await svc.write(svc.app.revise_card, tenant(request), card_id, changes, setting_changes, if_match(request))
     card = await svc.load(svc.app.card, tenant(request), card_id)
     return respond(card_response(card), version=card.version)
 

@@ -27,6 +27,7 @@ from api.schemas import (
     TurnResponse,
 )
 from api.service import Service
+from domain.errors import TurnStateError
 from engine.turns import DONE, TurnEvent, TurnHandle, TurnRunner
 from projections.draft import project_draft
 
@@ -45,30 +46,32 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     req = await body(request, PostTurnRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     runner = _runner(svc)
-    _, reply, _ = await svc.command(
+    _, reply, position = await svc.command(
         svc.app.open_turn, tenant(request), story_id, uuid4(), uuid4(), req.text, req.parent_id,
         runner.model.model, if_match(request),
     )  # fmt: skip
-    return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id))
+    return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id), position)
 
 
 async def regenerate(request: web.Request) -> web.StreamResponse:
     req = await body(request, RegenerateRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     runner = _runner(svc)
-    _, reply, _ = await svc.command(
+    _, reply, position = await svc.command(
         svc.app.reopen_turn, tenant(request), story_id, uuid4(), req.user_id, runner.model.model
     )
-    return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id))
+    return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id), position)
 
 
 async def answer(request: web.Request) -> web.StreamResponse:
     req = await body(request, AnswerRequest)
     svc, reply_id = service(request), path_id(request, "node_id")
     runner = _runner(svc)
-    story, _ = await svc.load(svc.app.owned_node, tenant(request), reply_id)
-    handle = await runner.resume_after(tenant(request), story.id, reply_id, req.answer)
-    return await _answer(request, svc, story.id, handle)
+    story, reply = await svc.load(svc.app.owned_node, tenant(request), reply_id)
+    if reply.phase != "waiting":
+        raise TurnStateError("this reply is not waiting for an answer", field="node_id")
+    handle = runner.start(tenant(request), story.id, reply_id, answer=req.answer)
+    return await _answer(request, svc, story.id, handle, None)
 
 
 async def stop(request: web.Request) -> web.Response:
@@ -80,6 +83,8 @@ async def stop(request: web.Request) -> web.Response:
     running = handle is not None and svc.turns is not None and svc.turns.stop(reply_id, "stopped")
     if handle is not None and running:
         await asyncio.wait([handle.task])  # the turn records its stop before it ends
+        if handle.late_stop is not None:  # …or right after, if it was stopped before it began
+            await handle.late_stop
     elif reply.phase in ("writing", "waiting"):
         await svc.write(svc.app.fail_turn, reply_id, "stopped", "stopped while no turn was running", "")
     view = await svc.load(svc.app.node, reply_id)
@@ -124,8 +129,15 @@ def _costs(rows: list[dict[str, Any]]) -> web.Response:
     )
 
 
-async def _answer(request: web.Request, svc: Service, story_id: UUID, handle: TurnHandle) -> web.StreamResponse:
+async def _answer(
+    request: web.Request, svc: Service, story_id: UUID, handle: TurnHandle, opened: int | None
+) -> web.StreamResponse:
+    """Stream the turn (SSE) or answer once it ends (JSON). Either way no read comes before the turn's
+    own nodes are in the read models: a stream starts after they are (the model is already working),
+    a JSON answer after the whole turn is."""
     if "text/event-stream" in request.headers.get("Accept", ""):
+        if opened is not None:
+            await svc.sync(opened)
         return await _stream(request, svc, handle)
     events = await _collect(handle)
     view = await svc.load(svc.app.node, handle.reply_id)

@@ -32,3 +32,11 @@ async def test_context_response_matches_its_published_schema(api: Api, story: di
     await api.append(story["id"], "user", "灯塔还亮着吗？")
     data = await api.call("GET", f"/v1/stories/{story['id']}/context")
     assert ContextResponse.model_validate(data).model_dump(mode="json") == data
+
+
+async def test_concurrent_card_edits_of_different_fields_all_survive(api: Api) -> None:
+    card = await api.card()
+    fields = ["description", "personality", "scenario", "mes_example", "creator_notes", "system_prompt"]
+    await asyncio.gather(*(api.call("PATCH", f"/v1/cards/{card['id']}", {"card": {f: f"新的{f}"}}) for f in fields))
+    after = await api.call("GET", f"/v1/cards/{card['id']}")
+    assert {f: after["card"][f] for f in fields} == {f: f"新的{f}" for f in fields}
