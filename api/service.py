@@ -155,10 +155,10 @@ class Service:
         steps = list(takewhile(lambda n: n.depth >= from_depth, walk_up(self.app.node, end.id)))
         steps = steps[::-1][:limit]
         card = self.app.card_of(story).data
-        settings = self.app.settings(story)
+        settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
         out = []
-        for node in steps:
-            ctx = assemble_context(card, settings, walk_up(self.app.node, node.id), self.renders)
+        for node in steps:  # each step's window extends the one before: a page costs about one walk
+            ctx = assemble_context(card, settings, walk_up(self.app.node, node.id), self.renders, self.windows, epoch)
             out.append(
                 {
                     "node_id": node.id, "kind": node.kind, "depth": node.depth, "turn": node.turn,

@@ -329,9 +329,11 @@ class Changji(TurnCommands, Application[UUID]):
         assert story.leaf_id is not None
         target = self.story_node(story, node_id or story.leaf_id).id
         saves = sorted(story.saves.values(), key=lambda s: s.created_at)
+        shallowest = min((self.node(s.node_id).depth for s in saves), default=0)
+        path = tree.path_ids(target, shallowest)  # one walk, however many saves there are
         plan = plan_save(
             saves,
-            on_path=lambda n: tree.is_ancestor(n, target),
+            on_path=lambda n: n in path,
             descends_from=lambda n, a: tree.is_ancestor(a, n),
             new_line_id=save_id,
         )

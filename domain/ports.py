@@ -23,6 +23,10 @@ class TreeIndex(Protocol):
         """True when `ancestor_id` is `node_id` or one of its ancestors."""
         ...
 
+    def path_ids(self, node_id: UUID, min_depth: int) -> set[UUID]:
+        """`node_id` and its ancestors down to depth `min_depth` (one walk up the path)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:

@@ -241,6 +241,17 @@ class ReadModels:
         ).fetchone()
         return row is not None
 
+    def path_ids(self, node_id: UUID, min_depth: int) -> set[UUID]:
+        rows = self.db.execute(
+            "with recursive up(id, parent_id, depth) as ("
+            " select id, parent_id, depth from nodes where id = ?"
+            " union all select n.id, n.parent_id, n.depth from nodes n join up on n.id = up.parent_id"
+            "  where up.depth > ?)"
+            " select id from up",
+            [str(node_id), min_depth],
+        ).fetchall()
+        return {UUID(r[0]) for r in rows}
+
     def list_rows(self, table: str, tenant_id: str, after: int, limit: int, **where: str) -> list[dict[str, Any]]:
         clauses = ["tenant_id = ?", "deleted = 0", "seq > ?"]
         args: list[Any] = [tenant_id, after]

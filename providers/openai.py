@@ -80,6 +80,11 @@ class _Client:
         if self._session is not None:
             await self._session.close()
 
+    def _scrubbed(self, text: str) -> str:
+        """Provider error text as kept in events: without our key, should a gateway echo it."""
+        key = self.endpoint.api_key
+        return text.replace(key, "***") if key else text
+
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after:
             try:
@@ -107,7 +112,7 @@ class _Client:
                     ) as response:
                         if response.status == 200:
                             return await consume(response)
-                        detail = (await response.text())[:300]
+                        detail = self._scrubbed((await response.text())[:300])
                         if response.status not in RETRY_STATUS or attempt >= self.endpoint.max_retries:
                             raise ModelCallError(f"http {response.status}", detail)
                         delay = self._delay(attempt, response.headers.get("Retry-After"))

@@ -72,6 +72,9 @@ class PathIndex:
     def is_ancestor(self, ancestor_id: UUID, node_id: UUID) -> bool:
         return any(n.id == ancestor_id for n in walk_up(self.app.node, node_id))
 
+    def path_ids(self, node_id: UUID, min_depth: int) -> set[UUID]:
+        return {n.id for n in walk_up(self.app.node, node_id) if n.depth >= min_depth}
+
 
 @dataclass
 class StoryBuilder:

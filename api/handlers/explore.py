@@ -24,7 +24,7 @@ async def search(request: web.Request) -> web.Response:
 async def replay(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
     from_depth = query_int(request, "from_depth", 0, 0, 2**31)
-    limit = query_int(request, "limit", 50, 1, 500)
+    limit = query_int(request, "limit", 50, 1, 100)
     at, steps, more = await svc.load(svc.replay, tenant(request), story_id, query_id(request, "at"), from_depth, limit)
     return respond(
         ReplayResponse(story_id=story_id, at=at, steps=[ReplayStep.model_validate(s) for s in steps], next_depth=more)

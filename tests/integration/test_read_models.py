@@ -99,3 +99,11 @@ def test_children_and_ancestry_follow_the_tree(sqlite_story: StoryBuilder, runne
     assert [r["id"] for r in runner.store.children(user)] == [str(first), str(second)]
     assert runner.store.is_ancestor(sqlite_story.root_id, second)
     assert not runner.store.is_ancestor(first, second)
+
+
+def test_path_ids_are_the_path_down_to_the_depth_asked(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:
+    (u1, r1), (u2, r2) = sqlite_story.turns(2)
+    sqlite_story.turn("另一条路", "分支", parent=r1)
+    runner.catch_up()
+    assert runner.store.path_ids(r2, 0) == {sqlite_story.root_id, u1, r1, u2, r2}
+    assert runner.store.path_ids(r2, 2) == {r1, u2, r2}
