@@ -15,7 +15,7 @@ from uuid import UUID
 
 from domain import events as ev
 from domain.drafting import Edit, apply_edits
-from projections.segment import index_terms
+from projections.segment import index_terms, story_term
 
 Row = dict[str, Any]
 
@@ -46,7 +46,7 @@ class RowChanges:
             "node_id": node_id,
             "story_id": story_id,
             "text": text,
-            "terms": index_terms(text),
+            "terms": f"{story_term(story_id)} {index_terms(text)}",
         }
 
     def fold(self, event: Any, seq: int) -> None:

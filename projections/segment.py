@@ -28,6 +28,12 @@ def index_terms(text: str) -> str:
     return " ".join(terms)
 
 
+def story_term(story_id: str) -> str:
+    """A term every indexed text of one story carries, so a search matches inside that story only
+    (instead of matching across every tenant's texts and filtering afterwards)."""
+    return "zzstory" + story_id.replace("-", "")
+
+
 def match_expression(query: str) -> str | None:
     """An FTS5 MATCH expression (all parts must match), or None when only a substring scan can answer.
 

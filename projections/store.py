@@ -22,10 +22,10 @@ from uuid import UUID
 import sqlite_utils
 
 from projections.rows import RowChanges
-from projections.segment import match_expression
+from projections.segment import match_expression, story_term
 
 TABLES = ("nodes", "node_texts", "stories", "cards", "model_calls", "positions")
-SCHEMA, SCHEMA_VERSION = "schema", 2  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 3  # bump when a table changes: the read models are then rebuilt
 RUNNER = "main"
 
 
@@ -269,7 +269,7 @@ class ReadModels:
                 "join nodes n on n.id = t.node_id where node_texts_fts match ? and t.story_id = ? "
                 "order by rank limit ?"
             )
-            args: list[Any] = [expression, str(story_id), limit]
+            args: list[Any] = [f'"{story_term(str(story_id))}" {expression}', str(story_id), limit]
         else:
             sql = (
                 "select t.node_id, t.text, n.* from node_texts t join nodes n on n.id = t.node_id "
