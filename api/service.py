@@ -191,9 +191,14 @@ class Service:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
         for handle in list(self.turns.running.values()) if self.turns else []:
+            handle.stop_reason = "shutdown"
             handle.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await handle.task
+            await asyncio.sleep(0)  # let the task's done-callback record a stop it never got to
+            if handle.late_stop is not None:
+                with contextlib.suppress(Exception):
+                    await handle.late_stop
         if self.main_model is not None:
             await self.main_model.close()
         for pool in (self._writer, self._projector, self._readers):
