@@ -27,6 +27,7 @@ class StoredResponse:
     request_hash: str
     status: int
     body: bytes
+    etag: str | None
 
 
 class ServiceDB:
@@ -47,6 +48,9 @@ class ServiceDB:
                 primary key (tenant_id, key));
             """
         )
+        columns = {row[1] for row in self.conn.execute("pragma table_info(idempotency)")}
+        if "etag" not in columns:  # databases made before answers kept their ETag
+            self.conn.execute("alter table idempotency add column etag text")
 
     def create_key(self, tenant_id: str, label: str = "") -> tuple[str, str]:
         """A new key for the tenant; returns (key id, the key itself — shown once, never stored)."""
@@ -85,16 +89,19 @@ class ServiceDB:
     def recall(self, tenant_id: str, key: str) -> StoredResponse | None:
         with self._lock:
             row = self.conn.execute(
-                "select request_hash, status, body from idempotency where tenant_id = ? and key = ?",
+                "select request_hash, status, body, etag from idempotency where tenant_id = ? and key = ?",
                 [tenant_id, key],
             ).fetchone()
-        return StoredResponse(row[0], row[1], row[2]) if row else None
+        return StoredResponse(row[0], row[1], row[2], row[3]) if row else None
 
-    def remember(self, tenant_id: str, key: str, request_hash: str, status: int, body: bytes) -> None:
+    def remember(
+        self, tenant_id: str, key: str, request_hash: str, status: int, body: bytes, etag: str | None = None
+    ) -> None:
         with self._lock, self.conn:
             self.conn.execute(
-                "insert or ignore into idempotency values (?, ?, ?, ?, ?, ?)",
-                [tenant_id, key, request_hash, status, body, datetime.now(UTC).isoformat()],
+                "insert or ignore into idempotency (tenant_id, key, request_hash, status, body, created_at, etag)"
+                " values (?, ?, ?, ?, ?, ?, ?)",
+                [tenant_id, key, request_hash, status, body, datetime.now(UTC).isoformat(), etag],
             )
 
     def close(self) -> None:

@@ -52,16 +52,20 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     tenant = request[TENANT]
     lock = _locks.setdefault((tenant, key), asyncio.Lock())
     async with lock:
-        request_hash = fingerprint(request.method, request.path, await request.read())
+        raw = request.headers.get("If-Match", "").encode() + b"\n" + await request.read()
+        request_hash = fingerprint(request.method, request.path, raw)
         stored = await request.app[SERVICE].query(db.recall, tenant, key)
         if stored is not None:
             if stored.request_hash != request_hash:
                 return problem(422, "Unprocessable Content", "this Idempotency-Key was used for a different request")
             response = web.Response(status=stored.status, body=stored.body, content_type="application/json")
             response.headers["Idempotent-Replayed"] = "true"
+            if stored.etag:
+                response.headers["ETag"] = stored.etag
             return response
         response = await handler(request)
         if isinstance(response, web.Response) and 200 <= response.status < 300 and response.body is not None:
             body = response.body if isinstance(response.body, bytes) else bytes(response.body)  # type: ignore[arg-type]
-            await request.app[SERVICE].query(db.remember, tenant, key, request_hash, response.status, body)
+            etag = response.headers.get("ETag")
+            await request.app[SERVICE].query(db.remember, tenant, key, request_hash, response.status, body, etag)
         return response

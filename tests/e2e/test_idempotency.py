@@ -59,3 +59,23 @@ async def test_retried_append_adds_one_node(api: Api, story: dict[str, Any]) -> 
     again = await api.call("POST", path, {"kind": "user", "text": "你好"}, 201, headers)
     tree = await api.call("GET", f"/v1/stories/{story['id']}/tree")
     assert again == first and len(tree["nodes"]) == 2
+
+
+async def test_a_replayed_answer_keeps_its_etag(api: Api) -> None:
+    headers = {**api.headers, "Idempotency-Key": "card-with-etag"}
+    tags = []
+    for _ in range(2):
+        async with api.client.post("/v1/cards", json=CARD, headers=headers) as r:
+            tags.append((r.status, r.headers.get("ETag"), r.headers.get("Idempotent-Replayed")))
+    assert tags == [(201, '"1"', None), (201, '"1"', "true")]
+
+
+async def test_same_key_with_another_if_match_is_422(api: Api, story: dict[str, Any]) -> None:
+    path = f"/v1/stories/{story['id']}/nodes"
+    body = {"kind": "user", "text": "同一句话"}
+    first = {**api.headers, "Idempotency-Key": "append-once", "If-Match": f'"{story["version"]}"'}
+    again = {**first, "If-Match": '"999"'}
+    async with api.client.post(path, json=body, headers=first) as r:
+        assert r.status == 201
+    async with api.client.post(path, json=body, headers=again) as r:
+        assert r.status == 422
