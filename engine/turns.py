@@ -24,6 +24,7 @@ from uuid import UUID
 
 from domain import events as ev
 from domain.application import Changji
+from domain.errors import TurnStateError
 from domain.ports import ChatModel, ModelCallError, ToolCall
 from domain.turning import Round
 from domain.values import NodeView
@@ -70,6 +71,9 @@ class TurnRunner:
 
     def start(self, tenant_id: str, story_id: UUID, reply_id: UUID, answer: str | None = None) -> TurnHandle:
         """Run (or, with `answer`, resume) a turn as a task, registered at once so a stop always finds it."""
+        existing = self.running.get(reply_id)
+        if existing is not None and not existing.task.done():
+            raise TurnStateError("a turn is already running for this reply", field="node_id")
         handle = TurnHandle(reply_id, asyncio.Queue())
         handle.task = asyncio.create_task(self._run(handle, tenant_id, story_id, answer))
         self.running[reply_id] = handle
@@ -99,7 +103,11 @@ class TurnRunner:
             resume: list[dict[str, Any]] = []
             if answer is not None:  # the ask call and its answer go back to the model as a tool result,
                 # with the draft as it stands (earlier rounds live on in the draft itself)
-                ask, reply = await self.host.write(self.host.app.answer_ask, tenant_id, handle.reply_id, answer)
+                try:
+                    ask, reply = await self.host.write(self.host.app.answer_ask, tenant_id, handle.reply_id, answer)
+                except TurnStateError as refused:  # answered meanwhile by someone else: leave that turn be
+                    emit(TurnEvent("error", {"outcome": "conflict", "detail": str(refused)}))
+                    return await self.host.load(self.host.app.node, handle.reply_id)  # type: ignore[no-any-return]
                 resume = _answered(ask, answer, reply)
             else:
                 reply = await self.host.load(self.host.app.node, handle.reply_id)

@@ -59,3 +59,18 @@ async def test_a_stop_racing_an_answer_stops_the_resumed_turn(
     assert stopped["reply"]["phase"] == "stopped"
     while (await handle.events.get()).kind != "done":
         pass
+
+
+async def test_a_second_answer_while_the_first_runs_is_refused_and_the_turn_goes_on(
+    engine: Api, engine_story: dict[str, Any], fake: FakeModelServer
+) -> None:
+    fake.script(calls(ask("去哪？", "北", "南")), Text("向南走。", delay=0.3))
+    asked = await engine.call("POST", f"/v1/stories/{engine_story['id']}/turns", {"text": "问我"}, 201)
+    reply_id = asked["reply"]["id"]
+    svc = engine.client.app[SERVICE]  # type: ignore[index]
+    first = svc.turns.start(TENANT, UUID(engine_story["id"]), UUID(reply_id), answer="南")
+    refused = await engine.call("POST", f"/v1/nodes/{reply_id}/answer", {"answer": "北"}, 422)
+    assert refused["status"] == 422
+    while (await first.events.get()).kind != "done":
+        pass
+    assert (await node(engine, reply_id))["phase"] == "sealed"
