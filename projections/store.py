@@ -220,16 +220,6 @@ class ReadModels:
             )
         )
 
-    def tips(self, story_id: UUID) -> list[dict[str, Any]]:
-        """Nodes of the story with no children: the ends of its branches."""
-        return list(
-            self.db.query(
-                "select n.* from nodes n where n.story_id = ? and not exists "
-                "(select 1 from nodes c where c.parent_id = n.id) order by n.seq",
-                [str(story_id)],
-            )
-        )
-
     def is_ancestor(self, ancestor_id: UUID, node_id: UUID) -> bool:
         row = self.db.execute(
             "with recursive up(id, parent_id, depth) as ("

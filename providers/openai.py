@@ -18,7 +18,6 @@ import asyncio
 import json
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -237,9 +236,3 @@ class OpenAIEmbeddings(_Client):
                 raise ModelCallError("malformed", "unreadable embeddings response") from exc
 
         return await self._request("/embeddings", {"model": self.model, "input": list(texts)}, consume, lambda: False)
-
-
-def timed() -> Callable[[], float]:
-    """A stopwatch in milliseconds."""
-    start = time.perf_counter()
-    return lambda: (time.perf_counter() - start) * 1000

@@ -33,7 +33,7 @@ async def _saves(svc: Service, tenant_id: str, story_id: UUID) -> SavesResponse:
     assert story.leaf_id is not None
     leaf = story.leaf_id
     saves = sorted(story.saves.values(), key=lambda s: s.created_at)
-    shallowest = min([(await svc.load(svc.app.node, s.node_id)).depth for s in saves], default=0)
+    shallowest = await svc.load(lambda: min((svc.app.node(s.node_id).depth for s in saves), default=0))
     path = await svc.query(svc.store.path_ids, leaf, shallowest)
     models = [_save_model(story, s, s.node_id in path) for s in saves]
     lines: dict[str, WorldLineModel] = {}
