@@ -130,7 +130,11 @@ def test_replay_command_prints_the_paths_events(played: Played) -> None:
     result = run("replay", played.story["id"], "--data-dir", str(played.data_dir), "--tenant", "local")
     assert result.returncode == 0, result.stderr
     types = [line.split()[2] for line in result.stdout.splitlines() if line.startswith("d")]
-    assert types == ["GreetingPlaced", "UserSpoke", "ReplyPosted", "UserSpoke", "ReplyPosted"]
+    outcomes = [t for t in types if t == "SideJobSkipped"]  # the scribe's, with no side model configured
+    assert [t for t in types if t not in outcomes] == [
+        "GreetingPlaced", "UserSpoke", "ReplyPosted", "UserSpoke", "ReplyPosted"
+    ]  # fmt: skip
+    assert len(outcomes) <= 2
 
 
 def test_first_serve_prints_a_working_key(tmp_path: Path) -> None:

@@ -1,0 +1,129 @@
+"""The scene read model: the folded snapshot and roster at every patched node, and a link from every
+node to its nearest patched ancestor (or itself), so the scene at any node is one lookup.
+
+Invariant: the state stored for a patched node P is the fold, in path order, of every patch on the
+path root…P. Patches may arrive in any order (a late scribe result, a user's edit of an old node):
+a patch on P relinks P's unpatched descendants to P and refolds the patched nodes below it, so the
+tables always equal the fold along each path. Normal play patches the newest reply, so that costs a
+few rows; an edit far up the tree costs one pass over the subtree below it, once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+from domain import events as ev
+from domain.scene import Roster, SceneSnapshot, apply_patch
+
+
+@dataclass(frozen=True, slots=True)
+class SceneAt:
+    """The scene at a node: folded up to `source_id`, the nearest patched node on its path."""
+
+    source_id: str
+    snapshot: SceneSnapshot
+    roster: Roster
+    patches: int
+
+
+class SceneTables:
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self.db = db
+
+    def create(self) -> None:
+        self.db.table("scenes").create(
+            {"node_id": str, "story_id": str, "depth": int, "state": str, "roster": str, "patches": int, "seq": int},
+            pk="node_id",
+            if_not_exists=True,
+        )
+        self.db.table("scene_patches").create(
+            {
+                "seq": int, "node_id": str, "story_id": str, "author": str, "patch": str, "warnings": str,
+                "at": str,
+            },
+            pk="seq", if_not_exists=True,
+        )  # fmt: skip
+        self.db.table("scene_patches").create_index(["node_id", "seq"], if_not_exists=True)
+
+    # --- writing (inside the read models' transaction) -----------------------------------------
+
+    def link(self, node_ids: Iterable[str]) -> None:
+        """New nodes (parents first) share their parent's link."""
+        self.db.conn.executemany(
+            "update nodes set scene_at = (select p.scene_at from nodes p where p.id = nodes.parent_id) where id = ?",
+            [(node_id,) for node_id in node_ids],
+        )
+
+    def patched(self, seq: int, event: ev.ScenePatched, at: str) -> None:
+        node_id = str(event.originator_id)
+        row = self.db.execute("select story_id, scene_at from nodes where id = ?", [node_id]).fetchone()
+        if row is None:
+            raise LookupError(f"read models have no node {node_id}")
+        story_id, link = row
+        self.db.execute(
+            "insert into scene_patches (seq, node_id, story_id, author, patch, warnings, at) values (?, ?, ?, ?, ?, ?, ?)",
+            [seq, node_id, story_id, event.author, _dumps(event.patch), _dumps(event.warnings), at],
+        )
+        if link != node_id:  # the first patch here: this node and the unpatched nodes below now lead to it
+            self.db.execute(
+                "with recursive down(id) as (select ? union all select n.id from nodes n join down"
+                " on n.parent_id = down.id where n.scene_at is null or n.scene_at != n.id)"
+                " update nodes set scene_at = ? where id in (select id from down)",
+                [node_id, node_id],
+            )
+        self._refold(node_id, seq)
+        below = self.db.execute(
+            "with recursive down(id, depth) as (select id, depth from nodes where parent_id = ?"
+            " union all select n.id, n.depth from nodes n join down on n.parent_id = down.id)"
+            " select d.id, s.seq from down d join scenes s on s.node_id = d.id order by d.depth",
+            [node_id],
+        ).fetchall()
+        for patched_id, patched_seq in below:  # shallowest first: each refold reads an up-to-date parent
+            self._refold(patched_id, patched_seq)
+
+    def _refold(self, node_id: str, seq: int) -> None:
+        story_id, depth, parent_id = self.db.execute(
+            "select story_id, depth, parent_id from nodes where id = ?", [node_id]
+        ).fetchone()
+        base = self.at(parent_id) if parent_id else None
+        snapshot, roster = (base.snapshot, base.roster) if base else (SceneSnapshot(), Roster())
+        patches = self.db.execute(
+            "select author, patch from scene_patches where node_id = ? order by seq", [node_id]
+        ).fetchall()
+        for author, patch in patches:  # only the user may edit the roster directly
+            result = apply_patch(snapshot, roster, json.loads(patch), allow_roster=author == "user")
+            snapshot, roster = result.snapshot, result.roster
+        self.db.execute(
+            "insert into scenes (node_id, story_id, depth, state, roster, patches, seq) values (?, ?, ?, ?, ?, ?, ?)"
+            " on conflict(node_id) do update set state = excluded.state, roster = excluded.roster,"
+            " patches = excluded.patches",
+            [node_id, story_id, depth, _dumps(snapshot.to_dict()), _dumps(roster.to_dict()), len(patches), seq],
+        )
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def at(self, node_id: str, db: sqlite_utils.Database | None = None) -> SceneAt | None:
+        """The scene at a node, or None when nothing on its path was ever patched."""
+        row = (
+            (db or self.db)
+            .execute(
+                "select s.node_id, s.state, s.roster, s.patches from nodes n join scenes s on s.node_id = n.scene_at"
+                " where n.id = ?",
+                [node_id],
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return SceneAt(
+            row[0], SceneSnapshot.from_dict(json.loads(row[1])), Roster.from_dict(json.loads(row[2])), row[3]
+        )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
