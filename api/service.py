@@ -31,6 +31,7 @@ from engine.turns import TurnRunner
 from projections.context import Context, RenderCache, WindowCache, assemble_context
 from projections.path import project_path, walk_up
 from projections.runner import ProjectionRunner
+from projections.scenes import SceneAt
 from projections.store import ReadModels
 from providers.openai import OpenAIChat
 from providers.tokens import default_counter
@@ -114,7 +115,7 @@ class Service:
             await asyncio.shield(self._catch_up)
             if position is None:
                 break
-        if self.store.jobs_added != self._jobs_seen:  # new work became due: sweep now, not at the next tick
+        if self.store.jobs_added != self._jobs_seen and self.jobs.eager:  # new work: sweep now, not at the next tick
             self._jobs_seen = self.store.jobs_added
             self.jobs.kick()
         return self.runner.position
@@ -153,8 +154,12 @@ class Service:
         card = self.app.card_of(story)
         upward = walk_up(self.app.node, leaf)
         settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
-        scene = self.store.scene(leaf)
+        scene = self.scene_of(leaf)
         return assemble_context(card.data, settings, upward, self.renders, self.windows, epoch, scene)
+
+    def scene_of(self, node_id: UUID) -> SceneAt | None:
+        """The scene at a node, also right after a write the read models have not folded yet."""
+        return self.store.scene_on_path(n.id for n in walk_up(self.app.node, node_id))
 
     def edit_scene(
         self, tenant_id: str, story_id: UUID, at: UUID | None, patch: dict[str, Any]
@@ -163,7 +168,7 @@ class Service:
         nothing in it applies, otherwise recorded with the warnings for the parts that did not."""
         story = self.app.story(tenant_id, story_id)
         node = self.app.scene_target(tenant_id, story_id, at)
-        scene = self.store.scene(node.id)
+        scene = self.scene_of(node.id)
         snapshot, roster = (scene.snapshot, scene.roster) if scene else (SceneSnapshot(), Roster())
         names = [self.app.card_of(story).data.name, self.app.settings(story).user_name]
         known = [*names, *snapshot.characters, *roster.characters]
@@ -194,7 +199,8 @@ class Service:
         settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
         out = []
         for node in steps:  # each step's window extends the one before: a page costs about one walk
-            upward, scene = walk_up(self.app.node, node.id), self.store.scene(node.id)
+            upward = walk_up(self.app.node, node.id)
+            scene = self.scene_of(node.id)
             ctx = assemble_context(card, settings, upward, self.renders, self.windows, epoch, scene)
             out.append(
                 {

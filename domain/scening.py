@@ -113,6 +113,15 @@ class SceneCommands:
     def record_job_skip(self, node_id: UUID, kind: str, reason: str, call: SideCall | None = None) -> Settled:
         return self._settle(node_id, kind, call, lambda node: node.skip_job(kind, reason))
 
+    def record_job_skips(self, node_ids: list[UUID], kind: str, reason: str) -> Settled:
+        """The same skip for many nodes in one transaction (work that is not done at all, e.g. with no
+        side model configured); nodes that already have their outcome are left alone."""
+        nodes = [node for node in map(self.job_node, node_ids) if not node.job_settled(kind)]
+        with self._command(*nodes):
+            for node in nodes:
+                node.skip_job(kind, reason)
+            return Settled(bool(nodes), self._save(*nodes) if nodes else 0)
+
     def edit_scene(
         self, tenant_id: str, story_id: UUID, node_id: UUID | None, patch: dict[str, Any], warnings: list[str]
     ) -> tuple[NodeView, int]:

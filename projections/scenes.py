@@ -109,20 +109,25 @@ class SceneTables:
 
     def at(self, node_id: str, db: sqlite_utils.Database | None = None) -> SceneAt | None:
         """The scene at a node, or None when nothing on its path was ever patched."""
+        return self.lookup(node_id, db)[1]
+
+    def lookup(self, node_id: str, db: sqlite_utils.Database | None = None) -> tuple[bool, SceneAt | None]:
+        """(whether the read models know the node yet, the scene at it)."""
         row = (
             (db or self.db)
             .execute(
-                "select s.node_id, s.state, s.roster, s.patches from nodes n join scenes s on s.node_id = n.scene_at"
+                "select s.node_id, s.state, s.roster, s.patches from nodes n left join scenes s on s.node_id = n.scene_at"
                 " where n.id = ?",
                 [node_id],
             )
             .fetchone()
         )
         if row is None:
-            return None
-        return SceneAt(
-            row[0], SceneSnapshot.from_dict(json.loads(row[1])), Roster.from_dict(json.loads(row[2])), row[3]
-        )
+            return False, None
+        if row[0] is None:
+            return True, None
+        snapshot, roster = SceneSnapshot.from_dict(json.loads(row[1])), Roster.from_dict(json.loads(row[2]))
+        return True, SceneAt(row[0], snapshot, roster, row[3])
 
 
 def _dumps(value: Any) -> str:

@@ -313,6 +313,15 @@ class ReadModels:
         """The scene at a node (None when nothing on its path was ever patched)."""
         return self.scenes.at(str(node_id), self.db)
 
+    def scene_on_path(self, upward: Iterable[UUID]) -> SceneAt | None:
+        """The scene at the first node of `upward` (a path read leaf→root) that the read models know:
+        nodes not folded yet carry no folded patch either, so this is exact as of the read models."""
+        for node_id in upward:
+            known, scene = self.scenes.lookup(str(node_id), self.db)
+            if known:
+                return scene
+        return None
+
     def scene_patches(self, node_id: UUID) -> list[dict[str, Any]]:
         return [
             {**row, "patch": json.loads(row["patch"]), "warnings": json.loads(row["warnings"])}
@@ -336,13 +345,14 @@ class ReadModels:
         )
         return list(self.db.query(sql, [*args, limit]))
 
-    def due_jobs(self, now: str, limit: int) -> list[dict[str, Any]]:
+    def due_jobs(self, now: str, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
         """Jobs waiting to run (new, or failed with a retry that is due), oldest first."""
+        where = "j.status in ('pending', 'retrying') and j.next_at <= ?" + (" and j.kind = ?" if kind else "")
         return list(
             self.db.query(
                 "select j.*, s.deleted as story_deleted from jobs j join stories s on s.id = j.story_id"
-                " where j.status in ('pending', 'retrying') and j.next_at <= ? order by j.seq limit ?",
-                [now, limit],
+                f" where {where} order by j.seq limit ?",
+                [now, *([kind] if kind else []), limit],
             )
         )
 

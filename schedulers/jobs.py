@@ -34,6 +34,7 @@ from projections.store import ReadModels
 
 log = logging.getLogger(__name__)
 SWEEP = "changji-sweep"
+SKIP_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,11 @@ Outcome = Done | Skipped | Failed | Waiting
 
 class Worker(Protocol):
     kind: str
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Set when this worker cannot do its work at all (e.g. no model configured): its due jobs are
+        then skipped in batches at the regular sweep, without hurrying."""
 
     async def run(self, job: Mapping[str, Any]) -> Outcome: ...
 
@@ -131,6 +137,11 @@ class JobSystem:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    @property
+    def eager(self) -> bool:
+        """Whether new work is worth a sweep right away (some worker can actually do work)."""
+        return any(worker.skip_reason is None for worker in self.workers.values())
+
     def kick(self) -> None:
         """Sweep now (new work arrived, or a job settled and may have unblocked another)."""
         if self._sweeping:
@@ -154,10 +165,13 @@ class JobSystem:
 
     async def _sweep_once(self) -> None:
         await self.host.sync()
+        now = job_time(datetime.now(UTC))
+        for worker in self.workers.values():
+            if worker.skip_reason is not None:
+                await self._skip_all(worker.kind, worker.skip_reason, now)
         room = self.policy.concurrency - len(self.running)
         if room <= 0:
             return
-        now = job_time(datetime.now(UTC))
         due = await self.host.query(self.host.store.due_jobs, now, room + len(self.running) + len(self.waiting))
         for job in due:
             if room <= 0:
@@ -169,6 +183,12 @@ class JobSystem:
             self.running[key] = task
             task.add_done_callback(functools.partial(self._ended, key))
             room -= 1
+
+    async def _skip_all(self, kind: str, reason: str, now: str) -> None:
+        while due := await self.host.query(self.host.store.due_jobs, now, SKIP_BATCH, kind):
+            await self.host.write(self.host.app.record_job_skips, [UUID(job["node_id"]) for job in due], kind, reason)
+            if len(due) < SKIP_BATCH:
+                break
 
     def _ended(self, key: str, _: asyncio.Task[None]) -> None:
         self.running.pop(key, None)

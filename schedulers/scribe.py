@@ -110,6 +110,10 @@ class ScribeWorker:
             raise ValueError(f"scribe language {language!r}: choose one of {', '.join(PROMPTS)}")
         self.host, self.model, self.language = host, model, language
 
+    @property
+    def skip_reason(self) -> str | None:
+        return "no side model" if self.model is None else None
+
     async def run(self, job: Mapping[str, Any]) -> Outcome:
         node_id = UUID(job["node_id"])
         if self.model is None:

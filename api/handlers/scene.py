@@ -24,7 +24,7 @@ from domain.scene import Roster, SceneSnapshot, format_roster, format_state, pre
 
 
 async def scene_fields(svc: Service, story_id: UUID, node_id: UUID) -> dict[str, Any]:
-    scene = await svc.query(svc.store.scene, node_id)
+    scene = await svc.load(svc.scene_of, node_id)
     patches = await svc.query(svc.store.scene_patches, node_id)
     snapshot, roster = (scene.snapshot, scene.roster) if scene else (SceneSnapshot(), Roster())
     return {

@@ -202,3 +202,18 @@ async def test_scene_and_jobs_belong_to_their_tenant(api: Api, story: dict[str, 
     assert len((await api.call("GET", "/v1/jobs"))["items"]) == 1
     problem = await api.call("GET", "/v1/jobs?status=stuck", status=422)
     assert problem["errors"][0]["field"] == "query.status"
+
+
+async def test_engine_turns_are_scribed_and_the_next_turn_sees_the_scene(
+    fake: FakeModelServer, side: FakeModelServer, make_engine: Any
+) -> None:
+    engine = await make_engine(side_model=side_model(side), **FAST_JOBS)
+    side.fallback = by_marker({"七年": LIGHTHOUSE})
+    fake.script(Text("七年。"), Text("够烧到渡船来。"))
+    story = await engine.story()
+    first = await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": "你一个人守了多久？"}, 201)
+    reply = first["reply"]["id"]
+    assert (await settled(engine, story["id"], [reply]))[reply]["status"] == "done"
+    await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": "油够吗？"}, 201)
+    sent = fake.requests[-1]["messages"][-1]["content"]
+    assert sent.startswith("【世界状态】\n时间：第一夜\n地点：灯塔") and sent.endswith("油够吗？")
