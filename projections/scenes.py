@@ -76,33 +76,48 @@ class SceneTables:
                 " update nodes set scene_at = ? where id in (select id from down)",
                 [node_id, node_id],
             )
-        self._refold(node_id, seq)
-        below = self.db.execute(
-            "with recursive down(id, depth) as (select id, depth from nodes where parent_id = ?"
-            " union all select n.id, n.depth from nodes n join down on n.parent_id = down.id)"
-            " select d.id, s.seq from down d join scenes s on s.node_id = d.id order by d.depth",
-            [node_id],
-        ).fetchall()
-        for patched_id, patched_seq in below:  # shallowest first: each refold reads an up-to-date parent
-            self._refold(patched_id, patched_seq)
+        self._refold_from(node_id)
 
-    def _refold(self, node_id: str, seq: int) -> None:
-        story_id, depth, parent_id = self.db.execute(
-            "select story_id, depth, parent_id from nodes where id = ?", [node_id]
-        ).fetchone()
-        base = self.at(parent_id) if parent_id else None
-        snapshot, roster = (base.snapshot, base.roster) if base else (SceneSnapshot(), Roster())
-        patches = self.db.execute(
-            "select author, patch from scene_patches where node_id = ? order by seq", [node_id]
+    def _refold_from(self, top: str) -> None:
+        """Refold `top` and every patched node below it in one pass, shallowest first, each from the
+        state of its nearest patched ancestor (kept in memory), and write them all at once."""
+        down = (
+            "with recursive down(id, parent_id, depth) as (select id, parent_id, depth from nodes where id = ?"
+            " union all select n.id, n.parent_id, n.depth from nodes n join down on n.parent_id = down.id)"
+        )
+        patches: dict[str, list[tuple[int, str, str]]] = {}
+        for node_id, seq, author, patch in self.db.execute(
+            f"{down} select sp.node_id, sp.seq, sp.author, sp.patch from down d"
+            " join scene_patches sp on sp.node_id = d.id order by sp.seq",
+            [top],
+        ):
+            patches.setdefault(node_id, []).append((seq, author, patch))
+        nodes = self.db.execute(
+            f"{down} select d.id, d.depth, (select p.scene_at from nodes p where p.id = d.parent_id), n.story_id"
+            " from down d join nodes n on n.id = d.id where d.id in (select node_id from scene_patches"
+            " where node_id in (select id from down)) order by d.depth",
+            [top],
         ).fetchall()
-        for author, patch in patches:  # only the user may edit the roster directly
-            result = apply_patch(snapshot, roster, json.loads(patch), allow_roster=author == "user")
-            snapshot, roster = result.snapshot, result.roster
-        self.db.execute(
+        states: dict[str, tuple[SceneSnapshot, Roster]] = {}
+        rows = []
+        for node_id, depth, base_id, story_id in nodes:
+            if node_id == top:
+                base = self.at(base_id) if base_id else None
+                snapshot, roster = (base.snapshot, base.roster) if base else (SceneSnapshot(), Roster())
+            else:
+                snapshot, roster = states[base_id]
+            for _, author, patch in patches[node_id]:  # only the user may edit the roster directly
+                result = apply_patch(snapshot, roster, json.loads(patch), allow_roster=author == "user")
+                snapshot, roster = result.snapshot, result.roster
+            states[node_id] = (snapshot, roster)
+            first_seq = patches[node_id][0][0]
+            state, listed = _dumps(snapshot.to_dict()), _dumps(roster.to_dict())
+            rows.append((node_id, story_id, depth, state, listed, len(patches[node_id]), first_seq))
+        self.db.conn.executemany(
             "insert into scenes (node_id, story_id, depth, state, roster, patches, seq) values (?, ?, ?, ?, ?, ?, ?)"
             " on conflict(node_id) do update set state = excluded.state, roster = excluded.roster,"
             " patches = excluded.patches",
-            [node_id, story_id, depth, _dumps(snapshot.to_dict()), _dumps(roster.to_dict()), len(patches), seq],
+            rows,
         )
 
     # --- reading ------------------------------------------------------------------------------
