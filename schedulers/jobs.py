@@ -112,6 +112,8 @@ class JobSystem:
         self.waiting: dict[str, str] = {}  # job id → what it waits on (as of its last look)
         self._sweeping = False
         self._again = False
+        self._finishes = 0  # jobs finished in this process, and when (by that count): a job that finished
+        self._finished: dict[str, int] = {}  # while the due list was being read is not started again
 
     def start(self) -> None:
         self.scheduler.add_job(
@@ -172,11 +174,12 @@ class JobSystem:
         room = self.policy.concurrency - len(self.running)
         if room <= 0:
             return
+        mark = self._finishes
         due = await self.host.query(self.host.store.due_jobs, now, room + len(self.running) + len(self.waiting))
         for job in due:
             if room <= 0:
                 break
-            if job["id"] in self.running or job["kind"] not in self.workers:
+            if job["id"] in self.running or job["kind"] not in self.workers or self._finished.get(job["id"], 0) > mark:
                 continue
             key: str = job["id"]
             task = asyncio.create_task(self._run(job))
@@ -192,6 +195,10 @@ class JobSystem:
 
     def _ended(self, key: str, _: asyncio.Task[None]) -> None:
         self.running.pop(key, None)
+        self._finishes += 1
+        self._finished[key] = self._finishes
+        if len(self._finished) > 10_000:
+            self._finished = {k: n for k, n in self._finished.items() if n > self._finishes - 1000}
 
     async def _run(self, job: Mapping[str, Any]) -> None:
         node_id, kind = UUID(job["node_id"]), job["kind"]
