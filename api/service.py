@@ -103,8 +103,17 @@ class Service:
                 break
         return self.runner.position
 
-    def _caught_up(self, _: asyncio.Future[int]) -> None:
+    def sync_soon(self, position: int) -> None:
+        """Start catching the read models up to `position` without waiting (a turn calls it while its
+        model works); a later `sync()` shares the catch-up in flight, and reports its failure."""
+        if self.runner.position < position and (self._catch_up is None or self._catch_up.done()):
+            self._catch_up = asyncio.ensure_future(self._run(self._projector, self.runner.catch_up))
+            self._catch_up.add_done_callback(self._caught_up)
+
+    def _caught_up(self, future: asyncio.Future[int]) -> None:
         self._catch_up = None
+        if not future.cancelled():
+            future.exception()  # retrieved here: a catch-up nobody waited for fails quietly; the next retries
 
     async def authenticate(self, key: str) -> str | None:
         """The tenant of an API key. Known keys are remembered for KEY_CACHE_SECONDS, so a key revoked
