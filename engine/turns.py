@@ -6,10 +6,10 @@ answer. Every model round is recorded by `Changji.play_round` before the next on
 event store always holds the draft as far as it got.
 
 Per turn, the engine's own time is kept off the model's path where it can be: `open`/`reopen` save
-the user's words and the empty reply and assemble the context in one hop to the writer thread; the
-read models fold the opening, and each round but the last, in the background while the model works
-(`sync_soon`), so the catch-up a turn waits for before it answers (read your writes) covers only its
-last round.
+the user's words and the empty reply and assemble the context in one hop to the writer thread, and
+the read models fold the opening, and each round but the last, while the next model call is out
+(`sync_soon`, once the request is on its way), so the catch-up a turn waits for before it answers
+(read your writes) covers only its last round.
 
 Ends: sealed (the reply is final), asked (paused for the user; `resume` goes on from the events, so
 an answer works even after a restart), revised (the previous reply was edited in place), stopped
@@ -91,8 +91,8 @@ class TurnRunner:
         self, tenant_id: str, story_id: UUID, text: str, parent_id: UUID | None, expected_version: int | None = None
     ) -> Opened:
         """The user's words and an empty reply under them (one transaction), and the context the model
-        will get, in one hop to the writer thread. The read models start folding the opening at once,
-        while the model is called; `start` runs the turn."""
+        will get, in one hop to the writer thread; `start` runs the turn (the read models fold the
+        opening while its first model call is out)."""
         app, model = self.host.app, self.model.model
 
         def opening() -> Opened:
@@ -102,7 +102,6 @@ class TurnRunner:
             return self._opened(tenant_id, story_id, reply, position)
 
         opened: Opened = await self.host.command(opening)
-        self.host.sync_soon(opened.position)
         return opened
 
     async def reopen(self, tenant_id: str, story_id: UUID, user_id: UUID | None) -> Opened:
@@ -114,7 +113,6 @@ class TurnRunner:
             return self._opened(tenant_id, story_id, reply, position)
 
         opened: Opened = await self.host.command(reopening)
-        self.host.sync_soon(opened.position)
         return opened
 
     def _opened(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
@@ -188,9 +186,10 @@ class TurnRunner:
             if context is None:
                 context = await self.host.load(self.host.context, tenant_id, story_id, reply.parent_id)
             messages = _opening(context) + resume
+            saved = opened.position if opened is not None else None  # for the read models to fold meanwhile
             for round_no in range(1, self.max_rounds + 2):
                 preview.clear()
-                result, elapsed = await self._call(handle, messages, round_no <= self.max_rounds, preview, emit)
+                result, elapsed = await self._call(handle, messages, round_no <= self.max_rounds, preview, emit, saved)
                 played: Round = await self.host.command(
                     self.host.app.play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
                 )
@@ -199,8 +198,8 @@ class TurnRunner:
                 if played.ends is not None:
                     await self.host.sync(played.position)  # the client's next read sees the whole turn
                     return self._ended(played, emit)
-                self.host.sync_soon(played.position)  # folded while the model writes the next round
                 messages += [_assistant(result.text, result.tool_calls), *_tool_results(played)]
+                saved = played.position
             raise AssertionError("the last round runs without tools and always ends the turn")
         except ModelCallError as failure:
             view: NodeView = await self.host.write(
@@ -239,11 +238,17 @@ class TurnRunner:
         with_tools: bool,
         preview: list[str],
         emit: Callable[[TurnEvent], None],
+        saved: int | None = None,
     ) -> tuple[Any, float]:
+        """One model call. `saved`: the position of the turn's last save, which the read models fold
+        while the model works (started once the request is on its way, so it never delays it)."""
+
         def on_text(delta: str) -> None:
             preview.append(delta)
             emit(TurnEvent("delta", {"text": delta}))
 
+        if saved is not None:
+            asyncio.get_running_loop().call_soon(self.host.sync_soon, saved)
         start = handle.calling_since = time.perf_counter()
         try:
             result = await self.model.chat(messages, TOOLS if with_tools else None, on_text=on_text)
