@@ -109,10 +109,7 @@ class Service:
     async def sync(self, position: int | None = None) -> int:
         """Catch the read models up (to at least `position`). Concurrent callers share one catch-up."""
         while position is None or self.runner.position < position:
-            if self._catch_up is None or self._catch_up.done():
-                self._catch_up = asyncio.ensure_future(self._run(self._projector, self.runner.catch_up))
-                self._catch_up.add_done_callback(self._caught_up)
-            await asyncio.shield(self._catch_up)
+            await asyncio.shield(self._fold())
             if position is None:
                 break
         if self.store.jobs_added != self._jobs_seen and self.jobs.eager:  # new work: sweep now, not at the next tick
@@ -120,8 +117,24 @@ class Service:
             self.jobs.kick()
         return self.runner.position
 
-    def _caught_up(self, _: asyncio.Future[int]) -> None:
-        self._catch_up = None
+    def sync_soon(self, position: int) -> None:
+        """Start catching the read models up to `position` without waiting (a turn calls it once its
+        model request is on its way); a later `sync()` shares the catch-up in flight."""
+        if self.runner.position < position:
+            self._fold()
+
+    def _fold(self) -> asyncio.Future[int]:
+        """The catch-up in flight on the projector thread, or a new one."""
+        if self._catch_up is None or self._catch_up.done():
+            self._catch_up = asyncio.get_running_loop().run_in_executor(self._projector, self.runner.catch_up)
+            self._catch_up.add_done_callback(self._caught_up)
+        return self._catch_up
+
+    def _caught_up(self, future: asyncio.Future[int]) -> None:
+        if self._catch_up is future:
+            self._catch_up = None
+        if not future.cancelled():
+            future.exception()  # retrieved here: a catch-up nobody waited for fails quietly; the next retries
 
     async def authenticate(self, key: str) -> str | None:
         """The tenant of an API key. Known keys are remembered for KEY_CACHE_SECONDS, so a key revoked

@@ -11,9 +11,9 @@ from contextlib import contextmanager, suppress
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEventProtocol
-from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Transcoding
+from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Recording, Transcoding
 from pydantic import ValidationError
 
 from domain import events as ev
@@ -170,7 +170,7 @@ class Changji(TurnCommands, SceneCommands, Application[UUID]):
                 assert aggregate.story_id is not None
                 self._epochs[aggregate.story_id] = self._epochs.get(aggregate.story_id, 0) + 1
         try:
-            recordings = self.save(*aggregates)
+            recordings = self._record_aggregates(aggregates)
         except RecordConflictError:
             for aggregate in aggregates:
                 self._evict(aggregate.id)
@@ -179,6 +179,19 @@ class Changji(TurnCommands, SceneCommands, Application[UUID]):
             if isinstance(aggregate, Node):
                 self._remember(aggregate.view)
         return max((r.notification.id for r in recordings), default=0)
+
+    def _record_aggregates(self, aggregates: Sequence[Aggregate]) -> list[Recording[UUID]]:
+        """What `Application.save` does for aggregates, without asking of each whether it is an event or
+        collects events (isinstance against runtime Protocols costs ~20 µs per aggregate on 3.11)."""
+        processing = ProcessingEvent[UUID]()
+        for aggregate in aggregates:
+            processing.events.extend(aggregate.collect_events())
+            processing.aggregates[aggregate.id] = aggregate
+        recordings = self._record(processing)
+        self._take_snapshots(processing)
+        self._notify(recordings)
+        self.notify(processing.events)
+        return recordings
 
     def render_epoch(self, story_id: UUID) -> int:
         """Bumped whenever a node of the story renders differently (hidden, unhidden, revised), so

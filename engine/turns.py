@@ -5,6 +5,12 @@ activity, an ask, the seal, an error), which the HTTP layer streams as SSE or fo
 answer. Every model round is recorded by `Changji.play_round` before the next one starts, so the
 event store always holds the draft as far as it got.
 
+Per turn, the engine's own time is kept off the model's path where it can be: `open`/`reopen` save
+the user's words and the empty reply and assemble the context in one hop to the writer thread, and
+the read models fold the opening, and each round but the last, while the next model call is out
+(`sync_soon`, once the request is on its way), so the catch-up a turn waits for before it answers
+(read your writes) covers only its last round.
+
 Ends: sealed (the reply is final), asked (paused for the user; `resume` goes on from the events, so
 an answer works even after a restart), revised (the previous reply was edited in place), stopped
 (stop, disconnect, runaway loop, empty answer) or error (the model failed): the last two keep what
@@ -20,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from domain import events as ev
 from domain.application import Changji
@@ -50,7 +56,19 @@ class TurnHost(Protocol):
     async def command(self, fn: Callable[..., Any], *args: Any) -> Any: ...
     async def load(self, fn: Callable[..., Any], *args: Any) -> Any: ...
     async def sync(self, position: int | None = None) -> int: ...
+    def sync_soon(self, position: int) -> None: ...
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A turn opened in one hop to the writer thread: the empty reply, the notification position of the
+    opening's last event, and the context at the user's node (None if assembling it failed: the turn
+    then assembles it again and records the failure as its error)."""
+
+    reply: NodeView
+    position: int
+    context: Context | None
 
 
 @dataclass
@@ -69,13 +87,57 @@ class TurnRunner:
         self.host, self.model, self.max_rounds = host, model, max_rounds
         self.running: dict[UUID, TurnHandle] = {}
 
-    def start(self, tenant_id: str, story_id: UUID, reply_id: UUID, answer: str | None = None) -> TurnHandle:
-        """Run (or, with `answer`, resume) a turn as a task, registered at once so a stop always finds it."""
+    async def open(
+        self, tenant_id: str, story_id: UUID, text: str, parent_id: UUID | None, expected_version: int | None = None
+    ) -> Opened:
+        """The user's words and an empty reply under them (one transaction), and the context the model
+        will get, in one hop to the writer thread; `start` runs the turn (the read models fold the
+        opening while its first model call is out)."""
+        app, model = self.host.app, self.model.model
+
+        def opening() -> Opened:
+            _, reply, position = app.open_turn(
+                tenant_id, story_id, uuid4(), uuid4(), text, parent_id, model, expected_version
+            )
+            return self._opened(tenant_id, story_id, reply, position)
+
+        opened: Opened = await self.host.command(opening)
+        return opened
+
+    async def reopen(self, tenant_id: str, story_id: UUID, user_id: UUID | None) -> Opened:
+        """Regenerate: a new empty reply beside the others under a user node, opened like `open`."""
+        app, model = self.host.app, self.model.model
+
+        def reopening() -> Opened:
+            _, reply, position = app.reopen_turn(tenant_id, story_id, uuid4(), user_id, model)
+            return self._opened(tenant_id, story_id, reply, position)
+
+        opened: Opened = await self.host.command(reopening)
+        return opened
+
+    def _opened(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
+        """On the writer thread, right after the opening's transaction: the context at the user's node."""
+        try:
+            context = self.host.context(tenant_id, story_id, reply.parent_id)
+        except Exception:  # the reply is saved already: the turn tries again and ends as an error
+            context = None
+        return Opened(reply, position, context)
+
+    def start(
+        self,
+        tenant_id: str,
+        story_id: UUID,
+        reply_id: UUID,
+        answer: str | None = None,
+        opened: Opened | None = None,
+    ) -> TurnHandle:
+        """Run (or, with `answer`, resume) a turn as a task, registered at once so a stop always finds it.
+        `opened` (from `open`/`reopen`) spares the task loading the reply and its context again."""
         existing = self.running.get(reply_id)
         if existing is not None and not existing.task.done():
             raise TurnStateError("a turn is already running for this reply", field="node_id")
         handle = TurnHandle(reply_id, asyncio.Queue())
-        handle.task = asyncio.create_task(self._run(handle, tenant_id, story_id, answer))
+        handle.task = asyncio.create_task(self._run(handle, tenant_id, story_id, answer, opened))
         self.running[reply_id] = handle
         handle.task.add_done_callback(lambda task: self._finished(handle, task))
         return handle
@@ -96,7 +158,9 @@ class TurnRunner:
         handle.task.cancel()
         return True
 
-    async def _run(self, handle: TurnHandle, tenant_id: str, story_id: UUID, answer: str | None) -> NodeView:
+    async def _run(
+        self, handle: TurnHandle, tenant_id: str, story_id: UUID, answer: str | None, opened: Opened | None
+    ) -> NodeView:
         emit = handle.events.put_nowait
         preview: list[str] = []
         try:
@@ -109,6 +173,8 @@ class TurnRunner:
                     emit(TurnEvent("error", {"outcome": "conflict", "detail": str(refused)}))
                     return await self.host.load(self.host.app.node, handle.reply_id)  # type: ignore[no-any-return]
                 resume = _answered(ask, answer, reply)
+            elif opened is not None:
+                reply = opened.reply
             else:
                 reply = await self.host.load(self.host.app.node, handle.reply_id)
             emit(
@@ -116,11 +182,14 @@ class TurnRunner:
                     "turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}
                 )
             )
-            context = await self.host.load(self.host.context, tenant_id, story_id, reply.parent_id)
+            context = opened.context if opened is not None and answer is None else None
+            if context is None:
+                context = await self.host.load(self.host.context, tenant_id, story_id, reply.parent_id)
             messages = _opening(context) + resume
+            saved = opened.position if opened is not None else None  # for the read models to fold meanwhile
             for round_no in range(1, self.max_rounds + 2):
                 preview.clear()
-                result, elapsed = await self._call(handle, messages, round_no <= self.max_rounds, preview, emit)
+                result, elapsed = await self._call(handle, messages, round_no <= self.max_rounds, preview, emit, saved)
                 played: Round = await self.host.command(
                     self.host.app.play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
                 )
@@ -130,6 +199,7 @@ class TurnRunner:
                     await self.host.sync(played.position)  # the client's next read sees the whole turn
                     return self._ended(played, emit)
                 messages += [_assistant(result.text, result.tool_calls), *_tool_results(played)]
+                saved = played.position
             raise AssertionError("the last round runs without tools and always ends the turn")
         except ModelCallError as failure:
             view: NodeView = await self.host.write(
@@ -168,11 +238,17 @@ class TurnRunner:
         with_tools: bool,
         preview: list[str],
         emit: Callable[[TurnEvent], None],
+        saved: int | None = None,
     ) -> tuple[Any, float]:
+        """One model call. `saved`: the position of the turn's last save, which the read models fold
+        while the model works (started once the request is on its way, so it never delays it)."""
+
         def on_text(delta: str) -> None:
             preview.append(delta)
             emit(TurnEvent("delta", {"text": delta}))
 
+        if saved is not None:
+            asyncio.get_running_loop().call_soon(self.host.sync_soon, saved)
         start = handle.calling_since = time.perf_counter()
         try:
             result = await self.model.chat(messages, TOOLS if with_tools else None, on_text=on_text)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import islice, pairwise
+from operator import attrgetter, eq, itemgetter
 from typing import Literal
 from uuid import UUID
 
@@ -23,6 +24,7 @@ from projections.scenes import SceneAt
 
 Role = Literal["system", "user", "assistant"]
 MESSAGE_OVERHEAD_TOKENS = 4
+COUNTED_TEXTS = 1024  # distinct system prompts and instructions whose counts are kept
 _MACROS = re.compile(r"\{\{(char|user)\}\}|<(BOT|USER)>", re.IGNORECASE)
 
 
@@ -81,6 +83,7 @@ class RenderCache:
         self.counter = counter
         self.maxsize = maxsize
         self._items: dict[tuple[int, int], tuple[str, str, str, int]] = {}
+        self._counts: dict[str, int] = {}
 
     def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
         key = (node.id.int, node.version)
@@ -93,10 +96,16 @@ class RenderCache:
         return hit[2], hit[3]
 
     def count(self, text: str) -> int:
-        return self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS
+        """A message's tokens; remembered by text (system prompts and card instructions recur every turn)."""
+        tokens = self._counts.get(text)
+        if tokens is None:
+            tokens = self._counts[text] = self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS
+            if len(self._counts) > COUNTED_TEXTS:
+                del self._counts[next(iter(self._counts))]
+        return tokens
 
 
-Rendered = tuple[NodeView, str, int]
+Rendered = tuple[NodeView, str, int, Message | None]  # node, text, tokens, its message (None: not shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +217,8 @@ def _window(
         if base is not None:
             return _extend(base, [*reversed(turn), *reversed(kept)], key)
         text, tokens = cache.render(node, char, user) if node.text and not node.hidden else ("", 0)
-        turn.append((node, text, tokens))
+        message = Message("user" if node.kind == "user" else "assistant", text) if text else None
+        turn.append((node, text, tokens, message))
         turn_tokens += tokens
         if node.kind in ("user", "greeting"):
             if kept and used + turn_tokens > turn_budget:
@@ -222,20 +232,20 @@ def _window(
 
 
 def _settled(items: Iterable[Rendered]) -> bool:
-    return not any(node.phase in UNSETTLED for node, _, _ in items)
+    return not any(item[0].phase in UNSETTLED for item in items)
 
 
 def _extend(base: _Window, below: list[Rendered], key: tuple[int, str, str, int]) -> _Window:
     """The base window with the nodes below it appended, then whole turns dropped from the front
     until the rest fits (the newest turn always stays)."""
     items = base.kept + tuple(below)
-    tokens = base.tokens + sum(t for _, _, t in below)
-    starts = [i for i, (n, _, _) in enumerate(items) if n.kind in ("user", "greeting")]
+    tokens = base.tokens + sum(item[2] for item in below)
+    starts = (i for i, item in enumerate(items) if item[0].kind in ("user", "greeting"))  # read only as far as cut
     cut_at, first = base.cut_at, 0
     for start, next_start in pairwise(starts):
         if tokens <= key[0]:
             break
-        tokens -= sum(t for _, _, t in items[start:next_start])
+        tokens -= sum(item[2] for item in items[start:next_start])
         cut_at, first = items[start][0], next_start
     return _Window(key, items[first:], tokens, cut_at, base.settled and _settled(below))
 
@@ -243,6 +253,10 @@ def _extend(base: _Window, below: list[Rendered], key: tuple[int, str, str, int]
 def _chain(first: NodeView, rest: Iterator[NodeView]) -> Iterator[NodeView]:
     yield first
     yield from rest
+
+
+_NODE, _TEXT, _TOKENS = itemgetter(0), itemgetter(1), itemgetter(2)
+_ROLE, _ID = attrgetter("role"), attrgetter("id")
 
 
 def _build(
@@ -264,17 +278,30 @@ def _build(
     verbatim: list[NodeView] = []
     hidden: list[UUID] = []
     chars = tokens_sum = 0
-    for node, text, tokens in kept:
+    walk, body = kept, kept[:-1] if ends_with_user else kept  # the leaf's own words are added last, below
+    shown = [m for item in body if (m := item[3]) is not None]
+    roles = list(map(_ROLE, shown)) if len(shown) == len(body) else []
+    if roles and not any(map(eq, roles, islice(roles, 1, None))):
+        # the usual path: every node shown, roles alternating (nothing to skip or merge), in bulk
+        messages += shown
+        if body[0][0].kind == "greeting":
+            _, text, tokens, _ = body[0]
+            explain.append(ExplainBlock("greeting", "the opening line", (body[0][0].id,), len(text), tokens))
+            body = body[1:]
+        verbatim = list(map(_NODE, body))
+        chars = sum(map(len, map(_TEXT, body)))
+        tokens_sum = sum(map(_TOKENS, body))
+        walk = []
+    for node, text, tokens, message in walk:
         if node.hidden:
             hidden.append(node.id)
             continue
-        if not text or (node is leaf and ends_with_user):
+        if message is None or (node is leaf and ends_with_user):
             continue
-        role: Role = "user" if node.kind == "user" else "assistant"
-        if len(messages) > 1 and messages[-1].role == role:  # adjacent messages of one role become one
-            messages[-1] = Message(role, messages[-1].content + "\n\n" + text)
+        if len(messages) > 1 and messages[-1].role == message.role:  # adjacent messages of one role become one
+            messages[-1] = Message(message.role, messages[-1].content + "\n\n" + text)
         else:
-            messages.append(Message(role, text))
+            messages.append(message)  # made once per node when its turn entered a window
         if node.kind == "greeting":
             explain.append(ExplainBlock("greeting", "the opening line", (node.id,), len(text), tokens))
         else:
@@ -283,11 +310,11 @@ def _build(
             tokens_sum += tokens
     if verbatim:
         why = f"turns {verbatim[0].turn}–{verbatim[-1].turn} word for word"
-        explain.append(ExplainBlock("verbatim", why, tuple(n.id for n in verbatim), chars, tokens_sum))
+        explain.append(ExplainBlock("verbatim", why, tuple(map(_ID, verbatim)), chars, tokens_sum))
     if hidden:
         explain.append(ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden)))
     if ends_with_user:
-        _, words, tokens = kept[-1]  # the leaf's turn is always kept, and the leaf ends it
+        _, words, tokens, _ = kept[-1]  # the leaf's turn is always kept, and the leaf ends it
         content = "\n\n".join([*(block.text for block in injected), words])
         if len(messages) > 1 and messages[-1].role == "user":
             messages[-1] = Message("user", messages[-1].content + "\n\n" + content)

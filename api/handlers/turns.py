@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import orjson
 from aiohttp import web
@@ -28,6 +28,7 @@ from api.schemas import (
 )
 from api.service import Service
 from domain.errors import TurnStateError
+from domain.values import NodeView
 from engine.turns import DONE, TurnEvent, TurnHandle, TurnRunner
 from projections.draft import project_draft
 
@@ -46,21 +47,18 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     req = await body(request, PostTurnRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     runner = _runner(svc)
-    _, reply, position = await svc.command(
-        svc.app.open_turn, tenant(request), story_id, uuid4(), uuid4(), req.text, req.parent_id,
-        runner.model.model, if_match(request),
-    )  # fmt: skip
-    return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id), position)
+    opened = await runner.open(tenant(request), story_id, req.text, req.parent_id, if_match(request))
+    handle = runner.start(tenant(request), story_id, opened.reply.id, opened=opened)
+    return await _answer(request, svc, story_id, handle, opened.position)
 
 
 async def regenerate(request: web.Request) -> web.StreamResponse:
     req = await body(request, RegenerateRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     runner = _runner(svc)
-    _, reply, position = await svc.command(
-        svc.app.reopen_turn, tenant(request), story_id, uuid4(), req.user_id, runner.model.model
-    )
-    return await _answer(request, svc, story_id, runner.start(tenant(request), story_id, reply.id), position)
+    opened = await runner.reopen(tenant(request), story_id, req.user_id)
+    handle = runner.start(tenant(request), story_id, opened.reply.id, opened=opened)
+    return await _answer(request, svc, story_id, handle, opened.position)
 
 
 async def answer(request: web.Request) -> web.StreamResponse:
@@ -140,8 +138,17 @@ async def _answer(
             await svc.sync(opened)
         return await _stream(request, svc, handle)
     events = await _collect(handle)
-    view = await svc.load(svc.app.node, handle.reply_id)
-    return respond(_turn_response(story_id, view, events), 201)
+    return respond(_turn_response(story_id, await _final_view(svc, handle), events), 201)
+
+
+async def _final_view(svc: Service, handle: TurnHandle) -> NodeView:
+    """The reply as the turn left it: the task's own result (saved, and in the read models by the time
+    the turn ends), or a fresh load if the task was cancelled before it ran or broke."""
+    task = handle.task
+    await asyncio.wait([task])
+    if not task.cancelled() and task.exception() is None:
+        return task.result()
+    return await svc.load(svc.app.node, handle.reply_id)  # type: ignore[no-any-return]
 
 
 async def _collect(handle: TurnHandle) -> list[TurnEvent]:

@@ -9,8 +9,10 @@
    call after that write's tool result gets `draft_seal(version 1)`. A second, cheaper kind of turn
    is measured too: one round of streamed text (10 chunks) that the engine captures and seals.
 3. Runs a `Service` in process with the fake server as its main model and drives turns the way the
-   HTTP handler does: `service.command(app.open_turn, …)` (the user's words and an empty reply, with the
-   read-model sync), then a `TurnRunner` task, draining its events until `done`. The history keeps
+   HTTP handler does: `TurnRunner.open(…)` (the user's words and an empty reply, and the context, in
+   one writer hop), then `TurnRunner.start(…)`, draining the turn's events until `done` (the read
+   models fold each save while the next model call is out, and the turn waits for them before its
+   last events). The history keeps
    growing by the measured turns (from N to N + turns), as a real story would.
 
 Model time is measured by a wrapper around the chat client (`TimedModel`, a `ChatModel` of its own
@@ -22,8 +24,9 @@ across the two stories (and both kinds) in a shuffled order after a few warm-up 
 
 Figures (the keys keep their names in --quick): `overhead_median_ms_1k`, `overhead_median_ms_10k`,
 `overhead_10k_vs_1k_ratio` (the two-round tool turn), with p90s, model and turn medians, the breakdown
-per turn (`open`: the open_turn write, `context`: the context load, `rounds`: the play_round writes,
-`node`: the reply's load, `rest`: loop and task scheduling), the same for the one-round direct-text
+per turn (`open`: the opening's writer hop less the context, `context`: the context assembly inside it,
+`rounds`: the play_round writes, `node`: reply loads (none on this path), `rest`: loop and task
+scheduling; the read-model sync before the turn ends is shown with `--split`), the same for the one-round direct-text
 turn (`direct_*`), and the chat request's size and JSON encoding time (engine CPU inside model time).
 
 `--profile`: cProfile around the measured turns on the event-loop thread and on the writer and
@@ -56,7 +59,7 @@ from collections.abc import Callable, Mapping, Sequence  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
-from uuid import UUID, uuid4  # noqa: E402
+from uuid import UUID  # noqa: E402
 
 from _common import (  # noqa: E402
     CARD_SETTINGS,
@@ -87,7 +90,7 @@ KINDS = ("tool", "direct")
 DRAFT_CHARS = 300
 TURN_TIMEOUT = 30.0
 # the breakdown: figure name → what the loop called through the host (the rest: loop and task scheduling)
-PARTS = {"open": "open_turn", "context": "context", "rounds": "play_round", "node": "node", "sync": "sync"}
+PARTS = {"open": "opening", "context": "context", "rounds": "play_round", "node": "node", "sync": "sync"}
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
@@ -179,8 +182,15 @@ class TimedHost:
         finally:
             self.seconds["sync"] += time.perf_counter() - t0
 
+    def sync_soon(self, position: int) -> None:
+        self.service.sync_soon(position)  # returns at once: the catch-up runs while the model works
+
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
-        return self.service.context(tenant_id, story_id, at)
+        t0 = time.perf_counter()  # inside the opening's writer hop
+        try:
+            return self.service.context(tenant_id, story_id, at)
+        finally:
+            self.seconds["context"] += time.perf_counter() - t0
 
 
 # --- the fake model's answers ---------------------------------------------------------------------
@@ -246,12 +256,9 @@ class Bench:
         self.script.kind, self.script.draft = kind, draft
         self.host.seconds.clear()
         self.model.seconds, self.model.calls = 0.0, 0
-        app = self.service.app
         t0 = time.perf_counter()
-        _, reply, _ = await self.host.command(  # as the HTTP handler does; the turn syncs when it ends
-            app.open_turn, TENANT, story_id, uuid4(), uuid4(), user_text, None, self.model.model, None
-        )
-        handle = self.runner.start(TENANT, story_id, reply.id)
+        opened = await self.runner.open(TENANT, story_id, user_text, None)  # as the HTTP handler does
+        handle = self.runner.start(TENANT, story_id, opened.reply.id, opened=opened)
         ended = None
         while True:
             event = await asyncio.wait_for(handle.events.get(), TURN_TIMEOUT)
@@ -268,7 +275,9 @@ class Bench:
             raise SystemExit(f"the {kind} turn made {self.model.calls} model calls, expected {expected}")
         messages, count = self.model.last
         prompt_chars = sum(len(m.get("content") or "") for m in list(messages)[:count])
-        return Sample(wall, self.model.seconds, self.model.calls, dict(self.host.seconds), prompt_chars)
+        parts = dict(self.host.seconds)
+        parts["opening"] = parts.get("opening", 0.0) - parts.get("context", 0.0)  # the context is timed inside it
+        return Sample(wall, self.model.seconds, self.model.calls, parts, prompt_chars)
 
 
 # --- the run --------------------------------------------------------------------------------------
