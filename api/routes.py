@@ -9,7 +9,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from api import schemas as s
-from api.handlers import cards, explore, nodes, saves, scene, stories, turns
+from api.handlers import cards, explore, nodes, saves, scene, stories, summaries, turns
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -70,6 +70,9 @@ ROUTES = (
     Route("GET", "/v1/cards/{card_id}/costs", turns.card_costs, "Model calls of all stories of a card", None, s.CostsResponse),
     Route("GET", "/v1/stories/{story_id}/scene", scene.get_scene, "The scene (world state, roster, presence) at the leaf or at a node", None, s.SceneResponse, query=("at",)),
     Route("PATCH", "/v1/stories/{story_id}/scene", scene.edit_scene, "Patch the scene or the roster at the leaf or at a node (the scribe's merge rules; warnings returned)", s.EditSceneRequest, s.EditSceneResponse),
+    Route("GET", "/v1/stories/{story_id}/summaries", summaries.get_summaries, "The summary layers (digest, episodes) of the path to the leaf or a node", None, s.SummariesResponse, query=("at",)),
+    Route("POST", "/v1/stories/{story_id}/compact", summaries.compact, "Compact now: pack everything but the last keep_turns turns, then fold", s.CompactRequest, s.CompactResponse),
+    Route("PATCH", "/v1/nodes/{node_id}/summary", summaries.edit_summary, "Rewrite the episode or digest this node carries (later folds use the edit)", s.EditSummaryRequest, s.SummariesResponse),
     Route("GET", "/v1/jobs", scene.list_jobs, "Background jobs and their outcomes", None, s.JobListResponse, query=("story_id", "kind", "status", "limit", "cursor")),
 )  # fmt: skip
 

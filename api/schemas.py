@@ -221,6 +221,9 @@ class ExplainModel(BaseModel):
     chars: int
     tokens: int
     message_index: int | None
+    covers: list[int] | None = Field(
+        None, description="summaries and cuts: the path depths [first, last] they stand for"
+    )
 
 
 class ContextResponse(BaseModel):
@@ -457,6 +460,54 @@ class JobModel(BaseModel):
 class JobListResponse(BaseModel):
     items: list[JobModel]
     next_cursor: str | None
+
+
+# --- summaries ---------------------------------------------------------------------------------
+
+
+class EpisodeModel(BaseModel):
+    node_id: UUID = Field(description="the last node the episode covers (it annotates that node)")
+    episode_id: str
+    first_turn: int
+    last_turn: int
+    covers: list[int] = Field(description="the path depths [first, last] it stands for")
+    text: str
+    anchors: list[UUID]
+    author: str = Field(description="model | extractive")
+    edited: bool
+
+
+class DigestModel(BaseModel):
+    node_id: UUID = Field(description="the last node the digest covers (it annotates that node)")
+    digest_id: str
+    last_turn: int
+    covers: list[int]
+    sections: dict[str, str] = Field(description="前情提要 / 人物 / 承诺与伏笔 / 事实账 / 当前场景")
+    absorbed: list[str]
+    anchors: list[UUID]
+    author: str
+    edited: bool
+
+
+class SummariesResponse(BaseModel):
+    story_id: UUID
+    at: UUID
+    digest: DigestModel | None
+    episodes: list[EpisodeModel] = Field(description="after the digest, oldest first")
+    uncovered_turns: int = Field(description="turns below the last summary, word for word when they fit")
+
+
+class CompactRequest(Strict):
+    at: UUID | None = Field(None, description="compact the path to this node (default: the leaf)")
+
+
+class CompactResponse(SummariesResponse):
+    done: str = Field(description="what the compaction did")
+
+
+class EditSummaryRequest(Strict):
+    text: str | None = Field(None, min_length=1, max_length=MAX_TEXT, description="the episode's new text")
+    sections: dict[str, str] | None = Field(None, description="digest sections to replace (others are kept)")
 
 
 # --- errors -----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from api.auth import ServiceDB, hash_key
 from api.errors import BadRequestError
 from api.settings import Settings
 from domain.application import Changji
+from domain.compacting import CompactionPlan
 from domain.scene import PatchResult, Roster, SceneSnapshot, apply_patch, canonical_patch
 from domain.values import NodeKind, NodeView
 from engine.turns import TurnRunner
@@ -35,6 +36,7 @@ from projections.scenes import SceneAt
 from projections.store import ReadModels
 from providers.openai import OpenAIChat
 from providers.tokens import default_counter
+from schedulers.compactor import CompactWorker
 from schedulers.jobs import JobPolicy, JobSystem
 from schedulers.scribe import ScribeWorker
 
@@ -71,7 +73,9 @@ class Service:
             max_attempts=settings.job_max_attempts,
             concurrency=settings.job_concurrency,
         )
-        self.jobs = JobSystem(self, [ScribeWorker(self, self.side_model, settings.scribe_language)], policy)
+        self.compactor = CompactWorker(self, self.side_model)
+        workers = [ScribeWorker(self, self.side_model, settings.scribe_language), self.compactor]
+        self.jobs = JobSystem(self, workers, policy)
         self._jobs_seen = 0
 
     # --- threads ------------------------------------------------------------------------------
@@ -168,7 +172,14 @@ class Service:
         upward = walk_up(self.app.node, leaf)
         settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
         scene = self.scene_of(leaf)
-        return assemble_context(card.data, settings, upward, self.renders, self.windows, epoch, scene)
+        return assemble_context(card.data, settings, upward, self.renders, self.windows, epoch, scene, self.app.node)
+
+    def summaries(self, tenant_id: str, story_id: UUID, at: UUID | None) -> tuple[NodeView, CompactionPlan]:
+        """The summary layers on the path to a node of the story (default: the leaf)."""
+        story = self.app.story(tenant_id, story_id)
+        assert story.leaf_id is not None
+        node = self.app.story_node(story, at or story.leaf_id, "at").view
+        return node, self.app.plan_compaction(node.id)
 
     def scene_of(self, node_id: UUID) -> SceneAt | None:
         """The scene at a node, also right after a write the read models have not folded yet."""
@@ -214,7 +225,7 @@ class Service:
         for node in steps:  # each step's window extends the one before: a page costs about one walk
             upward = walk_up(self.app.node, node.id)
             scene = self.scene_of(node.id)
-            ctx = assemble_context(card, settings, upward, self.renders, self.windows, epoch, scene)
+            ctx = assemble_context(card, settings, upward, self.renders, self.windows, epoch, scene, self.app.node)
             out.append(
                 {
                     "node_id": node.id, "kind": node.kind, "depth": node.depth, "turn": node.turn,

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from domain import events as ev
 from domain.card import Card
+from domain.compacting import CompactionCommands
 from domain.errors import (
     CardInvalidError,
     CardNotFoundError,
@@ -36,7 +37,8 @@ from domain.turning import TurnCommands
 from domain.values import CardData, NodeKind, NodeView, SavePoint, StorySettings
 
 A = TypeVar("A", bound=Aggregate)
-RERENDERING = (ev.NodeHidden, ev.NodeUnhidden, ev.ReplyRevised)
+RERENDERING = (ev.NodeHidden, ev.NodeUnhidden, ev.ReplyRevised, ev.EpisodeSummarized, ev.DigestFolded, ev.SummaryEdited)
+FINISHED_REPLY = (ev.ReplySealed, ev.ReplyPosted)
 
 DEFAULT_ENV = {
     "AGGREGATE_CACHE_MAXSIZE": "200000",
@@ -56,7 +58,7 @@ class _SavePointAsDict(Transcoding):
         return SavePoint(**data)
 
 
-class Changji(TurnCommands, SceneCommands, Application[UUID]):
+class Changji(TurnCommands, SceneCommands, CompactionCommands, Application[UUID]):
     """Stories, their nodes and cards. `name` pins PostgreSQL table names: never change it."""
 
     name = "changji"
@@ -164,8 +166,15 @@ class Changji(TurnCommands, SceneCommands, Application[UUID]):
                 self.repository.cache.get(aggregate_id, evict=True)
 
     def _save(self, *aggregates: Aggregate) -> int:
-        """Save in one transaction; return the last notification id (for read-your-writes)."""
+        """Save in one transaction; return the last notification id (for read-your-writes).
+
+        A reply that is finished by this save (posted, or sealed) announces a compaction in the same
+        transaction when its path is due for one."""
         for aggregate in aggregates:
+            if isinstance(aggregate, Node) and any(isinstance(e, FINISHED_REPLY) for e in aggregate.pending_events):
+                assert aggregate.story_id is not None
+                story = self._get(Story, aggregate.story_id, StoryNotFoundError)
+                self._announce_compaction(aggregate, self.settings(story))
             if isinstance(aggregate, Node) and any(isinstance(e, RERENDERING) for e in aggregate.pending_events):
                 assert aggregate.story_id is not None
                 self._epochs[aggregate.story_id] = self._epochs.get(aggregate.story_id, 0) + 1

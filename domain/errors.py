@@ -86,3 +86,11 @@ class DraftSealedError(DraftError):
 
 class TurnStateError(DomainError):
     """The turn is not in a state that allows this (answering when nothing was asked, …)."""
+
+
+class SummaryError(DomainError):
+    """A summary edit that does not fit the node (no episode or digest there, or neither given)."""
+
+
+class NothingToCompactError(DomainError):
+    """A manual compaction found too little uncovered text to pack."""

@@ -298,3 +298,59 @@ class SideJobSkipped(_Folded, AggregateEvent):
 
     kind: str
     reason: str
+
+
+# --- compaction: summaries annotate the last node they cover ------------------------------------------
+
+
+class EpisodeSummarized(_Folded, AggregateEvent):
+    """One pack of turns was summarized: the episode covers the path from `start_id` (at `start_depth`;
+    its parent is `after_id`, None at the root) down to this node, turns `first_turn`–`last_turn`.
+    `anchors` are the starred nodes inside, quoted word for word wherever the episode is replayed.
+    `author` is "model" (the side model) or "extractive" (the offline summarizer)."""
+
+    episode_id: str
+    start_id: UUID
+    after_id: UUID | None
+    start_depth: int
+    first_turn: int
+    last_turn: int
+    text: str
+    anchors: list[UUID]
+    author: str
+
+
+class DigestFolded(_Folded, AggregateEvent):
+    """The story digest now covers the whole path from the root down to this node: the previous digest
+    (on `previous_id`, if any) and the episodes `absorbed` were folded into five `sections`."""
+
+    digest_id: str
+    previous_id: UUID | None
+    absorbed: list[str]
+    last_turn: int
+    sections: dict[str, str]
+    anchors: list[UUID]
+    author: str
+
+
+class SummaryEdited(_Folded, AggregateEvent):
+    """The user rewrote this node's episode (`text`) or digest (`sections`); later folds use the edit."""
+
+    summary_id: str
+    text: str | None
+    sections: dict[str, str] | None
+
+
+class CompactionDue(_Folded, AggregateEvent):
+    """With this reply its path holds `uncovered` turns after the last summary, enough for a pack (or
+    more than the context window fits, `reason` "budget"): a compaction job for the path is due."""
+
+    uncovered: int
+    reason: str
+
+
+class SideJobDone(_Folded, AggregateEvent):
+    """Background work of `kind` for this node finished; `detail` says what it did (where its result is)."""
+
+    kind: str
+    detail: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -16,9 +17,10 @@ from domain.errors import (
     EmptyTextError,
     InvalidParentError,
     NodeKindError,
+    SummaryError,
     TurnStateError,
 )
-from domain.values import NodeKind, NodeView, Phase
+from domain.values import DIGEST_SECTIONS, Digest, Episode, NodeKind, NodeView, Phase
 
 ALLOWED_PARENTS: dict[NodeKind, tuple[NodeKind, ...]] = {
     "user": ("greeting", "reply"),
@@ -46,6 +48,8 @@ class Node(Aggregate):
         self.scene_patches = 0
         self.jobs: dict[str, str] = {}  # kind → "done" | "skipped" | "retrying" | "failed"
         self.job_attempts: dict[str, int] = {}
+        self.episode: Episode | None = None
+        self.digest: Digest | None = None
         self._view: NodeView | None = None
 
     @classmethod
@@ -194,6 +198,52 @@ class Node(Aggregate):
             raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
         self.trigger_event(ev.SideJobSkipped, kind=kind, reason=reason)
 
+    def finish_job(self, kind: str, detail: str) -> None:
+        if self.job_settled(kind):
+            raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
+        self.trigger_event(ev.SideJobDone, kind=kind, detail=detail)
+
+    # --- compaction ---------------------------------------------------------------------------
+
+    def announce_compaction(self, uncovered: int, reason: str) -> None:
+        self.trigger_event(ev.CompactionDue, uncovered=uncovered, reason=reason)
+
+    def summarize(
+        self, episode_id: str, start_id: UUID, after_id: UUID | None, start_depth: int, first_turn: int,
+        last_turn: int, text: str, anchors: list[UUID], author: str,
+    ) -> None:  # fmt: skip
+        self.trigger_event(
+            ev.EpisodeSummarized, episode_id=episode_id, start_id=start_id, after_id=after_id,
+            start_depth=start_depth, first_turn=first_turn, last_turn=last_turn, text=text, anchors=anchors,
+            author=author,
+        )  # fmt: skip
+
+    def fold_digest(
+        self, digest_id: str, previous_id: UUID | None, absorbed: list[str], last_turn: int,
+        sections: dict[str, str], anchors: list[UUID], author: str,
+    ) -> None:  # fmt: skip
+        self.trigger_event(
+            ev.DigestFolded, digest_id=digest_id, previous_id=previous_id, absorbed=absorbed, last_turn=last_turn,
+            sections=sections, anchors=anchors, author=author,
+        )  # fmt: skip
+
+    def edit_summary(self, text: str | None, sections: dict[str, str] | None) -> None:
+        if text is not None:
+            if self.episode is None:
+                raise SummaryError("this node carries no episode", field="node_id")
+            if not text.strip():
+                raise SummaryError("an episode needs text", field="text")
+            self.trigger_event(ev.SummaryEdited, summary_id=self.episode.episode_id, text=text, sections=None)
+        elif sections is not None:
+            if self.digest is None:
+                raise SummaryError("this node carries no digest", field="node_id")
+            unknown = sorted(set(sections) - set(DIGEST_SECTIONS))
+            if unknown:
+                raise SummaryError(
+                    f"unknown section {unknown[0]}; sections: {', '.join(DIGEST_SECTIONS)}", field="sections"
+                )
+            self.trigger_event(ev.SummaryEdited, summary_id=self.digest.digest_id, text=None, sections=sections)
+
     # --- annotations --------------------------------------------------------------------------
 
     def revise(self, text: str, reason: str) -> None:
@@ -240,6 +290,8 @@ class Node(Aggregate):
                 draft_version=self.draft_version,
                 version=self.version,
                 created_at=self.created_on,
+                episode=self.episode,
+                digest=self.digest,
             )
         return self._view
 
@@ -289,3 +341,23 @@ class Node(Aggregate):
                 self.jobs[event.kind] = "failed" if event.retry_at is None else "retrying"
             case ev.SideJobSkipped():
                 self.jobs[event.kind] = "skipped"
+            case ev.SideJobDone():
+                self.jobs[event.kind] = "done"
+            case ev.CompactionDue():
+                self.jobs["compact"] = "pending"
+            case ev.EpisodeSummarized():
+                self.episode = Episode(
+                    event.episode_id, event.start_id, event.after_id, event.start_depth, event.first_turn,
+                    event.last_turn, event.text, tuple(event.anchors), event.author,
+                )  # fmt: skip
+            case ev.DigestFolded():
+                self.digest = Digest(
+                    event.digest_id, event.previous_id, tuple(event.absorbed), event.last_turn,
+                    tuple(event.sections.items()), tuple(event.anchors), event.author,
+                )  # fmt: skip
+            case ev.SummaryEdited():
+                if self.episode is not None and event.text is not None and self.episode.episode_id == event.summary_id:
+                    self.episode = replace(self.episode, text=event.text, edited=True)
+                if self.digest is not None and event.sections is not None and self.digest.digest_id == event.summary_id:
+                    merged = {**dict(self.digest.sections), **event.sections}
+                    self.digest = replace(self.digest, sections=tuple(merged.items()), edited=True)

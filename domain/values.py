@@ -61,6 +61,42 @@ class CardData(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class Episode:
+    """A summary of one pack of turns, annotating the last node it covers (depths start_depth…that node)."""
+
+    episode_id: str
+    start_id: UUID
+    after_id: UUID | None
+    start_depth: int
+    first_turn: int
+    last_turn: int
+    text: str
+    anchors: tuple[UUID, ...]
+    author: str
+    edited: bool = False
+
+
+DIGEST_SECTIONS = ("前情提要", "人物", "承诺与伏笔", "事实账", "当前场景")
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """The story digest covering the path from the root down to the node it annotates."""
+
+    digest_id: str
+    previous_id: UUID | None
+    absorbed: tuple[str, ...]
+    last_turn: int
+    sections: tuple[tuple[str, str], ...]
+    anchors: tuple[UUID, ...]
+    author: str
+    edited: bool = False
+
+    def text(self) -> str:
+        return "\n\n".join(f"## {name}\n{body.strip()}" for name, body in self.sections if body.strip())
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """What projections need of one node: immutable, cheap to share between requests."""
 
@@ -78,6 +114,8 @@ class NodeView:
     draft_version: int
     version: int
     created_at: datetime
+    episode: Episode | None = None
+    digest: Digest | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,17 +10,19 @@ assembly depends on the window, never on the story's length. A cut is reported, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice, pairwise
 from operator import attrgetter, eq, itemgetter
 from typing import Literal
 from uuid import UUID
 
+from domain.compaction import NO_LAYERS, announce_limit, layers_from, summary_of
 from domain.ports import TokenCounter
 from domain.scene import format_roster, format_state
 from domain.values import CardData, NodeView, StorySettings
 from projections.scenes import SceneAt
+from projections.summaries import SummaryBlock, summary_blocks
 
 Role = Literal["system", "user", "assistant"]
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -44,6 +46,7 @@ class ExplainBlock:
     chars: int = 0
     tokens: int = 0
     message_index: int | None = None
+    covers: tuple[int, int] | None = None  # summaries and cuts: the depth range of the path they stand for
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,7 @@ class _Window:
     tokens: int
     cut_at: NodeView | None
     settled: bool = True  # no node of the window is a draft still being written
+    boundary: NodeView | None = None  # the last summarized node above the window (None: none found)
 
 
 class WindowCache:
@@ -152,6 +156,7 @@ def assemble_context(
     windows: WindowCache | None = None,
     epoch: int = 0,
     scene: SceneAt | None = None,
+    load: Callable[[UUID], NodeView] | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -171,14 +176,55 @@ def assemble_context(
     injected = _injection(scene, tail) if ends_with_user else []
     fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
     key = (budget - fixed, char, user, epoch)
-    window = _window(_chain(leaf, iterator), key, cache, windows)
+    walk = _Verbatim(_chain(leaf, iterator), announce_limit(settings))
+    window = _window(walk, key, cache, windows)
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
+    layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
+    summaries = [
+        (block, cache.counter.count(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
+        for i, block in enumerate(summary_blocks(layers, load, char, user, fill_macros) if load else [])
+    ]
     scene_tokens = sum(cache.counter.count(block.text) for block in injected if block.what != "instructions")
-    if scene_tokens:  # the scene changes every turn, so it is fitted after the cached window, not in its key
-        window = _extend(window, [], (key[0] - scene_tokens, *key[1:]))
-    used = fixed + scene_tokens + window.tokens
-    return _build(system, injected, list(window.kept), window.cut_at, leaf, ends_with_user, used, budget, cache)
+    extra = scene_tokens + sum(tokens for _, tokens in summaries)
+    if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
+        window = _extend(window, [], (key[0] - extra, *key[1:]))
+    used = fixed + extra + window.tokens
+    return _build(
+        system, summaries, layers.covered_depth, injected, list(window.kept), window.cut_at, leaf, ends_with_user,
+        used, budget, cache,
+    )  # fmt: skip
+
+
+class _Verbatim:
+    """The path leaf→root up to, not including, the first node that carries a summary (the boundary).
+    `seek()` reads on, without rendering, to find the boundary above a budget cut (at most `limit` turns:
+    a story without summaries is never walked to its root)."""
+
+    def __init__(self, nodes: Iterator[NodeView], limit: int) -> None:
+        self.nodes, self.limit = nodes, limit
+        self.boundary: NodeView | None = None
+        self.done = False
+
+    def __iter__(self) -> _Verbatim:
+        return self
+
+    def __next__(self) -> NodeView:
+        if self.done:
+            raise StopIteration
+        node = next(self.nodes, None)
+        if node is None or summary_of(node):
+            self.boundary, self.done = node, True
+            raise StopIteration
+        return node
+
+    def seek(self) -> NodeView | None:
+        users = 0
+        for node in self:
+            users += node.kind == "user"
+            if users > self.limit:
+                break
+        return self.boundary
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +252,7 @@ def _injection(scene: SceneAt | None, tail: str) -> list[_Injected]:
 
 
 def _window(
-    upward: Iterator[NodeView], key: tuple[int, str, str, int], cache: RenderCache, windows: WindowCache | None
+    upward: _Verbatim, key: tuple[int, str, str, int], cache: RenderCache, windows: WindowCache | None
 ) -> _Window:
     turn_budget, char, user, _ = key
     kept: list[Rendered] = []  # newest first
@@ -223,12 +269,14 @@ def _window(
         if node.kind in ("user", "greeting"):
             if kept and used + turn_tokens > turn_budget:
                 kept.reverse()
-                return _Window(key, tuple(kept), used, node, _settled(kept))
+                return _Window(key, tuple(kept), used, node, _settled(kept), upward.seek())
             kept.extend(turn)
             used += turn_tokens
             turn, turn_tokens = [], 0
+    kept.extend(turn)  # only a hand-made gap leaves a turn without its user node
+    used += turn_tokens
     kept.reverse()
-    return _Window(key, tuple(kept), used, None, _settled(kept))
+    return _Window(key, tuple(kept), used, None, _settled(kept), upward.boundary)
 
 
 def _settled(items: Iterable[Rendered]) -> bool:
@@ -247,7 +295,7 @@ def _extend(base: _Window, below: list[Rendered], key: tuple[int, str, str, int]
             break
         tokens -= sum(item[2] for item in items[start:next_start])
         cut_at, first = items[start][0], next_start
-    return _Window(key, items[first:], tokens, cut_at, base.settled and _settled(below))
+    return _Window(key, items[first:], tokens, cut_at, base.settled and _settled(below), base.boundary)
 
 
 def _chain(first: NodeView, rest: Iterator[NodeView]) -> Iterator[NodeView]:
@@ -261,6 +309,8 @@ _ROLE, _ID = attrgetter("role"), attrgetter("id")
 
 def _build(
     system: str,
+    summaries: list[tuple[SummaryBlock, int]],
+    covered_depth: int,
     injected: list[_Injected],
     kept: list[Rendered],
     cut_at: NodeView | None,
@@ -273,7 +323,11 @@ def _build(
     explain = [ExplainBlock("system", "card identity and user persona", (), len(system), cache.count(system), 0)]
     if cut_at is not None:
         why = f"over the token budget ({budget}): turns up to {cut_at.turn} left out of this request only"
-        explain.append(ExplainBlock("cut", why, (cut_at.id,)))
+        explain.append(ExplainBlock("cut", why, (cut_at.id,), covers=(covered_depth + 1, cut_at.depth)))
+    for summary, tokens in summaries:
+        explain.append(
+            ExplainBlock(summary.what, summary.why, summary.node_ids, len(summary.text), tokens, 1, summary.covers)
+        )
     messages = [Message("system", system)]
     verbatim: list[NodeView] = []
     hidden: list[UUID] = []
@@ -313,6 +367,8 @@ def _build(
         explain.append(ExplainBlock("verbatim", why, tuple(map(_ID, verbatim)), chars, tokens_sum))
     if hidden:
         explain.append(ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden)))
+    if summaries:  # one user message right after the system prompt
+        messages.insert(1, Message("user", "\n\n".join(summary.text for summary, _ in summaries)))
     if ends_with_user:
         _, words, tokens, _ = kept[-1]  # the leaf's turn is always kept, and the leaf ends it
         content = "\n\n".join([*(block.text for block in injected), words])
@@ -325,5 +381,5 @@ def _build(
             counted = cache.count(block.text) if block.what == "instructions" else cache.counter.count(block.text)
             explain.append(ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last))
         explain.append(ExplainBlock("user", "the user's words, last", (leaf.id,), len(words), tokens, last))
-    cut_turns, cut_nodes = (cut_at.turn, cut_at.depth + 1) if cut_at else (0, 0)
+    cut_turns, cut_nodes = (cut_at.turn, cut_at.depth - covered_depth) if cut_at else (0, 0)
     return Context(tuple(messages), tuple(explain), used, budget, leaf.id, cut_turns, cut_nodes)

@@ -189,6 +189,13 @@ class RowChanges:
             }
         )  # fmt: skip
 
+    def _on_compaction_due(self, e: ev.CompactionDue, seq: int) -> None:
+        node_id = str(e.originator_id)
+        self._job("compact", node_id, self._current(node_id)[0], e, seq)
+
+    def _on_side_job_done(self, e: ev.SideJobDone, seq: int) -> None:
+        self._settle_job(e.kind, e, "done", e.detail)
+
     def _on_scene_patched(self, e: ev.ScenePatched, seq: int) -> None:
         self.scene_patches.append((seq, e))
         if e.author == "scribe":

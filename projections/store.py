@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +127,7 @@ class ReadModels:
             )  # fmt: skip
             db.table("jobs").create_index(["status", "next_at"], if_not_exists=True)
             db.table("jobs").create_index(["story_id", "seq"], if_not_exists=True)
+            db.table("jobs").create_index(["story_id", "kind", "status", "seq"], if_not_exists=True)
             self.scenes.create()
             db.table("positions").upsert({"name": SCHEMA, "position": SCHEMA_VERSION}, pk="name")
 
@@ -211,8 +212,9 @@ class ReadModels:
 
     def _write(self, changes: RowChanges) -> None:
         db = self.writer
-        for table in ("cards", "stories", "nodes", "model_calls", "jobs"):
+        for table in ("cards", "stories", "nodes", "model_calls"):
             _insert_many(db, table, changes.inserts[table])
+        _insert_many(db, "jobs", changes.inserts["jobs"], upsert_on="id")  # a compaction may be announced again
         for table, rows in changes.updates.items():
             for key, columns in rows.items():
                 assignments = ", ".join(f"{c} = ?" for c in columns)
@@ -345,14 +347,24 @@ class ReadModels:
         )
         return list(self.db.query(sql, [*args, limit]))
 
-    def due_jobs(self, now: str, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
-        """Jobs waiting to run (new, or failed with a retry that is due), oldest first."""
-        where = "j.status in ('pending', 'retrying') and j.next_at <= ?" + (" and j.kind = ?" if kind else "")
+    def due_jobs(
+        self, now: str, limit: int, kinds: Sequence[str] | None = None, heads: bool = False
+    ) -> list[dict[str, Any]]:
+        """Jobs waiting to run (new, or failed with a retry that is due), oldest first. With `heads`, only
+        the oldest unsettled job of each story and kind: one story's backlog never holds up another's."""
+        where = "j.status in ('pending', 'retrying') and j.next_at <= ?"
+        if kinds is not None:
+            where += f" and j.kind in ({', '.join('?' for _ in kinds)})"
+        if heads:
+            where += (
+                " and j.seq = (select min(k.seq) from jobs k where k.story_id = j.story_id and k.kind = j.kind"
+                " and k.status in ('pending', 'retrying'))"
+            )
         return list(
             self.db.query(
                 "select j.*, s.deleted as story_deleted from jobs j join stories s on s.id = j.story_id"
                 f" where {where} order by j.seq limit ?",
-                [now, *([kind] if kind else []), limit],
+                [now, *(kinds or ()), limit],
             )
         )
 

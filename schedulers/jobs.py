@@ -7,9 +7,11 @@ reason, or failed with the error, the attempt and the next retry), so after a cr
 next sweep finds exactly what is still due. Workers are idempotent: the node refuses a second final
 outcome, so a job run twice records once.
 
-Failures retry with exponential backoff and jitter until `max_attempts`, then the job is `failed` for
-good. A worker may also answer `Waiting` (its node's predecessor is not settled yet); it is then
-looked at again when another job settles or at the next sweep.
+Jobs of one story and kind run one at a time, oldest first (so one story's backlog never holds up
+another's, and a path's jobs run in path order). Failures retry with exponential backoff and jitter
+until `max_attempts`, then the job is `failed` for good. A worker may also answer `Waiting` (something
+it depends on is not settled yet); it is then looked at again when another job settles or at the next
+sweep.
 """
 
 from __future__ import annotations
@@ -175,7 +177,8 @@ class JobSystem:
         if room <= 0:
             return
         mark = self._finishes
-        due = await self.host.query(self.host.store.due_jobs, now, room + len(self.running) + len(self.waiting))
+        kinds = [kind for kind, worker in self.workers.items() if worker.skip_reason is None]
+        due = await self.host.query(self.host.store.due_jobs, now, room + len(self.running), kinds, True)
         for job in due:
             if room <= 0:
                 break
@@ -188,7 +191,7 @@ class JobSystem:
             room -= 1
 
     async def _skip_all(self, kind: str, reason: str, now: str) -> None:
-        while due := await self.host.query(self.host.store.due_jobs, now, SKIP_BATCH, kind):
+        while due := await self.host.query(self.host.store.due_jobs, now, SKIP_BATCH, [kind]):
             await self.host.write(self.host.app.record_job_skips, [UUID(job["node_id"]) for job in due], kind, reason)
             if len(due) < SKIP_BATCH:
                 break

@@ -137,7 +137,7 @@ class StoryBuilder:
         story = self.app.story(self.tenant, self.story_id)
         card = self.app.card_of(story).data
         upward = walk_up(load or self.app.node, at or self.leaf)
-        return assemble_context(card, self.app.settings(story), upward, renders or new_renders())
+        return assemble_context(card, self.app.settings(story), upward, renders or new_renders(), load=self.app.node)
 
 
 # --- world lines (pure) -------------------------------------------------------------------------

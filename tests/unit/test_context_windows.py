@@ -29,7 +29,7 @@ def _windowed(story: StoryBuilder, at: UUID, windows: WindowCache, renders: Rend
     model = app.story(story.tenant, story.story_id)
     card, settings_ = app.card_of(model).data, app.settings(model)
     epoch = app.render_epoch(story.story_id)
-    return assemble_context(card, settings_, walk_up(app.node, at), renders, windows, epoch)
+    return assemble_context(card, settings_, walk_up(app.node, at), renders, windows, epoch, load=app.node)
 
 
 def _apply(story: StoryBuilder, nodes: list[UUID], kind: str, choice: int, size: int) -> None:

@@ -1,0 +1,182 @@
+"""Compaction on the write side: announcing that a path is due, planning a pack and a fold from the
+path's nodes, and recording episodes, digests and the user's edits of them on the nodes they cover.
+
+A mixin of `Changji`. Recording is idempotent: an episode already on its last node with the same first
+node, or a digest that already absorbed the same episodes, is not recorded twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+from uuid import UUID, uuid4
+
+from domain.compaction import (
+    Layers,
+    PackPlan,
+    announce,
+    announce_limit,
+    count_turns,
+    episodes_to_fold,
+    layers_from,
+    plan_pack,
+    uncovered,
+)
+from domain.errors import NodeNotFoundError, StoryNotFoundError, SummaryError
+from domain.node import Node
+from domain.scening import Settled, SideCall
+from domain.story import Story
+from domain.values import NodeView, StorySettings
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from eventsourcing.domain import Aggregate
+
+    from domain.card import Card
+    from domain.errors import NotFoundError
+
+    A = TypeVar("A", bound=Aggregate)
+
+
+def ancestry(load: Callable[[UUID], NodeView], node_id: UUID | None) -> Iterator[NodeView]:
+    """The node and its ancestors, leaf → root, loaded lazily."""
+    while node_id is not None:
+        node = load(node_id)
+        yield node
+        node_id = node.parent_id
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """What compaction at a node would do now: the next pack (if due) and the summary layers above."""
+
+    story_id: UUID
+    settings: StorySettings
+    pack: PackPlan | None
+    layers: Layers
+    char_name: str
+    user_name: str
+    uncovered_turns: int
+
+
+class CompactionCommands:
+    """Mixed into `Changji`, which provides the loading and saving helpers declared here."""
+
+    if TYPE_CHECKING:
+
+        def story(self, tenant_id: str, story_id: UUID) -> Story: ...
+        def story_node(self, story: Story, node_id: UUID, field: str = "node_id") -> Node: ...
+        def owned_node(self, tenant_id: str, node_id: UUID) -> tuple[Story, Node]: ...
+        def node(self, node_id: UUID) -> NodeView: ...
+        def settings(self, story: Story) -> StorySettings: ...
+        def card_of(self, story: Story) -> Card: ...
+        def job_node(self, node_id: UUID) -> Node: ...
+        def _get(self, cls: type[A], aggregate_id: UUID, missing: type[NotFoundError]) -> A: ...
+        def _save(self, *aggregates: Aggregate) -> int: ...
+        def _command(self, *aggregates: Aggregate | None) -> AbstractContextManager[None]: ...
+
+    def _announce_compaction(self, reply: Node, settings: StorySettings) -> None:
+        """Called as a reply is added: if its path just became due (or is still due a pack later), the
+        reply announces it, which makes a compaction job. Counts at most a few packs' worth of turns."""
+        if settings.pack_turns == 0 or reply.parent_id is None:
+            return
+        below, _ = uncovered(ancestry(self.node, reply.parent_id), announce_limit(settings))
+        turns = count_turns(below)
+        if turns <= announce_limit(settings) and announce(turns, settings):
+            reply.announce_compaction(turns, "auto")
+
+    def plan_compaction(self, node_id: UUID, manual: bool = False) -> CompactionPlan:
+        view = self.node(node_id)
+        story = self._get(Story, view.story_id, StoryNotFoundError)
+        settings = self.settings(story)
+        below, boundary = uncovered(ancestry(self.node, node_id))
+        return CompactionPlan(
+            story.id,
+            settings,
+            plan_pack(below, settings, manual),
+            layers_from(boundary, self.node),
+            self.card_of(story).data.name,
+            settings.user_name,
+            count_turns(below),
+        )
+
+    def schedule_compaction(self, node_id: UUID, reason: str) -> int:
+        """Announce a compaction on a node (the context overflowed its budget); nothing if one is pending."""
+        node = self.job_node(node_id)
+        if node.jobs.get("compact") == "pending":
+            return 0
+        with self._command(node):
+            plan = self.plan_compaction(node_id)
+            node.announce_compaction(plan.uncovered_turns, reason)
+            return self._save(node)
+
+    def record_episode(
+        self, plan: PackPlan, text: str, author: str, job_node: UUID | None, calls: Sequence[SideCall] = ()
+    ) -> Settled:
+        """The episode on the last node the pack covers (and the calls in the ledger of `job_node`)."""
+        end = self._get(Node, plan.end.id, NodeNotFoundError)
+        keeper = self.job_node(job_node) if job_node is not None and job_node != end.id else end
+        touched = [end] if keeper is end else [end, keeper]
+        with self._command(*touched):
+            _record_calls(keeper, calls)
+            done = end.episode is not None and end.episode.start_id == plan.nodes[0].id
+            if not done:
+                end.summarize(
+                    uuid4().hex[:12], plan.nodes[0].id, plan.after_id, plan.nodes[0].depth, plan.first_turn,
+                    plan.last_turn, text, list(plan.anchors), author,
+                )  # fmt: skip
+            pending = [a for a in touched if a.pending_events]
+            return Settled(not done, self._save(*pending) if pending else 0)
+
+    def record_digest(
+        self, layers: Layers, settings: StorySettings, sections: dict[str, str], author: str,
+        job_node: UUID | None, calls: Sequence[SideCall] = (),
+    ) -> Settled:  # fmt: skip
+        """The digest on the last node of the last episode it absorbs (the oldest beyond episodes_kept)."""
+        folded = episodes_to_fold(layers, settings)
+        if not folded:
+            return Settled(False, 0)
+        holder = self._get(Node, folded[-1][0].id, NodeNotFoundError)
+        keeper = self.job_node(job_node) if job_node is not None and job_node != holder.id else holder
+        touched = [holder] if keeper is holder else [holder, keeper]
+        absorbed = [episode.episode_id for _, episode in folded]
+        with self._command(*touched):
+            _record_calls(keeper, calls)
+            done = holder.digest is not None and set(absorbed) <= set(holder.digest.absorbed)
+            if not done:
+                previous = layers.digest
+                anchors = [*(previous[1].anchors if previous else ()), *(a for _, e in folded for a in e.anchors)]
+                holder.fold_digest(
+                    uuid4().hex[:12], previous[0].id if previous else None, absorbed, folded[-1][1].last_turn,
+                    sections, list(dict.fromkeys(anchors)), author,
+                )  # fmt: skip
+            pending = [a for a in touched if a.pending_events]
+            return Settled(not done, self._save(*pending) if pending else 0)
+
+    def finish_job(self, node_id: UUID, kind: str, detail: str) -> Settled:
+        node = self.job_node(node_id)
+        if node.job_settled(kind):
+            return Settled(False, 0)
+        with self._command(node):
+            node.finish_job(kind, detail)
+            return Settled(True, self._save(node))
+
+    def edit_summary(
+        self, tenant_id: str, node_id: UUID, text: str | None, sections: dict[str, str] | None
+    ) -> tuple[NodeView, int]:
+        """The user's rewrite of a node's episode (`text`) or digest (`sections`)."""
+        _, node = self.owned_node(tenant_id, node_id)
+        if (text is None) == (sections is None):
+            raise SummaryError("give either the episode's text or the digest's sections", field="text")
+        with self._command(node):
+            node.edit_summary(text, sections)
+            return node.view, self._save(node)
+
+
+def _record_calls(node: Node, calls: Sequence[SideCall]) -> None:
+    for call in calls:
+        node.record_call(
+            call.purpose, call.model, call.prompt_tokens, call.completion_tokens, call.latency_ms, call.outcome
+        )

@@ -1,0 +1,162 @@
+"""The offline summarizer: deterministic extractive summaries for when no side model is configured.
+
+It writes nothing new: it picks sentences from the covered turns (Chinese or English) by plain
+signals — names, numbers and times, promises and open questions, position — and keeps them in
+story order. Episodes are a few hundred characters; the digest fills the same five sections a model
+would, carrying the previous digest forward so nothing it held is lost, and takes 当前场景 from the
+last covered turns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from domain.values import DIGEST_SECTIONS
+
+EPISODE_CHARS = 600
+SECTION_CHARS = {"前情提要": 2400, "人物": 1200, "承诺与伏笔": 1200, "事实账": 1200, "当前场景": 500}
+_SENTENCE = re.compile(r"[^。！？!?…\n.]+(?:[。！？!?…]+[”」』\"']?|\.+|$)")
+_SPEAKER = re.compile(r"^([^：\s]{1,16})：")
+_PROMISE = re.compile(
+    r"答应|承诺|约定|保证|发誓|一定会|以后|改天|下次|等我|别忘|记得|秘密|线索|为什么|谁|"
+    r"\bpromise|\bswear|\bwill\b|\bnext time\b|\bsecret\b|\bremember\b|\bwhy\b|\?|？",
+    re.IGNORECASE,
+)
+_FACT = re.compile(
+    r"\d|[一二三四五六七八九十百千两]+[天年月日点个只把张次岁号]|今天|明天|昨天|早上|晚上|清晨|黄昏|深夜|"
+    r"\b(?:today|tomorrow|yesterday|morning|evening|night|o'clock|years?|days?)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One covered node: who spoke, what was said, in which turn."""
+
+    speaker: str
+    text: str
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    text: str
+    speaker: str
+    turn: int
+    order: int
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.findall(text) if len(s.strip()) > 1]
+
+
+def _split(lines: Sequence[Line]) -> list[_Sentence]:
+    out: list[_Sentence] = []
+    for line in lines:
+        for text in sentences(line.text):
+            out.append(_Sentence(text, line.speaker, line.turn, len(out)))
+    return out
+
+
+def _score(sentence: _Sentence, names: Sequence[str], last: int) -> float:
+    text = sentence.text
+    score = min(len(text), 80) / 80
+    score += 1.0 * sum(name in text for name in names if name)
+    score += 1.5 * bool(_PROMISE.search(text)) + 1.0 * bool(_FACT.search(text))
+    score += 0.5 * (sentence.order == last)  # the turn the pack ends on
+    return score
+
+
+def _pick(items: Sequence[_Sentence], names: Sequence[str], budget: int) -> list[_Sentence]:
+    """The best-scoring sentences that fit `budget` characters, back in story order."""
+    if not items:
+        return []
+    last = items[-1].order
+    ranked = sorted(items, key=lambda s: (-_score(s, names, last), s.order))
+    chosen, used = [], 0
+    for sentence in ranked:
+        cost = len(sentence.text) + len(sentence.speaker) + 2
+        if used + cost <= budget:
+            chosen.append(sentence)
+            used += cost
+    return sorted(chosen, key=lambda s: s.order)
+
+
+def summarize_episode(lines: Sequence[Line], names: Sequence[str] = (), budget: int = EPISODE_CHARS) -> str:
+    """A chronological extract of one pack: `<speaker>：sentence` joined by spaces, at most `budget` chars."""
+    picked = _pick(_split(lines), names, budget)
+    return " ".join(f"{s.speaker}：{s.text}" for s in picked)
+
+
+def fold_digest(
+    previous: Mapping[str, str] | None,
+    episodes: Sequence[tuple[int, int, str]],
+    latest: Sequence[Line],
+    names: Sequence[str] = (),
+    scene: str = "",
+) -> dict[str, str]:
+    """The five sections, folding the previous digest with the absorbed episodes ((first turn, last turn,
+    text), oldest first); 当前场景 comes from `latest`, the last covered turns, and the scene snapshot."""
+    previous = previous or {}
+    sections = dict.fromkeys(DIGEST_SECTIONS, "")
+    outline = [f"第{first}–{last}轮：{text}" for first, last, text in episodes if text.strip()]
+    sections["前情提要"] = _bounded([previous.get("前情提要", ""), *outline], SECTION_CHARS["前情提要"])
+    pool = [_spoken(s) for _, _, text in episodes for s in sentences(text)]
+    pool += [(s.speaker, s.text) for s in _split(latest)]
+    sections["人物"] = _people(previous.get("人物", ""), names, pool)
+    promises = [item for item in pool if _PROMISE.search(item[1])]
+    sections["承诺与伏笔"] = _merged_items(previous.get("承诺与伏笔", ""), promises, SECTION_CHARS["承诺与伏笔"])
+    facts = [item for item in pool if _FACT.search(item[1])]
+    sections["事实账"] = _merged_items(previous.get("事实账", ""), facts, SECTION_CHARS["事实账"])
+    recent = [s for s in _split(latest) if s.turn >= (latest[-1].turn - 1 if latest else 0)]
+    now = " ".join(f"{s.speaker}：{s.text}" for s in _pick(recent, names, SECTION_CHARS["当前场景"] - len(scene)))
+    sections["当前场景"] = "\n".join(part for part in (scene.strip(), now) if part) or previous.get("当前场景", "")
+    return sections
+
+
+def _spoken(sentence: str) -> tuple[str, str]:
+    """(speaker, words) of an extracted `<speaker>：words` sentence; no speaker when there is no prefix."""
+    found = _SPEAKER.match(sentence)
+    return (found.group(1), sentence[found.end() :]) if found else ("", sentence)
+
+
+def _said(item: tuple[str, str]) -> str:
+    return f"{item[0]}：{item[1]}" if item[0] else item[1]
+
+
+def _bounded(parts: Iterable[str], budget: int) -> str:
+    """Paragraphs joined; when too long, the oldest are shortened to their first sentence first."""
+    items = [p.strip() for p in parts if p.strip()]
+    text = "\n".join(items)
+    i = 0
+    while len(text) > budget and i < len(items):
+        first = sentences(items[i])[:1]
+        items[i] = (first[0] + "…") if first else ""
+        text = "\n".join(p for p in items if p)
+        i += 1
+    return text if len(text) <= budget else "…" + text[-budget:]
+
+
+def _people(previous: str, names: Sequence[str], pool: Sequence[tuple[str, str]]) -> str:
+    """One line per known name: the last thing said by or about them (earlier lines are kept)."""
+    lines = {line.split("：", 1)[0].lstrip("- "): line for line in previous.splitlines() if "：" in line}
+    for name in dict.fromkeys(n.strip() for n in names if n.strip()):
+        mentions = [item for item in pool if name in item[1] or item[0] == name]
+        if mentions:
+            lines[name] = f"- {name}：{_said(mentions[-1])}"
+    return _bounded(lines.values(), SECTION_CHARS["人物"])
+
+
+def _merged_items(previous: str, found: Sequence[tuple[str, str]], budget: int) -> str:
+    """The previous items, then new sentences not already there; the oldest go first when full."""
+    items = [line.lstrip("- ").strip() for line in previous.splitlines() if line.strip()]
+    known = {_spoken(item)[1] for item in items}
+    for item in found:
+        if item[1] not in known:
+            known.add(item[1])
+            items.append(_said(item))
+    while items and sum(len(i) + 3 for i in items) > budget:
+        items.pop(0)
+    return "\n".join(f"- {item}" for item in items)

@@ -1,0 +1,61 @@
+"""The summary layers of a path rendered for the context: the digest, then the episodes (each labelled
+with its turns), then the anchors (starred nodes inside the summarized part, quoted word for word).
+They make one user message at the start, opened with 【前情提要】 and a line saying it is established
+fact."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from domain.compaction import Layers
+from domain.values import NodeView
+
+OPENER = "【前情提要】以下是更早剧情的接力摘要，是既定事实："
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryBlock:
+    what: str  # digest | episode | anchors
+    why: str
+    text: str
+    node_ids: tuple[UUID, ...]
+    covers: tuple[int, int] | None  # the depth range of the path it stands for
+
+
+def summary_blocks(
+    layers: Layers, load: Callable[[UUID], NodeView], char: str, user: str, fill: Callable[[str, str, str], str]
+) -> list[SummaryBlock]:
+    blocks: list[SummaryBlock] = []
+    anchors: list[UUID] = []
+    if layers.digest is not None:
+        node, digest = layers.digest
+        why = f"story digest: turns 0–{digest.last_turn} ({digest.author}{', edited' if digest.edited else ''})"
+        blocks.append(SummaryBlock("digest", why, digest.text(), (node.id,), (0, node.depth)))
+        anchors += digest.anchors
+    for node, episode in layers.episodes:
+        label = f"### 第{episode.first_turn}–{episode.last_turn}轮"
+        why = (
+            f"episode: turns {episode.first_turn}–{episode.last_turn} "
+            f"({episode.author}{', edited' if episode.edited else ''})"
+        )
+        blocks.append(
+            SummaryBlock("episode", why, f"{label}\n{episode.text}", (node.id,), (episode.start_depth, node.depth))
+        )
+        anchors += episode.anchors
+    quoted = []
+    for anchor_id in dict.fromkeys(anchors):
+        anchor = load(anchor_id)
+        if anchor.hidden or not anchor.text.strip():
+            continue
+        speaker = user if anchor.kind == "user" else char
+        quoted.append((anchor, f"- 第{anchor.turn}轮 {speaker}：{fill(anchor.text, char, user)}"))
+    if quoted:
+        why = "anchors: starred nodes inside the summarized turns, word for word"
+        text = "【锚点原文】\n" + "\n".join(line for _, line in quoted)
+        blocks.append(SummaryBlock("anchors", why, text, tuple(a.id for a, _ in quoted), None))
+    if blocks:
+        first = blocks[0]
+        blocks[0] = SummaryBlock(first.what, first.why, f"{OPENER}\n\n{first.text}", first.node_ids, first.covers)
+    return blocks

@@ -1,0 +1,228 @@
+"""Compaction jobs: pack the oldest uncovered turns of a path into an episode, and fold the episodes
+beyond `episodes_kept` into the five-section digest.
+
+With a side model the summaries are written by it (prompts below, in Chinese); without one, or when
+its answer is unusable, nothing is invented: the offline extractive summarizer fills the same shapes.
+Covered passages are handed to the archive before they are summarized (the seam for recall).
+Jobs of one story run one at a time (the job system's rule), so a path is never packed twice at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+from uuid import UUID
+
+from domain.application import Changji
+from domain.compacting import CompactionPlan
+from domain.compaction import episodes_to_fold
+from domain.extractive import Line, fold_digest, summarize_episode
+from domain.ports import ChatModel, ModelCallError
+from domain.scene import format_state
+from domain.scening import SideCall
+from domain.values import DIGEST_SECTIONS, NodeView
+from projections.context import fill_macros
+from projections.scenes import SceneAt
+from schedulers.jobs import Done, Failed, Outcome
+
+EPISODE_TOKENS, DIGEST_TOKENS = 1024, 4096
+LATEST_TURNS = 2  # raw turns shown to the digest for 当前场景
+
+EPISODE_PROMPT = """你是一场长篇角色扮演的场记，为其中一段剧情写接力摘要。这份摘要将取代这段原文，是后来的演员了解这段剧情的唯一依据。
+
+要求：
+- 按时间顺序写清楚谁做了什么、结果如何，保留故事内的时间标记、地点、人名（照原文写法）；
+- 每一个承诺、约定、线索、悬而未决的问题都要记下；物品归属、伤势、重要数字不能丢；
+- 只写发生过的事，不评论、不发挥、不续写；
+- 【账本快照】只是辅助参考，可能滞后，与对话原文冲突时以原文为准；
+- 直接输出摘要正文，不超过 500 字，不要标题。"""
+
+DIGEST_PROMPT = """你是一场长篇角色扮演的场记，要把【旧摘要】和新的【分段摘要】合并成一份接力摘要，它是演员了解更早剧情的唯一依据。
+
+用下面五个二级标题输出，顺序不变：
+## 前情提要
+按时间顺序的关键事件（谁做了什么、结果如何），保留故事内时间。
+## 人物
+每个人物：性格要点、说话习惯、怎么称呼{user}、与{user}关系的温度和走向。
+## 承诺与伏笔
+所有尚未兑现的承诺、只提过一次的线索、悬而未决的问题，宁多勿少。
+## 事实账
+物品归属、伤势与身体状况、重要数字、时间线（故事里的第几天）。
+## 当前场景
+此刻：哪一天、什么时辰、在哪里、谁在场、正在做什么。必须跟随【最近原文】里最新的场景。
+
+规则：合并旧摘要时不得丢掉其中的承诺、线索和事实；只写发生过的事，不发明、不评论、不续写；人名照原文写法；【账本快照】只是辅助参考，与原文冲突时以原文为准。只输出这五节。"""
+
+
+class Archive(Protocol):
+    """Where covered passages go before they are summarized (the recall index, when there is one)."""
+
+    async def archive(self, story_id: UUID, passages: Sequence[NodeView]) -> None: ...
+
+
+class NoArchive:
+    async def archive(self, story_id: UUID, passages: Sequence[NodeView]) -> None:
+        return None
+
+
+class CompactHost(Protocol):
+    app: Changji
+
+    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+    async def load(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+    def scene_of(self, node_id: UUID) -> SceneAt | None: ...
+
+
+def lines_of(nodes: Sequence[NodeView], char: str, user: str) -> list[Line]:
+    return [
+        Line(user if n.kind == "user" else char, fill_macros(n.text, char, user), n.turn)
+        for n in nodes
+        if not n.hidden and n.text.strip()
+    ]
+
+
+def parse_sections(text: str, previous: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The five `## ` sections of a digest answer; a missing one keeps the previous digest's text.
+    None when the answer has none of them."""
+    found: dict[str, str] = {}
+    parts = re.split(r"^\s*#{1,3}\s*(" + "|".join(DIGEST_SECTIONS) + r")\s*$", text, flags=re.MULTILINE)
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        found[name] = body.strip()
+    if not found:
+        return None
+    return {name: found.get(name) or (previous or {}).get(name, "") for name in DIGEST_SECTIONS}
+
+
+class CompactWorker:
+    kind = "compact"
+    skip_reason = None  # the offline summarizer always works
+
+    def __init__(
+        self, host: CompactHost, model: ChatModel | None, archive: Archive | None = None, offline_after: int = 2
+    ) -> None:
+        self.host, self.model, self.archive = host, model, archive or NoArchive()
+        self.offline_after = offline_after  # failed attempts before the offline summarizer stands in
+        self._locks: dict[UUID, asyncio.Lock] = {}
+
+    async def run(self, job: Mapping[str, Any]) -> Outcome:
+        node_id = UUID(job["node_id"])
+        offline = int(job["attempts"]) >= self.offline_after
+        detail = await self.compact(node_id, manual=False, job_node=node_id, offline=offline)
+        if isinstance(detail, Failed):
+            return detail
+        await self.host.write(self.host.app.finish_job, node_id, self.kind, detail)
+        return Done()
+
+    async def compact(self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool = True) -> str | Failed:
+        """Bring a path's summaries up to date: pack if due (or, `manual`, everything but the last
+        keep_turns), then fold episodes beyond episodes_kept. Returns what it did. When the side model
+        fails, the offline summarizer stands in if `offline`, else the failure is returned (to retry).
+        One compaction per story at a time (a manual one and a job never pack the same turns twice)."""
+        story_id = (await self.host.load(self.host.app.node, node_id)).story_id
+        async with self._locks.setdefault(story_id, asyncio.Lock()):
+            return await self._compact(node_id, manual, job_node, offline)
+
+    async def _compact(self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool) -> str | Failed:
+        app = self.host.app
+        plan: CompactionPlan = await self.host.load(app.plan_compaction, node_id, manual)
+        if plan.pack is None and not manual:  # announced for the budget, or a duplicate: pack what is left
+            plan = await self.host.load(app.plan_compaction, node_id, True)
+        done = []
+        if plan.pack is not None:
+            await self.archive.archive(plan.story_id, plan.pack.nodes)
+            text, author, call = await self._episode(plan, offline)
+            if text is None:
+                return Failed(f"the episode summary failed ({call.outcome if call else 'empty'})", call)
+            await self.host.write(app.record_episode, plan.pack, text, author, job_node, [call] if call else [])
+            done.append(f"episode of turns {plan.pack.first_turn}–{plan.pack.last_turn} on {plan.pack.end.id}")
+            plan = await self.host.load(app.plan_compaction, node_id, manual)
+        folded = episodes_to_fold(plan.layers, plan.settings)
+        if folded:
+            sections, author, call = await self._digest(plan, offline)
+            if sections is None:
+                return Failed(f"the digest failed ({call.outcome if call else 'no sections'})", call)
+            await self.host.write(
+                app.record_digest, plan.layers, plan.settings, sections, author, job_node, [call] if call else []
+            )
+            done.append(f"digest through turn {folded[-1][1].last_turn} on {folded[-1][0].id}")
+        return "; ".join(done) or "nothing due"
+
+    async def _episode(self, plan: CompactionPlan, offline: bool) -> tuple[str | None, str, SideCall | None]:
+        assert plan.pack is not None
+        lines = lines_of(plan.pack.nodes, plan.char_name, plan.user_name)
+        names = self._names(plan)
+        if self.model is None:
+            return summarize_episode(lines, names) or "（这段没有可记的内容。）", "extractive", None
+        scene = await self.host.load(self.host.scene_of, plan.pack.end.id)
+        body = "\n\n".join(f"{line.speaker}：{line.text}" for line in lines)
+        user = f"【对话记录 · 第{plan.pack.first_turn}–{plan.pack.last_turn}轮】\n{body}"
+        if scene is not None:
+            user += f"\n\n【账本快照（辅助，可能滞后）】\n{format_state(scene.snapshot)}"
+        messages = [{"role": "system", "content": EPISODE_PROMPT}, {"role": "user", "content": user}]
+        text, call = await self._call("episode", messages, EPISODE_TOKENS)
+        if text is None and offline:  # the model keeps failing: the offline summary stands in
+            return summarize_episode(lines, names) or "（这段没有可记的内容。）", "extractive", call
+        return text, "model", call
+
+    async def _digest(self, plan: CompactionPlan, offline: bool) -> tuple[dict[str, str] | None, str, SideCall | None]:
+        folded = episodes_to_fold(plan.layers, plan.settings)
+        previous = dict(plan.layers.digest[1].sections) if plan.layers.digest else None
+        last_node = folded[-1][0]
+        latest = await self.host.load(self._latest_turns, last_node.id)
+        lines = lines_of(latest, plan.char_name, plan.user_name)
+        scene = await self.host.load(self.host.scene_of, last_node.id)
+        scene_text = format_state(scene.snapshot) if scene else ""
+        episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
+        fallback = fold_digest(previous, episodes, lines, self._names(plan), scene_text)
+        if self.model is None:
+            return fallback, "extractive", None
+        parts = []
+        if previous:
+            parts.append("【旧摘要】\n" + "\n\n".join(f"## {k}\n{v}" for k, v in previous.items()))
+        parts.append("【分段摘要】\n" + "\n\n".join(f"### 第{a}–{b}轮\n{t}" for a, b, t in episodes))
+        parts.append("【最近原文】\n" + "\n\n".join(f"{line.speaker}：{line.text}" for line in lines))
+        if scene_text:
+            parts.append(f"【账本快照（辅助，可能滞后）】\n{scene_text}")
+        messages = [
+            {"role": "system", "content": DIGEST_PROMPT.format(user=plan.user_name)},
+            {"role": "user", "content": "\n\n".join(parts) + "\n\n请输出合并后的五节摘要。"},
+        ]
+        text, call = await self._call("digest", messages, DIGEST_TOKENS)
+        sections = parse_sections(text, previous) if text is not None else None
+        if sections is not None:
+            return sections, "model", call
+        return (fallback, "extractive", call) if offline else (None, "model", call)
+
+    def _latest_turns(self, node_id: UUID) -> list[NodeView]:
+        """The last LATEST_TURNS turns up to a node (root→leaf order), for 当前场景."""
+        out: list[NodeView] = []
+        users = 0
+        current: UUID | None = node_id
+        while current is not None and users < LATEST_TURNS:
+            node = self.host.app.node(current)
+            out.append(node)
+            users += node.kind == "user"
+            current = node.parent_id
+        return out[::-1]
+
+    @staticmethod
+    def _names(plan: CompactionPlan) -> list[str]:
+        return [plan.char_name, plan.user_name]
+
+    async def _call(self, purpose: str, messages: list[dict[str, str]], max_tokens: int) -> tuple[str | None, SideCall]:
+        assert self.model is not None
+        started = time.perf_counter()
+        try:
+            result = await self.model.chat(messages, max_tokens=max_tokens)
+        except ModelCallError as failure:
+            elapsed = (time.perf_counter() - started) * 1000
+            return None, SideCall(purpose, self.model.model, 0, 0, elapsed, failure.outcome)
+        elapsed = (time.perf_counter() - started) * 1000
+        call = SideCall(
+            purpose, result.model or self.model.model, result.prompt_tokens or 0, result.completion_tokens or 0,
+            elapsed, "ok",
+        )  # fmt: skip
+        return (result.text if result.text.strip() else None), call
