@@ -31,7 +31,7 @@ from uuid import UUID, uuid4
 from domain import events as ev
 from domain.application import Changji
 from domain.errors import TurnStateError
-from domain.ports import ChatModel, ModelCallError, ToolCall
+from domain.ports import ChatModel, ChatResult, ModelCallError, ToolCall
 from domain.turning import Round
 from domain.values import NodeView
 from engine.tools import ENGINE_RULES, MAX_ROUNDS, TOOLS
@@ -57,6 +57,7 @@ class TurnHost(Protocol):
     async def load(self, fn: Callable[..., Any], *args: Any) -> Any: ...
     async def sync(self, position: int | None = None) -> int: ...
     def sync_soon(self, position: int) -> None: ...
+    def fold_now(self) -> int: ...
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context: ...
 
 
@@ -191,7 +192,7 @@ class TurnRunner:
                 preview.clear()
                 result, elapsed = await self._call(handle, messages, round_no <= self.max_rounds, preview, emit, saved)
                 played: Round = await self.host.command(
-                    self.host.app.play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
+                    self._play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
                 )
                 for outcome in played.outcomes:
                     emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
@@ -230,6 +231,17 @@ class TurnRunner:
         finally:
             handle.finished = True
             emit(TurnEvent(DONE, {}))
+
+    def _play_round(self, reply_id: UUID, result: ChatResult, elapsed: float, tools_allowed: bool) -> Round:
+        """On the writer thread: record a round and, if it ends the turn, fold it into the read models
+        right there, before the loop hears of it (the turn answers only once they show it)."""
+        played = self.host.app.play_round(reply_id, result, elapsed, tools_allowed)
+        if played.ends is not None:
+            try:
+                self.host.fold_now()
+            except Exception:  # the round is saved: the loop's sync() tries again, and reports a failure
+                log.warning("read-model catch-up after turn %s failed; retrying from the loop", reply_id)
+        return played
 
     async def _call(
         self,
