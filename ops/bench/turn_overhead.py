@@ -10,9 +10,9 @@
    is measured too: one round of streamed text (10 chunks) that the engine captures and seals.
 3. Runs a `Service` in process with the fake server as its main model and drives turns the way the
    HTTP handler does: `TurnRunner.open(…)` (the user's words and an empty reply, and the context, in
-   one writer hop), then `TurnRunner.start(…)`, draining the turn's events until `done` (the read
-   models fold each save while the next model call is out, and the turn waits for them before its
-   last events). The history keeps
+   one writer hop), then `TurnRunner.start(…)`, draining the turn's events until `done` (the writer
+   folds the turn into the read models right after its last round, before the turn's last events;
+   the fake model answers too fast for any of it to be folded in the background meanwhile). The history keeps
    growing by the measured turns (from N to N + turns), as a real story would.
 
 Model time is measured by a wrapper around the chat client (`TimedModel`, a `ChatModel` of its own
