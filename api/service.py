@@ -108,10 +108,10 @@ class Service:
         if self.runner.position < position:
             self._fold()
 
-    def fold_now(self) -> int:
-        """Catch the read models up on the calling thread: the writer thread does, right after the
-        last save of a turn, so the turn's answer needs no hop to the projector thread."""
-        return self.runner.catch_up()
+    def fold_now(self, position: int) -> int:
+        """Catch the read models up to `position` on the calling thread: the writer thread does, right
+        after the last save of a turn, so the turn's answer needs no hop to the projector thread."""
+        return self.runner.catch_up(position)
 
     def _fold(self) -> asyncio.Future[int]:
         """The catch-up in flight on the projector thread, or a new one."""

@@ -40,7 +40,21 @@ class ProjectionRunner:
     def catch_up(self, until: int | None = None, progress: Callable[[int], None] | None = None) -> int:
         """Fold notifications after the tracked position (up to `until`, or all); return the new position."""
         with self._lock:
+            if until is not None and self.position < until:
+                self._fold_recent(until)
             return self._catch_up(until, progress)
+
+    def _fold_recent(self, until: int) -> None:
+        """Up to `until` straight from the events the source just saved, when it still holds exactly
+        the next ones (no other process wrote in between): no reading back, no decoding."""
+        recent = getattr(self.source, "recent", None)
+        batch = recent(self.position, until) if recent is not None else None
+        if batch:
+            try:
+                self.position = self.store.apply(batch)
+            except Exception:
+                log.exception("read models stopped: an event after position %s failed to fold", self.position)
+                raise
 
     def _catch_up(self, until: int | None, progress: Callable[[int], None] | None) -> int:
         while until is None or self.position < until:

@@ -185,10 +185,10 @@ class TimedHost:
     def sync_soon(self, position: int) -> None:
         self.service.sync_soon(position)  # returns at once: the catch-up runs while the model works
 
-    def fold_now(self) -> int:
+    def fold_now(self, position: int) -> int:
         t0 = time.perf_counter()  # on the writer thread, inside the last round's hop: shown apart as sync
         try:
-            return self.service.fold_now()
+            return self.service.fold_now(position)
         finally:
             self.seconds["fold_now"] += time.perf_counter() - t0
 
