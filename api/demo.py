@@ -102,7 +102,17 @@ async def _sample(client: Client) -> str:
     fork = await client.call("POST", f"/v1/stories/{sid}/saves", {"name": "追问船票"}, 201)
     click.echo(f"💾 saved '{fork['name']}' on world line {fork['worldline_name']}")
     await client.call("POST", f"/v1/nodes/{nodes[0][0]}/hide")
-    click.echo("🙈 hid the user's first line (kept in the tree, left out of the context)\n")
+    click.echo("🙈 hid the user's first line (kept in the tree, left out of the context)")
+    patch = {
+        "time": "台风夜",
+        "location": "灯塔",
+        "characters": {"沈砚": {"affinity": 10, "status": "警惕", "at": "灯塔"}},
+    }
+    scene = await client.call("PATCH", f"/v1/stories/{sid}/scene", {"patch": patch})
+    click.echo(
+        "🗺 scene set by hand (without a side model the scribe skips): " + scene["text"]["state"].replace("\n", " ⏎ ")
+    )
+    click.echo(f"   roster: {scene['text']['roster']}\n")
     await _print_tree(client, sid)
     await _print_context(client, sid)
     hits = await client.call("GET", f"/v1/stories/{sid}/search?q=船票")

@@ -9,7 +9,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from api import schemas as s
-from api.handlers import cards, explore, nodes, saves, stories, turns
+from api.handlers import cards, explore, nodes, saves, scene, stories, turns
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -68,6 +68,9 @@ ROUTES = (
     Route("GET", "/v1/nodes/{node_id}/draft", turns.draft, "A reply's draft with every version it went through", None, s.DraftResponse),
     Route("GET", "/v1/stories/{story_id}/costs", turns.story_costs, "Model calls of a story, summed per purpose and model", None, s.CostsResponse),
     Route("GET", "/v1/cards/{card_id}/costs", turns.card_costs, "Model calls of all stories of a card", None, s.CostsResponse),
+    Route("GET", "/v1/stories/{story_id}/scene", scene.get_scene, "The scene (world state, roster, presence) at the leaf or at a node", None, s.SceneResponse, query=("at",)),
+    Route("PATCH", "/v1/stories/{story_id}/scene", scene.edit_scene, "Patch the scene or the roster at the leaf or at a node (the scribe's merge rules; warnings returned)", s.EditSceneRequest, s.EditSceneResponse),
+    Route("GET", "/v1/jobs", scene.list_jobs, "Background jobs and their outcomes", None, s.JobListResponse, query=("story_id", "kind", "status", "limit", "cursor")),
 )  # fmt: skip
 
 

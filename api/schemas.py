@@ -397,6 +397,68 @@ class CostsResponse(BaseModel):
     completion_tokens: int
 
 
+# --- scene and jobs ---------------------------------------------------------------------------
+
+
+class ScenePatchModel(BaseModel):
+    seq: int
+    author: Literal["scribe", "user"]
+    patch: dict[str, Any]
+    warnings: list[str]
+    at: datetime
+
+
+class SceneText(BaseModel):
+    state: str = Field(description="the body of the 【世界状态】 block")
+    roster: str = Field(description="the body of the 【登场名录】 block")
+
+
+class SceneResponse(BaseModel):
+    story_id: UUID
+    at: UUID = Field(description="the node the scene is for")
+    source_node_id: UUID | None = Field(description="the nearest patched node on the path (None: nothing yet)")
+    state: dict[str, Any] = Field(description="time, location, characters, inventory, flags, plot_threads")
+    roster: dict[str, dict[str, str]] = Field(description="characters, places, items, events → first in-story time")
+    present: list[str] = Field(description="characters whose `at` is the scene's location")
+    text: SceneText
+    patches: list[ScenePatchModel] = Field(description="the patches recorded on this node itself, oldest first")
+
+
+class EditSceneRequest(Strict):
+    patch: dict[str, Any] = Field(
+        description="fields of the scene (time, location, characters, inventory, flags, plot_threads) and/or "
+        "`roster` ({table: {name: time | null}}), merged by the scribe's rules"
+    )
+    at: UUID | None = Field(None, description="the node to patch (default: the leaf)")
+
+
+class EditSceneResponse(SceneResponse):
+    applied: list[str]
+    warnings: list[str] = Field(description="parts of the patch the merge rules refused")
+
+
+JobStatus = Literal["pending", "retrying", "done", "skipped", "failed"]
+
+
+class JobModel(BaseModel):
+    id: str = Field(description="`<kind>:<node id>`: stable, one per kind and node")
+    kind: str
+    node_id: UUID
+    story_id: UUID
+    status: JobStatus
+    attempts: int = Field(description="failed attempts so far")
+    detail: str = Field(description="the skip reason or the last error")
+    next_at: datetime | None = Field(description="when it runs (next), if it is still due")
+    created_at: datetime
+    updated_at: datetime
+    seq: int
+
+
+class JobListResponse(BaseModel):
+    items: list[JobModel]
+    next_cursor: str | None
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 

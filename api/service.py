@@ -24,16 +24,21 @@ from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from api.auth import ServiceDB, hash_key
+from api.errors import BadRequestError
 from api.settings import Settings
 from domain.application import Changji
+from domain.scene import PatchResult, Roster, SceneSnapshot, apply_patch, canonical_patch
 from domain.values import NodeKind, NodeView
 from engine.turns import TurnRunner
 from projections.context import Context, RenderCache, WindowCache, assemble_context
 from projections.path import project_path, walk_up
 from projections.runner import ProjectionRunner
+from projections.scenes import SceneAt
 from projections.store import ReadModels
 from providers.openai import OpenAIChat
 from providers.tokens import default_counter
+from schedulers.jobs import JobPolicy, JobSystem
+from schedulers.scribe import ScribeWorker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -61,6 +66,15 @@ class Service:
         self._tenants: dict[str, tuple[str, float]] = {}
         self.main_model = OpenAIChat(settings.main_model.endpoint()) if settings.main_model.configured else None
         self.turns = TurnRunner(self, self.main_model, settings.max_rounds) if self.main_model else None
+        self.side_model = OpenAIChat(settings.side_model.endpoint()) if settings.side_model.configured else None
+        policy = JobPolicy(
+            sweep_seconds=settings.job_sweep_seconds,
+            retry_seconds=settings.job_retry_seconds,
+            max_attempts=settings.job_max_attempts,
+            concurrency=settings.job_concurrency,
+        )
+        self.jobs = JobSystem(self, [ScribeWorker(self, self.side_model, settings.scribe_language)], policy)
+        self._jobs_seen = 0
 
     # --- threads ------------------------------------------------------------------------------
 
@@ -100,6 +114,9 @@ class Service:
             await asyncio.shield(self._fold())
             if position is None:
                 break
+        if self.store.jobs_added != self._jobs_seen and self.jobs.eager:  # new work: sweep now, not at the next tick
+            self._jobs_seen = self.store.jobs_added
+            self.jobs.kick()
         return self.runner.position
 
     def sync_soon(self, position: int) -> None:
@@ -157,7 +174,31 @@ class Service:
         card = self.app.card_of(story)
         upward = walk_up(self.app.node, leaf)
         settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
-        return assemble_context(card.data, settings, upward, self.renders, self.windows, epoch)
+        scene = self.scene_of(leaf)
+        return assemble_context(card.data, settings, upward, self.renders, self.windows, epoch, scene)
+
+    def scene_of(self, node_id: UUID) -> SceneAt | None:
+        """The scene at a node, also right after a write the read models have not folded yet."""
+        return self.store.scene_on_path(n.id for n in walk_up(self.app.node, node_id))
+
+    def edit_scene(
+        self, tenant_id: str, story_id: UUID, at: UUID | None, patch: dict[str, Any]
+    ) -> tuple[NodeView, PatchResult, int]:
+        """A user's patch to the scene at a node, merged by the scribe's rules: refused whole (422) when
+        nothing in it applies, otherwise recorded with the warnings for the parts that did not."""
+        story = self.app.story(tenant_id, story_id)
+        node = self.app.scene_target(tenant_id, story_id, at)
+        scene = self.scene_of(node.id)
+        snapshot, roster = (scene.snapshot, scene.roster) if scene else (SceneSnapshot(), Roster())
+        names = [self.app.card_of(story).data.name, self.app.settings(story).user_name]
+        known = [*names, *snapshot.characters, *roster.characters]
+        patch = canonical_patch(patch, known)
+        merged = apply_patch(snapshot, roster, patch, known, allow_roster=True)
+        if not merged.applied:
+            detail = "; ".join(merged.warnings) or "the patch is empty"
+            raise BadRequestError(422, f"nothing in the patch could be applied: {detail}", "body.patch")
+        view, position = self.app.edit_scene(tenant_id, story_id, node.id, patch, merged.warnings)
+        return view, merged, position
 
     def path(self, tenant_id: str, story_id: UUID, at: UUID | None, limit: int | None) -> list[NodeView]:
         story = self.app.story(tenant_id, story_id)
@@ -178,7 +219,9 @@ class Service:
         settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
         out = []
         for node in steps:  # each step's window extends the one before: a page costs about one walk
-            ctx = assemble_context(card, settings, walk_up(self.app.node, node.id), self.renders, self.windows, epoch)
+            upward = walk_up(self.app.node, node.id)
+            scene = self.scene_of(node.id)
+            ctx = assemble_context(card, settings, upward, self.renders, self.windows, epoch, scene)
             out.append(
                 {
                     "node_id": node.id, "kind": node.kind, "depth": node.depth, "turn": node.turn,
@@ -195,6 +238,7 @@ class Service:
     async def start(self) -> None:
         await self.sync()
         self._poller = asyncio.create_task(self._poll())
+        self.jobs.start()
 
     async def _poll(self) -> None:
         """Fold events written by other processes (CLI, other workers)."""
@@ -206,6 +250,7 @@ class Service:
                 log.exception("read-model catch-up failed; retrying at the next poll")
 
     async def close(self) -> None:
+        await self.jobs.stop()
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -219,8 +264,9 @@ class Service:
             if handle.late_stop is not None:
                 with contextlib.suppress(Exception):
                     await handle.late_stop
-        if self.main_model is not None:
-            await self.main_model.close()
+        for model in (self.main_model, self.side_model):
+            if model is not None:
+                await model.close()
         for pool in (self._writer, self._projector, self._readers):
             pool.shutdown(wait=True)
         self.app.close()

@@ -56,6 +56,11 @@ class Settings(BaseModel):
     side_model: ModelSettings = Field(default_factory=ModelSettings, description="background work")
     embeddings: ModelSettings = Field(default_factory=ModelSettings, description="recall")
     max_rounds: int = Field(20, ge=1, le=100, description="tool rounds per turn before the loop is cut")
+    job_sweep_seconds: float = Field(2.0, gt=0, description="seconds between sweeps of the job queue")
+    job_retry_seconds: float = Field(5.0, ge=0, description="first retry delay of a failed job (then doubled)")
+    job_max_attempts: int = Field(5, ge=1, le=100, description="attempts before a job fails for good")
+    job_concurrency: int = Field(4, ge=1, le=64, description="jobs running at once")
+    scribe_language: Literal["zh", "en"] = Field("zh", description="language of the scribe's instructions")
     sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
         "NORMAL", description="event-store commits: NORMAL survives kill -9, FULL also power loss"
     )
@@ -69,6 +74,11 @@ class Settings(BaseModel):
             "port": os.environ.get("CHANGJI_PORT"),
             "max_body_bytes": os.environ.get("CHANGJI_MAX_BODY_BYTES"),
             "sqlite_synchronous": os.environ.get("CHANGJI_SQLITE_SYNCHRONOUS"),
+            "job_sweep_seconds": os.environ.get("CHANGJI_JOB_SWEEP_SECONDS"),
+            "job_retry_seconds": os.environ.get("CHANGJI_JOB_RETRY_SECONDS"),
+            "job_max_attempts": os.environ.get("CHANGJI_JOB_MAX_ATTEMPTS"),
+            "job_concurrency": os.environ.get("CHANGJI_JOB_CONCURRENCY"),
+            "scribe_language": os.environ.get("CHANGJI_SCRIBE_LANGUAGE"),
         }
         values: dict[str, object] = {k: v for k, v in env.items() if v is not None}
         for role, key in (("main", "main_model"), ("side", "side_model"), ("embed", "embeddings")):

@@ -31,6 +31,7 @@ from domain.errors import (
 from domain.node import Node
 from domain.ports import TreeIndex
 from domain.saves import plan_save
+from domain.scening import SceneCommands
 from domain.story import Story
 from domain.turning import TurnCommands
 from domain.values import CardData, NodeKind, NodeView, SavePoint, StorySettings
@@ -56,7 +57,7 @@ class _SavePointAsDict(Transcoding):
         return SavePoint(**data)
 
 
-class Changji(TurnCommands, Application[UUID]):
+class Changji(TurnCommands, SceneCommands, Application[UUID]):
     """Stories, their nodes and cards. `name` pins PostgreSQL table names: never change it."""
 
     name = "changji"

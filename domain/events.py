@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -266,3 +267,34 @@ class ModelCalled(_Folded, AggregateEvent):
     completion_tokens: int
     latency_ms: float
     outcome: str
+
+
+# --- background work annotating a node ------------------------------------------------------------
+
+
+class ScenePatched(_Folded, AggregateEvent):
+    """A patch to the scene as it stands at this node: the scribe's reading of this reply (`author`
+    "scribe"), or an edit by the user ("user"). Character names are stored already matched to known
+    spellings; `warnings` lists what the merge rules refused. The snapshot at a node is the fold of
+    the patches on its path, in path order, whatever order they were written in."""
+
+    author: str
+    patch: dict[str, Any]
+    warnings: list[str]
+
+
+class SideJobFailed(_Folded, AggregateEvent):
+    """An attempt at background work of `kind` for this node failed; it is tried again at `retry_at`,
+    or never again when `retry_at` is None."""
+
+    kind: str
+    attempt: int
+    error: str
+    retry_at: datetime | None
+
+
+class SideJobSkipped(_Folded, AggregateEvent):
+    """Background work of `kind` for this node was settled without a result, for `reason`."""
+
+    kind: str
+    reason: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -42,6 +43,9 @@ class Node(Aggregate):
         self.model = ""
         self.ask: ev.TurnAsked | None = None
         self.previous_read: dict[UUID, int] = {}
+        self.scene_patches = 0
+        self.jobs: dict[str, str] = {}  # kind → "done" | "skipped" | "retrying" | "failed"
+        self.job_attempts: dict[str, int] = {}
         self._view: NodeView | None = None
 
     @classmethod
@@ -165,6 +169,31 @@ class Node(Aggregate):
             outcome=outcome,
         )
 
+    # --- background work ----------------------------------------------------------------------
+
+    def job_settled(self, kind: str) -> bool:
+        """Whether work of `kind` for this node has its final outcome (done, skipped or given up)."""
+        return self.jobs.get(kind) in ("done", "skipped", "failed")
+
+    def patch_scene(self, author: str, patch: dict[str, Any], warnings: list[str]) -> None:
+        """Record a scene patch; the scribe's comes at most once per reply (a rerun changes nothing)."""
+        if author == "scribe" and (self.kind != "reply" or self.job_settled("scribe")):
+            raise TurnStateError(f"the scribe's work for this node is already {self.jobs.get('scribe', 'moot')}")
+        self.trigger_event(ev.ScenePatched, author=author, patch=patch, warnings=warnings)
+
+    def fail_job(self, kind: str, error: str, retry_at: datetime | None) -> int:
+        """Record a failed attempt; returns its number."""
+        if self.job_settled(kind):
+            raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
+        attempt = self.job_attempts.get(kind, 0) + 1
+        self.trigger_event(ev.SideJobFailed, kind=kind, attempt=attempt, error=error[:2000], retry_at=retry_at)
+        return attempt
+
+    def skip_job(self, kind: str, reason: str) -> None:
+        if self.job_settled(kind):
+            raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
+        self.trigger_event(ev.SideJobSkipped, kind=kind, reason=reason)
+
     # --- annotations --------------------------------------------------------------------------
 
     def revise(self, text: str, reason: str) -> None:
@@ -251,3 +280,12 @@ class Node(Aggregate):
                 self.starred = isinstance(event, ev.NodeStarred)
             case ev.NodeHidden() | ev.NodeUnhidden():
                 self.hidden = isinstance(event, ev.NodeHidden)
+            case ev.ScenePatched():
+                self.scene_patches += 1
+                if event.author == "scribe":
+                    self.jobs["scribe"] = "done"
+            case ev.SideJobFailed():
+                self.job_attempts[event.kind] = event.attempt
+                self.jobs[event.kind] = "failed" if event.retry_at is None else "retrying"
+            case ev.SideJobSkipped():
+                self.jobs[event.kind] = "skipped"

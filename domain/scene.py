@@ -286,6 +286,15 @@ def canonical_names(patch_characters: Mapping[str, object], known: Iterable[str]
     return out
 
 
+def canonical_patch(patch: Mapping[str, Any], known: Iterable[str]) -> dict[str, Any]:
+    """The patch with its character keys matched to known spellings (what is stored on the event)."""
+    out = dict(patch)
+    characters = out.get("characters")
+    if isinstance(characters, Mapping):
+        out["characters"] = canonical_names(characters, known)
+    return out
+
+
 def register_roster(snapshot: SceneSnapshot, roster: Roster) -> Roster:
     """Add everything now on stage that the roster lacks, at the current in-story time; then apply the caps."""
     seen = {

@@ -1,7 +1,8 @@
 """The context for the next turn: OpenAI `messages` plus an explain list of where every part came from.
 
 v1 layers: the system prompt built from the card, the greeting, the verbatim path (hidden nodes left
-out) and the card's post-history instructions just before the user's words. The path is walked from
+out), and in the last user message, before the user's words, the scene at the leaf (【世界状态】 and
+【登场名录】, once anything on the path was patched) and the card's post-history instructions. The path is walked from
 the leaf upward only as far as the token budget (window − reply reserve) allows, so the cost of an
 assembly depends on the window, never on the story's length. A cut is reported, never silent.
 """
@@ -17,7 +18,9 @@ from typing import Literal
 from uuid import UUID
 
 from domain.ports import TokenCounter
+from domain.scene import format_roster, format_state
 from domain.values import CardData, NodeView, StorySettings
+from projections.scenes import SceneAt
 
 Role = Literal["system", "user", "assistant"]
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -148,6 +151,7 @@ def assemble_context(
     cache: RenderCache,
     windows: WindowCache | None = None,
     epoch: int = 0,
+    scene: SceneAt | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -164,14 +168,41 @@ def assemble_context(
     if leaf is None:
         raise ValueError("a context needs at least the root node")
     ends_with_user = leaf.kind == "user" and not leaf.hidden
+    injected = _injection(scene, tail) if ends_with_user else []
     fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
     key = (budget - fixed, char, user, epoch)
     window = _window(_chain(leaf, iterator), key, cache, windows)
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
-    return _build(
-        system, tail, list(window.kept), window.cut_at, leaf, ends_with_user, fixed + window.tokens, budget, cache
-    )
+    scene_tokens = sum(cache.counter.count(block.text) for block in injected if block.what != "instructions")
+    if scene_tokens:  # the scene changes every turn, so it is fitted after the cached window, not in its key
+        window = _extend(window, [], (key[0] - scene_tokens, *key[1:]))
+    used = fixed + scene_tokens + window.tokens
+    return _build(system, injected, list(window.kept), window.cut_at, leaf, ends_with_user, used, budget, cache)
+
+
+@dataclass(frozen=True, slots=True)
+class _Injected:
+    """A block put into the last user message, before the user's words."""
+
+    what: str
+    why: str
+    text: str
+    node_ids: tuple[UUID, ...] = ()
+
+
+def _injection(scene: SceneAt | None, tail: str) -> list[_Injected]:
+    """The tail blocks in their order: 【世界状态】, 【登场名录】, then the card's post-history instructions."""
+    out = []
+    if scene is not None:
+        source = (UUID(scene.source_id),)
+        why = f"the scene at this point of the path: {scene.patches} patch(es) folded up to node {scene.source_id}"
+        out.append(_Injected("scene", why, f"【世界状态】\n{format_state(scene.snapshot)}", source))
+        why = "everything that has appeared so far, with its first in-story time"
+        out.append(_Injected("roster", why, f"【登场名录】{format_roster(scene.roster)}", source))
+    if tail:
+        out.append(_Injected("instructions", "card post-history instructions", tail))
+    return out
 
 
 def _window(
@@ -230,7 +261,7 @@ _ROLE, _ID = attrgetter("role"), attrgetter("id")
 
 def _build(
     system: str,
-    tail: str,
+    injected: list[_Injected],
     kept: list[Rendered],
     cut_at: NodeView | None,
     leaf: NodeView,
@@ -284,16 +315,15 @@ def _build(
         explain.append(ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden)))
     if ends_with_user:
         _, words, tokens, _ = kept[-1]  # the leaf's turn is always kept, and the leaf ends it
-        content = f"{tail}\n\n{words}" if tail else words
+        content = "\n\n".join([*(block.text for block in injected), words])
         if len(messages) > 1 and messages[-1].role == "user":
             messages[-1] = Message("user", messages[-1].content + "\n\n" + content)
         else:
             messages.append(Message("user", content))
         last = len(messages) - 1
-        if tail:
-            explain.append(
-                ExplainBlock("instructions", "card post-history instructions", (), len(tail), cache.count(tail), last)
-            )
+        for block in injected:
+            counted = cache.count(block.text) if block.what == "instructions" else cache.counter.count(block.text)
+            explain.append(ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last))
         explain.append(ExplainBlock("user", "the user's words, last", (leaf.id,), len(words), tokens, last))
     cut_turns, cut_nodes = (cut_at.turn, cut_at.depth + 1) if cut_at else (0, 0)
     return Context(tuple(messages), tuple(explain), used, budget, leaf.id, cut_turns, cut_nodes)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, get_type_hints
 from uuid import UUID
 
@@ -24,6 +24,11 @@ def _ts(when: datetime) -> str:
     return when.isoformat()
 
 
+def job_time(when: datetime) -> str:
+    """UTC with microseconds always written, so job times compare correctly as text."""
+    return when.astimezone(UTC).isoformat(timespec="microseconds")
+
+
 class RowChanges:
     """What one batch of events does to the tables. `lookup(node_id)` gives (story id, text) of a node
     folded in an earlier batch."""
@@ -34,6 +39,8 @@ class RowChanges:
         self.updates: defaultdict[str, defaultdict[str, Row]] = defaultdict(lambda: defaultdict(dict))
         self.increments: defaultdict[str, defaultdict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
         self.texts: dict[str, Row] = {}
+        self.new_nodes: list[str] = []  # in log order: each node's scene link is set after the batch's inserts
+        self.scene_patches: list[tuple[int, ev.ScenePatched]] = []
 
     def _update(self, table: str, key: UUID | str, **columns: Any) -> None:
         self.updates[table][str(key)].update(columns)
@@ -104,9 +111,10 @@ class RowChanges:
             {
                 "id": node_id, "story_id": story_id, "parent_id": str(parent) if parent else None,
                 "kind": kind, "depth": depth, "turn": turn, "hidden": 0, "starred": 0, "revisions": 0,
-                "chars": len(text), "phase": phase, "created_at": _ts(e.timestamp), "seq": seq,
+                "chars": len(text), "phase": phase, "created_at": _ts(e.timestamp), "seq": seq, "scene_at": None,
             }
         )  # fmt: skip
+        self.new_nodes.append(node_id)
         self._text(node_id, story_id, text)
         self._increment("stories", story_id, "nodes")
 
@@ -135,6 +143,7 @@ class RowChanges:
 
     def _on_reply_sealed(self, e: ev.ReplySealed, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="sealed")
+        self._job("scribe", str(e.originator_id), self._current(str(e.originator_id))[0], e, seq)
 
     def _on_turn_asked(self, e: ev.TurnAsked, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="waiting")
@@ -166,6 +175,38 @@ class RowChanges:
 
     def _on_reply_posted(self, e: ev.ReplyPosted, seq: int) -> None:
         self._node(e, "reply", e.parent_id, e.depth, e.turn, seq, e.text)
+        self._job("scribe", str(e.originator_id), str(e.story_id), e, seq)
+
+    # --- background work: a job row per (kind, node), due from the event that made it due ----------
+
+    def _job(self, kind: str, node_id: str, story_id: str, e: Any, seq: int) -> None:
+        at = job_time(e.timestamp)
+        self.inserts["jobs"].append(
+            {
+                "id": f"{kind}:{node_id}", "kind": kind, "node_id": node_id, "story_id": story_id,
+                "status": "pending", "attempts": 0, "detail": "", "next_at": at, "created_at": at,
+                "updated_at": at, "seq": seq,
+            }
+        )  # fmt: skip
+
+    def _on_scene_patched(self, e: ev.ScenePatched, seq: int) -> None:
+        self.scene_patches.append((seq, e))
+        if e.author == "scribe":
+            self._settle_job("scribe", e, "done", "")
+
+    def _on_side_job_failed(self, e: ev.SideJobFailed, seq: int) -> None:
+        status = "failed" if e.retry_at is None else "retrying"
+        next_at = job_time(e.retry_at) if e.retry_at is not None else None
+        self._settle_job(e.kind, e, status, e.error, attempts=e.attempt, next_at=next_at)
+
+    def _on_side_job_skipped(self, e: ev.SideJobSkipped, seq: int) -> None:
+        self._settle_job(e.kind, e, "skipped", e.reason)
+
+    def _settle_job(self, kind: str, e: Any, status: str, detail: str, **more: Any) -> None:
+        if status != "retrying":
+            more["next_at"] = None
+        key = f"{kind}:{e.originator_id}"
+        self._update("jobs", key, status=status, detail=detail, updated_at=job_time(e.timestamp), **more)
 
     def _on_reply_revised(self, e: ev.ReplyRevised, seq: int) -> None:
         node_id = str(e.originator_id)

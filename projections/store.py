@@ -10,6 +10,7 @@ Tables: `nodes` (the tree: every tree query reads it), `node_texts` (+ FTS5 over
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -21,12 +22,14 @@ from uuid import UUID
 
 import sqlite_utils
 
-from projections.rows import RowChanges
+from projections.rows import RowChanges, job_time
+from projections.scenes import SceneAt, SceneTables
 from projections.segment import match_expression, story_term
 
-TABLES = ("nodes", "node_texts", "stories", "cards", "model_calls", "positions")
-SCHEMA, SCHEMA_VERSION = "schema", 3  # bump when a table changes: the read models are then rebuilt
+TABLES = ("nodes", "node_texts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches", "positions")
+SCHEMA, SCHEMA_VERSION = "schema", 4  # bump when a table changes: the read models are then rebuilt
 RUNNER = "main"
+KEPT_WHILE_LOADING = ("idx_nodes_parent_id", "idx_scene_patches_node_id_seq")  # the scene fold walks these
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,8 @@ class ReadModels:
         self.path = str(path)
         self._local = threading.local()
         self.writer = self._connect()
+        self.scenes = SceneTables(self.writer)
+        self.jobs_added = 0  # job rows folded by this process: a hint to sweep the queue now
         if self._schema() not in (None, SCHEMA_VERSION):
             self.drop()  # an older layout: start over; the runner replays every event from position 0
         self._create()
@@ -76,7 +81,7 @@ class ReadModels:
                 {
                     "id": str, "story_id": str, "parent_id": str, "kind": str, "depth": int, "turn": int,
                     "hidden": int, "starred": int, "revisions": int, "chars": int, "phase": str,
-                    "created_at": str, "seq": int,
+                    "created_at": str, "seq": int, "scene_at": str,
                 },
                 pk="id", if_not_exists=True,
             )  # fmt: skip
@@ -113,6 +118,16 @@ class ReadModels:
                 pk="seq", if_not_exists=True,
             )  # fmt: skip
             db.table("model_calls").create_index(["story_id"], if_not_exists=True)
+            db.table("jobs").create(
+                {
+                    "id": str, "kind": str, "node_id": str, "story_id": str, "status": str, "attempts": int,
+                    "detail": str, "next_at": str, "created_at": str, "updated_at": str, "seq": int,
+                },
+                pk="id", if_not_exists=True,
+            )  # fmt: skip
+            db.table("jobs").create_index(["status", "next_at"], if_not_exists=True)
+            db.table("jobs").create_index(["story_id", "seq"], if_not_exists=True)
+            self.scenes.create()
             db.table("positions").upsert({"name": SCHEMA, "position": SCHEMA_VERSION}, pk="name")
 
     def drop(self) -> None:
@@ -134,7 +149,8 @@ class ReadModels:
             if db.table("node_texts_fts").exists():
                 db.table("node_texts").disable_fts()
             for (name,) in db.execute(
-                "select name from sqlite_master where type = 'index' and name like 'idx_%'"
+                "select name from sqlite_master where type = 'index' and name like 'idx_%' and name not in (?, ?)",
+                KEPT_WHILE_LOADING,
             ).fetchall():
                 db.execute(f"drop index {name}")
         db.execute("PRAGMA synchronous=OFF")
@@ -167,6 +183,7 @@ class ReadModels:
             return self.position(name)
         with self._transaction():
             self._write(changes)
+            self.jobs_added += len(changes.inserts["jobs"])
             self.writer.execute(
                 "insert into positions (name, position) values (?, ?)"
                 " on conflict(name) do update set position = excluded.position",
@@ -194,7 +211,7 @@ class ReadModels:
 
     def _write(self, changes: RowChanges) -> None:
         db = self.writer
-        for table in ("cards", "stories", "nodes", "model_calls"):
+        for table in ("cards", "stories", "nodes", "model_calls", "jobs"):
             _insert_many(db, table, changes.inserts[table])
         for table, rows in changes.updates.items():
             for key, columns in rows.items():
@@ -205,6 +222,9 @@ class ReadModels:
                 assignments = ", ".join(f"{c} = {c} + ?" for c in counts)
                 db.execute(f"update {table} set {assignments} where id = ?", [*counts.values(), key])
         _insert_many(db, "node_texts", list(changes.texts.values()), upsert_on="node_id")
+        self.scenes.link(changes.new_nodes)
+        for seq, patched in changes.scene_patches:
+            self.scenes.patched(seq, patched, job_time(patched.timestamp))
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -286,6 +306,69 @@ class ReadModels:
                 [arg],
             )
         )
+
+    # --- scene and jobs -----------------------------------------------------------------------
+
+    def scene(self, node_id: UUID) -> SceneAt | None:
+        """The scene at a node (None when nothing on its path was ever patched)."""
+        return self.scenes.at(str(node_id), self.db)
+
+    def scene_on_path(self, upward: Iterable[UUID]) -> SceneAt | None:
+        """The scene at the first node of `upward` (a path read leaf→root) that the read models know:
+        nodes not folded yet carry no folded patch either, so this is exact as of the read models."""
+        for node_id in upward:
+            known, scene = self.scenes.lookup(str(node_id), self.db)
+            if known:
+                return scene
+        return None
+
+    def scene_patches(self, node_id: UUID) -> list[dict[str, Any]]:
+        return [
+            {**row, "patch": json.loads(row["patch"]), "warnings": json.loads(row["warnings"])}
+            for row in self.db.query(
+                "select seq, author, patch, warnings, at from scene_patches where node_id = ? order by seq",
+                [str(node_id)],
+            )
+        ]
+
+    def jobs(
+        self, tenant_id: str, after: int, limit: int, story_id: UUID | None, kind: str | None, status: str | None
+    ) -> list[dict[str, Any]]:
+        clauses, args = ["s.tenant_id = ?", "j.seq > ?"], [tenant_id, after]
+        for column, value in (("j.story_id", story_id), ("j.kind", kind), ("j.status", status)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                args.append(str(value))
+        sql = (
+            "select j.* from jobs j join stories s on s.id = j.story_id"
+            f" where {' and '.join(clauses)} order by j.seq limit ?"
+        )
+        return list(self.db.query(sql, [*args, limit]))
+
+    def due_jobs(self, now: str, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
+        """Jobs waiting to run (new, or failed with a retry that is due), oldest first."""
+        where = "j.status in ('pending', 'retrying') and j.next_at <= ?" + (" and j.kind = ?" if kind else "")
+        return list(
+            self.db.query(
+                "select j.*, s.deleted as story_deleted from jobs j join stories s on s.id = j.story_id"
+                f" where {where} order by j.seq limit ?",
+                [now, *([kind] if kind else []), limit],
+            )
+        )
+
+    def next_due(self) -> str | None:
+        row = self.db.execute("select min(next_at) from jobs where status in ('pending', 'retrying')").fetchone()
+        return row[0] if row else None
+
+    def predecessor_job(self, node_id: UUID, kind: str) -> tuple[str, str | None] | None:
+        """The previous reply on this reply's path and the status of its job of `kind` (None: it has
+        no such job, e.g. a draft that was never sealed); None when the previous node is the greeting."""
+        row = self.db.execute(
+            "select p.id, j.status from nodes r join nodes u on u.id = r.parent_id join nodes p on p.id = u.parent_id"
+            " left join jobs j on j.id = ? || ':' || p.id where r.id = ? and p.kind = 'reply'",
+            [kind, str(node_id)],
+        ).fetchone()
+        return (row[0], row[1]) if row else None
 
     def dump(self) -> dict[str, list[dict[str, Any]]]:
         """Every row of every table (for comparing a rebuild with the live tables)."""

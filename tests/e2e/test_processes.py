@@ -2,14 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,62 +10,10 @@ from urllib.parse import quote
 import pytest
 
 from projections.store import ReadModels
+from tests.processes import run, serving
 
-CHANGJI = str(Path(sys.executable).parent / "changji")
 pytestmark = pytest.mark.slow
 TURNS = [("user", "今天天气很好。"), ("reply", "风停了。"), ("user", "灯塔还亮着吗？"), ("reply", "亮着。")]
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CHANGJI, *args], capture_output=True, text=True, timeout=60, check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@dataclass
-class Server:
-    base: str
-    key: str
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
-
-
-def wait_until_up(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        assert process.poll() is None, log.read_text()
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"changji serve did not answer /healthz: {log.read_text()}")
-
-
-@contextmanager
-def serving(data_dir: Path, key: str) -> Iterator[Server]:
-    port, log = free_port(), data_dir.parent / f"serve-{time.monotonic_ns()}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [CHANGJI, "serve", "--data-dir", str(data_dir), "--port", str(port)], stdout=out, stderr=out
-        )
-    try:
-        wait_until_up(f"http://127.0.0.1:{port}", process, log)
-        yield Server(f"http://127.0.0.1:{port}", key)
-    finally:
-        process.terminate()
-        assert process.wait(timeout=20) == 0, log.read_text()
 
 
 @dataclass
@@ -130,7 +70,11 @@ def test_replay_command_prints_the_paths_events(played: Played) -> None:
     result = run("replay", played.story["id"], "--data-dir", str(played.data_dir), "--tenant", "local")
     assert result.returncode == 0, result.stderr
     types = [line.split()[2] for line in result.stdout.splitlines() if line.startswith("d")]
-    assert types == ["GreetingPlaced", "UserSpoke", "ReplyPosted", "UserSpoke", "ReplyPosted"]
+    outcomes = [t for t in types if t == "SideJobSkipped"]  # the scribe's, with no side model configured
+    assert [t for t in types if t not in outcomes] == [
+        "GreetingPlaced", "UserSpoke", "ReplyPosted", "UserSpoke", "ReplyPosted"
+    ]  # fmt: skip
+    assert len(outcomes) <= 2
 
 
 def test_first_serve_prints_a_working_key(tmp_path: Path) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 from domain.application import Changji
+from domain.scening import SideCall
 from domain.values import StorySettings
 from projections.runner import ProjectionRunner
 from projections.store import ReadModels
@@ -27,6 +29,11 @@ def a_busy_tenant(app: Changji, runner: ProjectionRunner) -> StoryBuilder:
     story.annotate(r2, "unhide")
     story.annotate(r1, "star")
     story.annotate(r1, "revise", "改写后的第一答：天气很好。", "typo")
+    call = SideCall("scribe", "side", 30, 10, 5.0, "ok")
+    app.record_scribe_patch(r1, {"location": "灯塔", "characters": {"沈砚": {"at": "灯塔"}}}, [], call)
+    app.edit_scene(story.tenant, story.story_id, story.root_id, {"time": "第一夜"}, ["a warning"])  # late, far up
+    app.record_job_failure(r2, "scribe", "http 500", datetime(2030, 1, 1, tzinfo=UTC), call)
+    app.record_job_skip(r2, "scribe", "nothing changed in this turn")
     story.app.delete_save(story.tenant, story.story_id, doomed.id)
     story.app.configure_story(story.tenant, story.story_id, {"keep_turns": 4}, "灯塔")
     runner.catch_up()
@@ -48,6 +55,10 @@ def searches(store: ReadModels, story: StoryBuilder) -> list[Any]:
 def test_rebuilt_read_models_equal_live_ones(sqlite_changji: Changji, runner: ProjectionRunner) -> None:
     story = a_busy_tenant(sqlite_changji, runner)
     live, live_hits = runner.store.dump(), searches(runner.store, story)
+    assert {(j["status"], j["attempts"]) for j in live["jobs"]} >= {("done", 0), ("skipped", 1)}
+    assert len(live["scene_patches"]) == 2 and len(live["scenes"]) == 2
+    scene = runner.store.scene(story.leaf)
+    assert scene is not None and scene.snapshot.time == "第一夜"
     runner.rebuild()
     assert runner.store.dump() == live
     assert searches(runner.store, story) == live_hits

@@ -1,0 +1,232 @@
+"""The background job system: APScheduler runs a sweep; the sweep reads due jobs from the `jobs` read
+model and runs each with its kind's worker.
+
+Nothing is held only in memory. A job row is derived from the event that made the work due (a sealed
+or posted reply for the scribe) and its outcome is an event on the job's node (done, skipped with a
+reason, or failed with the error, the attempt and the next retry), so after a crash or restart the
+next sweep finds exactly what is still due. Workers are idempotent: the node refuses a second final
+outcome, so a job run twice records once.
+
+Failures retry with exponential backoff and jitter until `max_attempts`, then the job is `failed` for
+good. A worker may also answer `Waiting` (its node's predecessor is not settled yet); it is then
+looked at again when another job settles or at the next sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from domain.application import Changji
+from domain.scening import SideCall
+from projections.rows import job_time
+from projections.store import ReadModels
+
+log = logging.getLogger(__name__)
+SWEEP = "changji-sweep"
+SKIP_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class JobPolicy:
+    sweep_seconds: float = 2.0
+    retry_seconds: float = 5.0
+    retry_cap_seconds: float = 600.0
+    max_attempts: int = 5
+    concurrency: int = 4
+
+    def retry_at(self, attempt: int, now: datetime) -> datetime | None:
+        """When to try again after failed attempt number `attempt` (None: give up)."""
+        if attempt >= self.max_attempts:
+            return None
+        delay = min(self.retry_cap_seconds, self.retry_seconds * 2 ** (attempt - 1))
+        return now + timedelta(seconds=delay * random.uniform(0.5, 1.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The worker recorded its result."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    reason: str
+    call: SideCall | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: str
+    call: SideCall | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Not yet: something this job depends on is not settled."""
+
+    on: str
+
+
+Outcome = Done | Skipped | Failed | Waiting
+
+
+class Worker(Protocol):
+    kind: str
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Set when this worker cannot do its work at all (e.g. no model configured): its due jobs are
+        then skipped in batches at the regular sweep, without hurrying."""
+
+    async def run(self, job: Mapping[str, Any]) -> Outcome: ...
+
+
+class JobHost(Protocol):
+    """What the job system needs from the running service."""
+
+    app: Changji
+    store: ReadModels
+
+    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+    async def query(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+    async def sync(self, position: int | None = None) -> int: ...
+
+
+class JobSystem:
+    def __init__(self, host: JobHost, workers: list[Worker], policy: JobPolicy | None = None) -> None:
+        self.host = host
+        self.workers = {worker.kind: worker for worker in workers}
+        self.policy = policy or JobPolicy()
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.running: dict[str, asyncio.Task[None]] = {}
+        self.waiting: dict[str, str] = {}  # job id → what it waits on (as of its last look)
+        self._sweeping = False
+        self._again = False
+        self._finishes = 0  # jobs finished in this process, and when (by that count): a job that finished
+        self._finished: dict[str, int] = {}  # while the due list was being read is not started again
+
+    def start(self) -> None:
+        self.scheduler.add_job(
+            self.sweep,
+            "interval",
+            seconds=self.policy.sweep_seconds,
+            id=SWEEP,
+            next_run_time=datetime.now(UTC),
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
+        self.scheduler.start()
+
+    async def stop(self) -> None:
+        """Stop sweeping and cancel jobs in flight; they are still due, so the next start runs them."""
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        tasks = list(self.running.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    @property
+    def eager(self) -> bool:
+        """Whether new work is worth a sweep right away (some worker can actually do work)."""
+        return any(worker.skip_reason is None for worker in self.workers.values())
+
+    def kick(self) -> None:
+        """Sweep now (new work arrived, or a job settled and may have unblocked another)."""
+        if self._sweeping:
+            self._again = True
+        elif self.scheduler.running:
+            with contextlib.suppress(Exception):
+                self.scheduler.modify_job(SWEEP, next_run_time=datetime.now(UTC))
+
+    async def sweep(self) -> None:
+        self._sweeping = True
+        try:
+            while True:
+                self._again = False
+                await self._sweep_once()
+                if not self._again:
+                    break
+        except Exception:
+            log.exception("job sweep failed; retrying at the next sweep")
+        finally:
+            self._sweeping = False
+
+    async def _sweep_once(self) -> None:
+        await self.host.sync()
+        now = job_time(datetime.now(UTC))
+        for worker in self.workers.values():
+            if worker.skip_reason is not None:
+                await self._skip_all(worker.kind, worker.skip_reason, now)
+        room = self.policy.concurrency - len(self.running)
+        if room <= 0:
+            return
+        mark = self._finishes
+        due = await self.host.query(self.host.store.due_jobs, now, room + len(self.running) + len(self.waiting))
+        for job in due:
+            if room <= 0:
+                break
+            if job["id"] in self.running or job["kind"] not in self.workers or self._finished.get(job["id"], 0) > mark:
+                continue
+            key: str = job["id"]
+            task = asyncio.create_task(self._run(job))
+            self.running[key] = task
+            task.add_done_callback(functools.partial(self._ended, key))
+            room -= 1
+
+    async def _skip_all(self, kind: str, reason: str, now: str) -> None:
+        while due := await self.host.query(self.host.store.due_jobs, now, SKIP_BATCH, kind):
+            await self.host.write(self.host.app.record_job_skips, [UUID(job["node_id"]) for job in due], kind, reason)
+            if len(due) < SKIP_BATCH:
+                break
+
+    def _ended(self, key: str, _: asyncio.Task[None]) -> None:
+        self.running.pop(key, None)
+        self._finishes += 1
+        self._finished[key] = self._finishes
+        if len(self._finished) > 10_000:
+            self._finished = {k: n for k, n in self._finished.items() if n > self._finishes - 1000}
+
+    async def _run(self, job: Mapping[str, Any]) -> None:
+        node_id, kind = UUID(job["node_id"]), job["kind"]
+        try:
+            if job.get("story_deleted"):
+                outcome: Outcome = Skipped("the story was deleted")
+            else:
+                outcome = await self.workers[kind].run(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a worker bug must not stop the queue: it counts as a failed attempt
+            log.exception("%s job for node %s raised", kind, node_id)
+            outcome = Failed(f"{type(error).__name__}: {error}")
+        if isinstance(outcome, Waiting):
+            self.waiting[job["id"]] = outcome.on
+            return
+        self.waiting.pop(job["id"], None)
+        try:
+            await self._record(node_id, kind, int(job["attempts"]), outcome)
+        except Exception:  # the job stays due: the next sweep runs it again
+            log.exception("could not record the outcome of the %s job for node %s", kind, node_id)
+        self.kick()
+
+    async def _record(self, node_id: UUID, kind: str, attempts: int, outcome: Outcome) -> None:
+        app = self.host.app
+        if isinstance(outcome, Skipped):
+            await self.host.write(app.record_job_skip, node_id, kind, outcome.reason, outcome.call)
+        elif isinstance(outcome, Failed):
+            retry_at = self.policy.retry_at(attempts + 1, datetime.now(UTC))
+            await self.host.write(app.record_job_failure, node_id, kind, outcome.error, retry_at, outcome.call)
+            log.info("%s job for node %s failed (%s); retry at %s", kind, node_id, outcome.error[:200], retry_at)

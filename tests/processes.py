@@ -1,0 +1,76 @@
+"""Real `changji` processes for end-to-end tests: run a command, or serve on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHANGJI = str(Path(sys.executable).parent / "changji")
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CHANGJI, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    base: str
+    key: str
+    process: subprocess.Popen[bytes] | None = None
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+
+def wait_until_up(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"changji serve did not answer /healthz: {log.read_text()}")
+
+
+@contextmanager
+def serving(data_dir: Path, key: str, env: Mapping[str, str] | None = None) -> Iterator[Server]:
+    """`changji serve` until the block ends (then a clean stop), unless the block killed it itself."""
+    port, log = free_port(), data_dir.parent / f"serve-{time.monotonic_ns()}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [CHANGJI, "serve", "--data-dir", str(data_dir), "--port", str(port)],
+            stdout=out,
+            stderr=out,
+            env={**os.environ, **(env or {})},
+        )
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}", process, log)
+        yield Server(f"http://127.0.0.1:{port}", key, process)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            assert process.wait(timeout=20) == 0, log.read_text()
