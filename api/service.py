@@ -1,8 +1,10 @@
 """The running service: the domain application, read models and their runner, behind async calls.
 
 Threads: every event-store call (commands and node loads) runs on one `writer` thread, so cached
-aggregates are never touched by two threads; the read-model runner has its own thread; read-model
-queries use a small reader pool with one connection per thread. Nothing blocking runs on the loop.
+aggregates are never touched by two threads; the read-model runner has its own thread (except that
+the writer folds the last save of an engine turn itself, one catch-up at a time either way);
+read-model queries use a small reader pool with one connection per thread. Nothing blocking runs on
+the loop.
 
 Read your writes: a command returns the notification id of its last event, and `command()` waits
 until the read models have folded at least that far before answering.
@@ -126,6 +128,11 @@ class Service:
         model request is on its way); a later `sync()` shares the catch-up in flight."""
         if self.runner.position < position:
             self._fold()
+
+    def fold_now(self, position: int) -> int:
+        """Catch the read models up to `position` on the calling thread: the writer thread does, right
+        after the last save of a turn, so the turn's answer needs no hop to the projector thread."""
+        return self.runner.catch_up(position)
 
     def _fold(self) -> asyncio.Future[int]:
         """The catch-up in flight on the projector thread, or a new one."""

@@ -6,6 +6,7 @@ cached without deep copies, so a command that fails evicts what it touched.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, ClassVar, TypeVar
@@ -66,11 +67,13 @@ class Changji(TurnCommands, SceneCommands, CompactionCommands, Application[UUID]
     snapshotting_intervals = {Story: 200}  # noqa: RUF012
 
     view_cache_size = 200_000
+    recent_size = 256  # events this process saved last, kept for `recent`
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         super().__init__(env=env)
         self._views: dict[UUID, NodeView] = {}
         self._epochs: dict[UUID, int] = {}
+        self._recent: deque[tuple[int, DomainEventProtocol[UUID]]] = deque(maxlen=self.recent_size)
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
@@ -201,6 +204,20 @@ class Changji(TurnCommands, SceneCommands, CompactionCommands, Application[UUID]
         self._notify(recordings)
         self.notify(processing.events)
         return recordings
+
+    def _notify(self, recordings: list[Recording[UUID]]) -> None:
+        self._recent.extend((r.notification.id, r.domain_event) for r in recordings)
+
+    def recent(self, after: int, until: int) -> list[tuple[int, DomainEventProtocol[UUID]]] | None:
+        """The events with notification ids after..until, as this process saved them, if it saved
+        every one of them (else None: read them back from the store). Lets the read models fold what
+        was just saved without reading and decoding it again."""
+        saved = list(self._recent)  # one C-level copy: safe while the writer thread appends
+        start = next((i for i in range(len(saved) - 1, -1, -1) if saved[i][0] <= after), -1) + 1
+        batch = [item for item in saved[start:] if item[0] <= until]
+        if not batch or batch[0][0] != after + 1 or batch[-1][0] != until or len(batch) != until - after:
+            return None
+        return batch
 
     def render_epoch(self, story_id: UUID) -> int:
         """Bumped whenever a node of the story renders differently (hidden, unhidden, revised), so

@@ -6,10 +6,10 @@ answer. Every model round is recorded by `Changji.play_round` before the next on
 event store always holds the draft as far as it got.
 
 Per turn, the engine's own time is kept off the model's path where it can be: `open`/`reopen` save
-the user's words and the empty reply and assemble the context in one hop to the writer thread, and
-the read models fold the opening, and each round but the last, while the next model call is out
-(`sync_soon`, once the request is on its way), so the catch-up a turn waits for before it answers
-(read your writes) covers only its last round.
+the user's words and the empty reply and assemble the context in one hop to the writer thread; the
+writer folds the turn into the read models right after its last round, in the same hop (read your
+writes), and while a model call is slow to answer the read models fold what the turn saved so far
+in the background (`sync_soon`), so that catch-up is short.
 
 Ends: sealed (the reply is final), asked (paused for the user; `resume` goes on from the events, so
 an answer works even after a restart), revised (the previous reply was edited in place), stopped
@@ -31,7 +31,7 @@ from uuid import UUID, uuid4
 from domain import events as ev
 from domain.application import Changji
 from domain.errors import TurnStateError
-from domain.ports import ChatModel, ModelCallError, ToolCall
+from domain.ports import ChatModel, ChatResult, ModelCallError, ToolCall
 from domain.turning import Round
 from domain.values import NodeView
 from engine.tools import ENGINE_RULES, MAX_ROUNDS, TOOLS
@@ -39,6 +39,9 @@ from projections.context import Context
 
 log = logging.getLogger(__name__)
 DONE = "done"
+# a model call still out after this long leaves the loop idle: the read models fold the turn's saves
+# meanwhile (a quick call streams on the loop and would only compete; the turn's end folds the rest)
+FOLD_WHILE_WAITING = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,7 @@ class TurnHost(Protocol):
     async def load(self, fn: Callable[..., Any], *args: Any) -> Any: ...
     async def sync(self, position: int | None = None) -> int: ...
     def sync_soon(self, position: int) -> None: ...
+    def fold_now(self, position: int) -> int: ...
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context: ...
 
 
@@ -91,8 +95,7 @@ class TurnRunner:
         self, tenant_id: str, story_id: UUID, text: str, parent_id: UUID | None, expected_version: int | None = None
     ) -> Opened:
         """The user's words and an empty reply under them (one transaction), and the context the model
-        will get, in one hop to the writer thread; `start` runs the turn (the read models fold the
-        opening while its first model call is out)."""
+        will get, in one hop to the writer thread; `start` runs the turn."""
         app, model = self.host.app, self.model.model
 
         def opening() -> Opened:
@@ -186,12 +189,12 @@ class TurnRunner:
             if context is None:
                 context = await self.host.load(self.host.context, tenant_id, story_id, reply.parent_id)
             messages = _opening(context) + resume
-            saved = opened.position if opened is not None else None  # for the read models to fold meanwhile
+            saved = opened.position if opened is not None else None  # for the read models to fold while waiting
             for round_no in range(1, self.max_rounds + 2):
                 preview.clear()
                 result, elapsed = await self._call(handle, messages, round_no <= self.max_rounds, preview, emit, saved)
                 played: Round = await self.host.command(
-                    self.host.app.play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
+                    self._play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
                 )
                 for outcome in played.outcomes:
                     emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
@@ -231,6 +234,17 @@ class TurnRunner:
             handle.finished = True
             emit(TurnEvent(DONE, {}))
 
+    def _play_round(self, reply_id: UUID, result: ChatResult, elapsed: float, tools_allowed: bool) -> Round:
+        """On the writer thread: record a round and, if it ends the turn, fold it into the read models
+        right there, before the loop hears of it (the turn answers only once they show it)."""
+        played = self.host.app.play_round(reply_id, result, elapsed, tools_allowed)
+        if played.ends is not None:
+            try:
+                self.host.fold_now(played.position)
+            except Exception:  # the round is saved: the loop's sync() tries again, and reports a failure
+                log.warning("read-model catch-up after turn %s failed; retrying from the loop", reply_id)
+        return played
+
     async def _call(
         self,
         handle: TurnHandle,
@@ -241,14 +255,14 @@ class TurnRunner:
         saved: int | None = None,
     ) -> tuple[Any, float]:
         """One model call. `saved`: the position of the turn's last save, which the read models fold
-        while the model works (started once the request is on its way, so it never delays it)."""
+        in the background if the call is still out after FOLD_WHILE_WAITING."""
 
         def on_text(delta: str) -> None:
             preview.append(delta)
             emit(TurnEvent("delta", {"text": delta}))
 
-        if saved is not None:
-            asyncio.get_running_loop().call_soon(self.host.sync_soon, saved)
+        loop = asyncio.get_running_loop()
+        fold = loop.call_later(FOLD_WHILE_WAITING, self.host.sync_soon, saved) if saved is not None else None
         start = handle.calling_since = time.perf_counter()
         try:
             result = await self.model.chat(messages, TOOLS if with_tools else None, on_text=on_text)
@@ -256,6 +270,9 @@ class TurnRunner:
             handle.calling_since = None
             failure.elapsed_ms = (time.perf_counter() - start) * 1000
             raise
+        finally:
+            if fold is not None:
+                fold.cancel()  # if it has not fired, a later fold (at the latest the turn's end) covers it
         handle.calling_since = None  # still set if a stop cancels the call: the ledger records it
         return result, (time.perf_counter() - start) * 1000
 

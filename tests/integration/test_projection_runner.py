@@ -10,7 +10,7 @@ import pytest
 from domain.application import Changji
 from projections.runner import ProjectionRunner
 from projections.store import ReadModels
-from tests.builders import StoryBuilder
+from tests.builders import StoryBuilder, sqlite_app
 
 
 class FaultyReadModels(ReadModels):
@@ -84,3 +84,31 @@ def test_runner_resumes_from_its_position_when_the_fault_is_fixed(
     assert faulty.catch_up() == faulty.max_position()
     runner.catch_up()
     assert faulty.store.dump() == runner.store.dump()
+
+
+def test_a_catch_up_to_a_position_folds_the_events_just_saved_as_a_rebuild_would(
+    sqlite_changji: Changji, sqlite_story: StoryBuilder, runner: ProjectionRunner, tmp_path: Path
+) -> None:
+    sqlite_story.turns(2)
+    runner.catch_up()
+    (_, r1), _ = sqlite_story.turns(2)
+    sqlite_story.annotate(r1, "hide")
+    position = int(sqlite_changji.recorder.max_notification_id() or 0)
+    assert sqlite_changji.recent(runner.position, position) is not None  # folded from memory
+    assert runner.catch_up(position) == position
+    rebuilt = ProjectionRunner(sqlite_changji, ReadModels(tmp_path / "rebuilt.sqlite"))
+    rebuilt.rebuild()
+    assert runner.store.dump() == rebuilt.store.dump()
+
+
+def test_events_saved_by_another_process_in_between_are_read_back(
+    sqlite_changji: Changji, sqlite_story: StoryBuilder, runner: ProjectionRunner, events_path: Path
+) -> None:
+    runner.catch_up()
+    sqlite_story.turn()
+    other = StoryBuilder.start(sqlite_app(events_path))  # another process writes between our saves
+    sqlite_story.turn()
+    position = int(sqlite_changji.recorder.max_notification_id() or 0)
+    assert sqlite_changji.recent(runner.position, position) is None
+    assert runner.catch_up(position) == position
+    assert str(other.root_id) in node_ids(runner.store)
