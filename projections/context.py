@@ -323,7 +323,8 @@ def _build(
     explain = [ExplainBlock("system", "card identity and user persona", (), len(system), cache.count(system), 0)]
     if cut_at is not None:
         why = f"over the token budget ({budget}): turns up to {cut_at.turn} left out of this request only"
-        explain.append(ExplainBlock("cut", why, (cut_at.id,), covers=(covered_depth + 1, cut_at.depth)))
+        cut_depths = (covered_depth + 1, kept[0][0].depth - 1)  # everything between the summaries and the window
+        explain.append(ExplainBlock("cut", why, (cut_at.id,), covers=cut_depths))
     for summary, tokens in summaries:
         explain.append(
             ExplainBlock(summary.what, summary.why, summary.node_ids, len(summary.text), tokens, 1, summary.covers)
@@ -381,5 +382,5 @@ def _build(
             counted = cache.count(block.text) if block.what == "instructions" else cache.counter.count(block.text)
             explain.append(ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last))
         explain.append(ExplainBlock("user", "the user's words, last", (leaf.id,), len(words), tokens, last))
-    cut_turns, cut_nodes = (cut_at.turn, cut_at.depth - covered_depth) if cut_at else (0, 0)
+    cut_turns, cut_nodes = (cut_at.turn, kept[0][0].depth - 1 - covered_depth) if cut_at else (0, 0)
     return Context(tuple(messages), tuple(explain), used, budget, leaf.id, cut_turns, cut_nodes)

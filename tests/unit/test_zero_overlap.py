@@ -1,0 +1,121 @@
+"""Invariant 3 (zero overlap) under compaction: over random trees, branch switches, regenerates, hides,
+budget cuts and compactions, every context covers each turn of its path exactly once — inside a summary
+layer, word for word, hidden (listed), or cut by the budget (reported) — and every summary it uses
+annotates a node on its own path (so a branch before a summary never sees it, and every branch through
+its node does)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from uuid import UUID
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain.values import NodeView
+from projections.context import Context
+from tests.builders import StoryBuilder, memory_app
+from tests.compaction_support import SMALL, compact, compact_if_due
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["turn"] * 6 + ["regenerate", "branch", "hide", "unhide", "compact", "checkout"]),
+        st.integers(0, 10_000),
+        st.integers(1, 80),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+SUMMARY = ("digest", "episode")
+WORD_FOR_WORD = ("greeting", "verbatim", "hidden", "user")
+
+
+def path_of(story: StoryBuilder, leaf: UUID) -> list[NodeView]:
+    out = []
+    current: UUID | None = leaf
+    while current is not None:
+        node = story.app.node(current)
+        out.append(node)
+        current = node.parent_id
+    return out[::-1]
+
+
+def check(story: StoryBuilder, ctx: Context) -> None:
+    path = path_of(story, ctx.leaf_id)
+    on_path = {n.id for n in path}
+    depth_of = {n.id: n.depth for n in path}
+    seen: Counter[int] = Counter()
+    for block in ctx.explain:
+        if block.what in SUMMARY:
+            assert block.node_ids[0] in on_path, f"{block.what} from another branch"
+            assert block.covers is not None
+            seen.update(range(block.covers[0], block.covers[1] + 1))
+        elif block.what == "cut":
+            assert block.covers is not None
+            seen.update(range(block.covers[0], block.covers[1] + 1))
+        elif block.what in WORD_FOR_WORD:
+            assert set(block.node_ids) <= on_path
+            seen.update(depth_of[n] for n in block.node_ids)
+    expected = set(range(len(path)))
+    missing = expected - set(seen)
+    twice = {d for d, n in seen.items() if n > 1}
+    assert not missing and not twice and set(seen) <= expected, (missing, twice)
+
+
+def apply(story: StoryBuilder, kind: str, choice: int, size: int) -> None:
+    app = story.app
+    leaf = app.node(story.leaf)
+    nodes = path_of(story, leaf.id)
+    pick = nodes[choice % len(nodes)]
+    text = "风声。" * (size // 3 + 1)
+    if kind == "turn":
+        parent = leaf.id if leaf.kind != "user" else leaf.parent_id
+        user = story.user(f"问：{text}", parent) if leaf.kind != "user" else leaf.id
+        reply = story.reply(f"答：{text}", user)
+        compact_if_due(app, reply)
+    elif kind == "regenerate" and leaf.kind == "reply":
+        reply = story.reply(f"另答：{text}", leaf.parent_id)
+        compact_if_due(app, reply)
+    elif kind == "branch":
+        replies = [n for n in nodes if n.kind in ("reply", "greeting")]
+        target = replies[choice % len(replies)]
+        user = story.user(f"分支：{text}", target.id)
+        compact_if_due(app, story.reply(f"分支答：{text}", user))
+    elif kind == "hide" and pick.kind != "greeting":
+        story.annotate(pick.id, "hide")
+    elif kind == "unhide":
+        story.annotate(pick.id, "unhide")
+    elif kind == "compact":
+        compact(app, leaf.id, manual=True)
+    elif kind == "checkout":
+        story.checkout(pick.id)
+
+
+@settings(max_examples=120, deadline=None)
+@given(OPS, st.sampled_from([32768, 900, 600]))
+def test_every_turn_of_the_path_is_covered_exactly_once(ops: list[tuple[str, int, int]], window: int) -> None:
+    story = StoryBuilder.start(memory_app(), **SMALL, context_window=window, reply_reserve=100)
+    for kind, choice, size in ops:
+        apply(story, kind, choice, size)
+        check(story, story.context())
+
+
+def test_a_summary_serves_every_branch_through_its_node_and_none_before_it() -> None:
+    story = StoryBuilder.start(memory_app(), **SMALL)
+    turns = [story.turn(f"第{i}问，灯还亮着吗？", f"第{i}答，亮着。") for i in range(1, 6)]
+    assert compact_if_due(story.app, turns[-1][1]) is not None  # five turns: keep 2 + pack 3
+    episode_end = turns[2][1]
+    assert story.app.node(episode_end).episode is not None
+
+    def summarized(ctx: Context) -> list[UUID]:
+        return [b.node_ids[0] for b in ctx.explain if b.what in SUMMARY]
+
+    story.reply("重新生成的第五答。", turns[-1][0])  # a regenerate below the episode's node
+    assert summarized(story.context()) == [episode_end]
+    story.user("从第三答岔开。", episode_end)  # a branch right at the episode's node
+    assert summarized(story.context()) == [episode_end]
+    story.user("从第二答岔开。", turns[1][1])  # a branch before it: word for word again
+    ctx = story.context()
+    assert summarized(ctx) == [] and "【前情提要】" not in ctx.messages[1].content
+    check(story, ctx)
