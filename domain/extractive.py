@@ -17,6 +17,16 @@ from domain.values import DIGEST_SECTIONS
 
 EPISODE_CHARS = 600
 SECTION_CHARS = {"前情提要": 2400, "人物": 1200, "承诺与伏笔": 1200, "事实账": 1200, "当前场景": 500}
+SUMMARY_CHARS = sum(SECTION_CHARS.values())  # what all summary layers of a path may hold together
+MIN_DIGEST_CHARS = 1500
+
+
+def digest_budget(episodes_kept: int) -> int:
+    """The digest's share of the summary budget: what the kept episodes leave (the earlier, the more
+    compressed: layers add detail for recent turns without adding to the total)."""
+    return max(MIN_DIGEST_CHARS, SUMMARY_CHARS - episodes_kept * EPISODE_CHARS)
+
+
 _SENTENCE = re.compile(r"[^。！？!?…\n.]+(?:[。！？!?…]+[”」』\"']?|\.+|$)")
 _SPEAKER = re.compile(r"^([^：\s]{1,16})：")
 _PROMISE = re.compile(
@@ -96,22 +106,25 @@ def fold_digest(
     latest: Sequence[Line],
     names: Sequence[str] = (),
     scene: str = "",
+    budget: int = SUMMARY_CHARS,
 ) -> dict[str, str]:
     """The five sections, folding the previous digest with the absorbed episodes ((first turn, last turn,
-    text), oldest first); 当前场景 comes from `latest`, the last covered turns, and the scene snapshot."""
+    text), oldest first); 当前场景 comes from `latest`, the last covered turns, and the scene snapshot.
+    The sections share `budget` characters in fixed proportions."""
     previous = previous or {}
+    caps = {name: cap * budget // SUMMARY_CHARS for name, cap in SECTION_CHARS.items()}
     sections = dict.fromkeys(DIGEST_SECTIONS, "")
     outline = [f"第{first}–{last}轮：{text}" for first, last, text in episodes if text.strip()]
-    sections["前情提要"] = _bounded([previous.get("前情提要", ""), *outline], SECTION_CHARS["前情提要"])
+    sections["前情提要"] = _bounded([previous.get("前情提要", ""), *outline], caps["前情提要"])
     pool = [_spoken(s) for _, _, text in episodes for s in sentences(text)]
     pool += [(s.speaker, s.text) for s in _split(latest)]
-    sections["人物"] = _people(previous.get("人物", ""), names, pool)
+    sections["人物"] = _people(previous.get("人物", ""), names, pool, caps["人物"])
     promises = [item for item in pool if _PROMISE.search(item[1])]
-    sections["承诺与伏笔"] = _merged_items(previous.get("承诺与伏笔", ""), promises, SECTION_CHARS["承诺与伏笔"])
+    sections["承诺与伏笔"] = _merged_items(previous.get("承诺与伏笔", ""), promises, caps["承诺与伏笔"])
     facts = [item for item in pool if _FACT.search(item[1])]
-    sections["事实账"] = _merged_items(previous.get("事实账", ""), facts, SECTION_CHARS["事实账"])
+    sections["事实账"] = _merged_items(previous.get("事实账", ""), facts, caps["事实账"])
     recent = [s for s in _split(latest) if s.turn >= (latest[-1].turn - 1 if latest else 0)]
-    now = " ".join(f"{s.speaker}：{s.text}" for s in _pick(recent, names, SECTION_CHARS["当前场景"] - len(scene)))
+    now = " ".join(f"{s.speaker}：{s.text}" for s in _pick(recent, names, caps["当前场景"] - len(scene)))
     sections["当前场景"] = "\n".join(part for part in (scene.strip(), now) if part) or previous.get("当前场景", "")
     return sections
 
@@ -139,14 +152,14 @@ def _bounded(parts: Iterable[str], budget: int) -> str:
     return text if len(text) <= budget else "…" + text[-budget:]
 
 
-def _people(previous: str, names: Sequence[str], pool: Sequence[tuple[str, str]]) -> str:
+def _people(previous: str, names: Sequence[str], pool: Sequence[tuple[str, str]], budget: int) -> str:
     """One line per known name: the last thing said by or about them (earlier lines are kept)."""
     lines = {line.split("：", 1)[0].lstrip("- "): line for line in previous.splitlines() if "：" in line}
     for name in dict.fromkeys(n.strip() for n in names if n.strip()):
         mentions = [item for item in pool if name in item[1] or item[0] == name]
         if mentions:
             lines[name] = f"- {name}：{_said(mentions[-1])}"
-    return _bounded(lines.values(), SECTION_CHARS["人物"])
+    return _bounded(lines.values(), budget)
 
 
 def _merged_items(previous: str, found: Sequence[tuple[str, str]], budget: int) -> str:

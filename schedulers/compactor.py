@@ -19,7 +19,7 @@ from uuid import UUID
 from domain.application import Changji
 from domain.compacting import CompactionPlan
 from domain.compaction import episodes_to_fold
-from domain.extractive import Line, fold_digest, summarize_episode
+from domain.extractive import Line, digest_budget, fold_digest, summarize_episode
 from domain.ports import ChatModel, ModelCallError
 from domain.scene import format_state
 from domain.scening import SideCall
@@ -54,7 +54,7 @@ DIGEST_PROMPT = """你是一场长篇角色扮演的场记，要把【旧摘要�
 ## 当前场景
 此刻：哪一天、什么时辰、在哪里、谁在场、正在做什么。必须跟随【最近原文】里最新的场景。
 
-规则：合并旧摘要时不得丢掉其中的承诺、线索和事实；只写发生过的事，不发明、不评论、不续写；人名照原文写法；【账本快照】只是辅助参考，与原文冲突时以原文为准。只输出这五节。"""
+规则：合并旧摘要时不得丢掉其中的承诺、线索和事实；只写发生过的事，不发明、不评论、不续写；人名照原文写法；【账本快照】只是辅助参考，与原文冲突时以原文为准。五节合计不超过 {chars} 字，越早的事写得越概括。只输出这五节。"""
 
 
 class Archive(Protocol):
@@ -176,7 +176,8 @@ class CompactWorker:
         scene = await self.host.load(self.host.scene_of, last_node.id)
         scene_text = format_state(scene.snapshot) if scene else ""
         episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
-        fallback = fold_digest(previous, episodes, lines, self._names(plan), scene_text)
+        budget = digest_budget(plan.settings.episodes_kept)
+        fallback = fold_digest(previous, episodes, lines, self._names(plan), scene_text, budget)
         if self.model is None:
             return fallback, "extractive", None
         parts = []
@@ -187,7 +188,7 @@ class CompactWorker:
         if scene_text:
             parts.append(f"【账本快照（辅助，可能滞后）】\n{scene_text}")
         messages = [
-            {"role": "system", "content": DIGEST_PROMPT.format(user=plan.user_name)},
+            {"role": "system", "content": DIGEST_PROMPT.format(user=plan.user_name, chars=budget)},
             {"role": "user", "content": "\n\n".join(parts) + "\n\n请输出合并后的五节摘要。"},
         ]
         text, call = await self._call("digest", messages, DIGEST_TOKENS)
