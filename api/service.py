@@ -179,7 +179,22 @@ class Service:
         upward = walk_up(self.app.node, leaf)
         settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
         scene = self.scene_of(leaf)
-        return assemble_context(card.data, settings, upward, self.renders, self.windows, epoch, scene, self.app.node)
+        ctx = assemble_context(card.data, settings, upward, self.renders, self.windows, epoch, scene, self.app.node)
+        if ctx.cut_turns:
+            self._schedule_pack(leaf)
+        return ctx
+
+    def _schedule_pack(self, leaf: UUID) -> None:
+        """The context overflowed its budget: if there is something to pack, a compaction is announced on
+        the leaf's reply (once while one is pending); the cut itself applies to this request only."""
+        node = self.app.node(leaf)
+        reply = node if node.kind == "reply" else self.app.node(node.parent_id) if node.parent_id else None
+        if reply is None or reply.kind != "reply" or self.app.plan_compaction(reply.id, manual=True).pack is None:
+            return
+        try:
+            self.app.schedule_compaction(reply.id, "budget")
+        except Exception:  # never fail a read for it
+            log.exception("could not schedule a compaction for %s", reply.id)
 
     def summaries(self, tenant_id: str, story_id: UUID, at: UUID | None) -> tuple[NodeView, CompactionPlan]:
         """The summary layers on the path to a node of the story (default: the leaf)."""

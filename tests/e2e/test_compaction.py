@@ -1,0 +1,162 @@
+"""Compaction end to end: packs announced by finished replies and run as jobs (offline summarizer or
+the side model), the 【前情提要】 message, the summaries endpoint, manual compaction, edits that later
+folds keep, and the side model's digest request."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from providers.fake_server import FakeModelServer, Step, Text
+from tests.builders import TENANT, Api, MakeClient, api_for
+from tests.scene_support import FAST_JOBS, settled, side_model
+
+SMALL = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0}
+
+
+@pytest.fixture
+async def fast(make_client: MakeClient) -> Api:
+    return api_for(await make_client(**FAST_JOBS), TENANT)
+
+
+async def play(api: Api, story_id: str, turns: range) -> list[tuple[str, str]]:
+    return [await api.turn(story_id, f"第{i}问：灯还亮着吗？", f"第{i}答：亮着，渡船第{i}天会来。") for i in turns]
+
+
+async def summaries(api: Api, story_id: str, at: str | None = None) -> dict[str, Any]:
+    return await api.call("GET", f"/v1/stories/{story_id}/summaries" + (f"?at={at}" if at else ""))  # type: ignore[no-any-return]
+
+
+async def test_packs_run_as_jobs_and_the_context_opens_with_the_summaries(fast: Api) -> None:
+    story = await fast.story(**SMALL)
+    turns = await play(fast, story["id"], range(1, 9))
+    await settled(fast, story["id"])
+    compacts = [j for j in (await fast.call("GET", f"/v1/jobs?story_id={story['id']}&kind=compact"))["items"]]
+    assert [j["node_id"] for j in compacts] == [turns[4][1], turns[7][1]]  # due at 2 + 3 turns, then every 3
+    assert all(j["status"] == "done" and "episode of turns" in j["detail"] for j in compacts)
+
+    layers = await summaries(fast, story["id"])
+    assert layers["digest"]["last_turn"] == 3 and layers["digest"]["covers"][0] == 0
+    assert [(e["first_turn"], e["last_turn"]) for e in layers["episodes"]] == [(4, 6)]
+    assert layers["episodes"][0]["node_id"] == turns[5][1] and layers["uncovered_turns"] == 2
+    assert set(layers["digest"]["sections"]) == {"前情提要", "人物", "承诺与伏笔", "事实账", "当前场景"}
+
+    await fast.append(story["id"], "user", "第9问")
+    context = await fast.call("GET", f"/v1/stories/{story['id']}/context")
+    first = context["messages"][1]
+    assert first["role"] == "user" and first["content"].startswith("【前情提要】以下是更早剧情的接力摘要，是既定事实：")
+    assert "## 前情提要" in first["content"] and "### 第4–6轮" in first["content"]
+    kinds = [b["what"] for b in context["explain"]]
+    assert kinds[:4] == ["system", "digest", "episode", "verbatim"]
+    verbatim = next(b for b in context["explain"] if b["what"] == "verbatim")
+    assert "第7问" in context["messages"][2]["content"] and len(verbatim["node_ids"]) == 4  # turns 7 and 8
+    assert context["tokens"] == sum(b["tokens"] for b in context["explain"])
+
+
+async def test_an_anchor_inside_a_pack_is_quoted_word_for_word(fast: Api) -> None:
+    story = await fast.story(**SMALL)
+    turns = await play(fast, story["id"], range(1, 3))
+    await fast.call("POST", f"/v1/nodes/{turns[0][1]}/star")
+    await play(fast, story["id"], range(3, 6))
+    await settled(fast, story["id"])
+    context = await fast.call("GET", f"/v1/stories/{story['id']}/context")
+    anchors = next(b for b in context["explain"] if b["what"] == "anchors")
+    assert anchors["node_ids"] == [turns[0][1]]
+    assert "【锚点原文】\n- 第1轮 沈砚：第1答：亮着，渡船第1天会来。" in context["messages"][1]["content"]
+
+
+async def test_a_manual_compact_packs_all_but_keep_turns_and_edits_survive_the_next_fold(fast: Api) -> None:
+    story = await fast.story(keep_turns=2, pack_turns=0, episodes_kept=0)
+    turns = await play(fast, story["id"], range(1, 41))
+    done = await fast.call("POST", f"/v1/stories/{story['id']}/compact", {})
+    assert "digest through turn 38" in done["done"] and done["episodes"] == [] and done["uncovered_turns"] == 2
+    holder = done["digest"]["node_id"]
+    assert holder == turns[37][1]
+    edited = await fast.call(
+        "PATCH", f"/v1/nodes/{holder}/summary", {"sections": {"承诺与伏笔": "- 沈砚答应过林舟：渡船来之前不熄灯。"}}
+    )
+    assert edited["digest"]["edited"] and edited["digest"]["sections"]["承诺与伏笔"].startswith("- 沈砚答应过林舟")
+    problem = await fast.call("PATCH", f"/v1/nodes/{holder}/summary", {"sections": {"天气": "雨"}}, status=422)
+    assert problem["errors"][0]["field"] == "body.sections"
+    await play(fast, story["id"], range(41, 61))
+    again = await fast.call("POST", f"/v1/stories/{story['id']}/compact", {})
+    assert again["digest"]["last_turn"] == 58 and again["digest"]["node_id"] != holder
+    assert "沈砚答应过林舟：渡船来之前不熄灯。" in again["digest"]["sections"]["承诺与伏笔"]  # the fold kept the edit
+    problem = await fast.call("POST", f"/v1/stories/{story['id']}/compact", {}, status=422)
+    assert "nothing to compact" in problem["detail"]
+
+
+async def test_summary_edits_are_checked(fast: Api) -> None:
+    story = await fast.story(**SMALL)
+    turns = await play(fast, story["id"], range(1, 6))
+    await settled(fast, story["id"])
+    end = (await summaries(fast, story["id"]))["episodes"][0]["node_id"]
+    edited = await fast.call("PATCH", f"/v1/nodes/{end}/summary", {"text": "沈砚守了七年灯塔。"})
+    assert edited["episodes"][0]["text"] == "沈砚守了七年灯塔。" and edited["episodes"][0]["edited"]
+    context = await fast.call("GET", f"/v1/stories/{story['id']}/context")
+    assert "沈砚守了七年灯塔。" in context["messages"][1]["content"]
+    problem = await fast.call("PATCH", f"/v1/nodes/{turns[4][1]}/summary", {"text": "x"}, status=422)
+    assert problem["errors"][0]["field"] == "path.node_id"
+    problem = await fast.call("PATCH", f"/v1/nodes/{end}/summary", {"sections": {"人物": "y"}}, status=422)
+    assert "no digest" in problem["detail"]
+    await fast.call("PATCH", f"/v1/nodes/{end}/summary", {}, status=422)
+
+
+# --- the side model writes the summaries -------------------------------------------------------------
+
+
+@pytest.fixture
+async def side() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer() as server:
+        yield server
+
+
+def summarizer(body: dict[str, Any]) -> Step:
+    system = body["messages"][0]["content"]
+    if "五个二级标题" in system:
+        return Text(
+            "## 前情提要\n沈砚守灯，林舟来访。\n## 人物\n沈砚：寡言。\n## 承诺与伏笔\n渡船会来。\n"
+            "## 事实账\n灯油够七天。\n## 当前场景\n深夜，灯塔顶。"
+        )
+    turns = system and body["messages"][1]["content"].split("\n", 1)[0]
+    return Text(f"模型摘要：{turns}")
+
+
+async def test_the_side_model_writes_episodes_and_a_digest_from_the_previous_digest(
+    side: FakeModelServer, make_client: MakeClient
+) -> None:
+    side.fallback = summarizer  # type: ignore[assignment]
+    api = api_for(await make_client(side_model=side_model(side), **FAST_JOBS), TENANT)
+    story = await api.story(**SMALL)
+    await play(api, story["id"], range(1, 12))
+    await settled(api, story["id"])
+    requests = [
+        r for r in side.requests if "场记" in r["messages"][0]["content"] and "摘要" in r["messages"][0]["content"]
+    ]
+    digests = [r for r in requests if "五个二级标题" in r["messages"][0]["content"]]
+    assert len(digests) == 2
+    second = digests[1]["messages"][1]["content"]
+    assert "【旧摘要】\n## 前情提要\n沈砚守灯，林舟来访。" in second  # the previous digest is folded in
+    assert "【分段摘要】\n### 第4–6轮\n模型摘要：【对话记录 · 第4–6轮】" in second  # with the episode it absorbs
+    latest = second.split("【最近原文】\n", 1)[1]
+    assert "第5问" in latest and "第6答" in latest and "第4问" not in latest  # 当前场景 from the latest turns
+    layers = await summaries(api, story["id"])
+    assert layers["digest"]["author"] == "model" and layers["digest"]["sections"]["当前场景"] == "深夜，灯塔顶。"
+    assert layers["episodes"][0]["text"].startswith("模型摘要：") and layers["episodes"][0]["author"] == "model"
+    costs = await api.call("GET", f"/v1/stories/{story['id']}/costs")
+    assert {line["purpose"] for line in costs["lines"]} >= {"episode", "digest"}
+
+
+async def test_a_context_over_its_budget_schedules_a_pack(fast: Api) -> None:
+    story = await fast.story(keep_turns=2, pack_turns=0, context_window=1024, reply_reserve=0)
+    long = "风从北边来，灯塔的玻璃嗡嗡作响，沈砚把油灯挪到窗边，说渡船还要三天。" * 3
+    turns = [await fast.turn(story["id"], f"第{i}问：{long}", f"第{i}答：{long}") for i in range(1, 13)]
+    context = await fast.call("GET", f"/v1/stories/{story['id']}/context")
+    assert context["cut_turns"] > 0 and any(b["what"] == "cut" for b in context["explain"])
+    rows = await settled(fast, story["id"])
+    assert rows[turns[-1][1]]["kind"] == "compact" and rows[turns[-1][1]]["status"] == "done"
+    after = await fast.call("GET", f"/v1/stories/{story['id']}/context")
+    assert after["explain"][1]["what"] in ("digest", "episode") and after["tokens"] < context["tokens"] + 400
+    assert (await summaries(fast, story["id"]))["uncovered_turns"] == 2
