@@ -84,8 +84,11 @@ class CompactionCommands:
             return
         below, _ = uncovered(ancestry(self.node, reply.parent_id), announce_limit(settings))
         turns = count_turns(below)
-        if turns <= announce_limit(settings) and announce(turns, settings):
-            reply.announce_compaction(turns, "auto")
+        if turns <= announce_limit(settings):
+            if announce(turns, settings):
+                reply.announce_compaction(turns, "auto")
+        elif reply.turn % settings.pack_turns == 0:  # far behind (compaction switched on late): every K turns
+            reply.announce_compaction(turns, "behind")
 
     def plan_compaction(self, node_id: UUID, manual: bool = False) -> CompactionPlan:
         view = self.node(node_id)

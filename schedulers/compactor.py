@@ -126,28 +126,40 @@ class CompactWorker:
             return await self._compact(node_id, manual, job_node, offline)
 
     async def _compact(self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool) -> str | Failed:
+        """Pack and fold until nothing is due: a path that fell behind (compaction just switched on, a
+        long outage) is brought up to date by one job, one pack and at most one fold at a time."""
         app = self.host.app
         plan: CompactionPlan = await self.host.load(app.plan_compaction, node_id, manual)
         if plan.pack is None and not manual:  # announced for the budget, or a duplicate: pack what is left
             plan = await self.host.load(app.plan_compaction, node_id, True)
-        done = []
-        if plan.pack is not None:
-            await self.archive.archive(plan.story_id, plan.pack.nodes)
-            text, author, call = await self._episode(plan, offline)
-            if text is None:
-                return Failed(f"the episode summary failed ({call.outcome if call else 'empty'})", call)
-            await self.host.write(app.record_episode, plan.pack, text, author, job_node, [call] if call else [])
-            done.append(f"episode of turns {plan.pack.first_turn}–{plan.pack.last_turn} on {plan.pack.end.id}")
-            plan = await self.host.load(app.plan_compaction, node_id, manual)
-        folded = episodes_to_fold(plan.layers, plan.settings)
-        if folded:
-            sections, author, call = await self._digest(plan, offline)
-            if sections is None:
-                return Failed(f"the digest failed ({call.outcome if call else 'no sections'})", call)
-            await self.host.write(
-                app.record_digest, plan.layers, plan.settings, sections, author, job_node, [call] if call else []
-            )
-            done.append(f"digest through turn {folded[-1][1].last_turn} on {folded[-1][0].id}")
+        packed: list[tuple[int, int, UUID]] = []
+        digest = ""
+        while True:
+            if plan.pack is not None:
+                await self.archive.archive(plan.story_id, plan.pack.nodes)
+                text, author, call = await self._episode(plan, offline)
+                if text is None:
+                    return Failed(f"the episode summary failed ({call.outcome if call else 'empty'})", call)
+                await self.host.write(app.record_episode, plan.pack, text, author, job_node, [call] if call else [])
+                packed.append((plan.pack.first_turn, plan.pack.last_turn, plan.pack.end.id))
+                plan = await self.host.load(app.plan_compaction, node_id, False)
+            folded = episodes_to_fold(plan.layers, plan.settings)
+            if folded:
+                sections, author, call = await self._digest(plan, offline)
+                if sections is None:
+                    return Failed(f"the digest failed ({call.outcome if call else 'no sections'})", call)
+                await self.host.write(
+                    app.record_digest, plan.layers, plan.settings, sections, author, job_node, [call] if call else []
+                )
+                digest = f"digest through turn {folded[-1][1].last_turn} on {folded[-1][0].id}"
+                plan = await self.host.load(app.plan_compaction, node_id, False)
+            if plan.pack is None:
+                break
+        done = [digest] if digest else []
+        if len(packed) == 1:
+            done.insert(0, f"episode of turns {packed[0][0]}–{packed[0][1]} on {packed[0][2]}")
+        elif packed:
+            done.insert(0, f"{len(packed)} episodes of turns {packed[0][0]}–{packed[-1][1]}")
         return "; ".join(done) or "nothing due"
 
     async def _episode(self, plan: CompactionPlan, offline: bool) -> tuple[str | None, str, SideCall | None]:

@@ -118,6 +118,8 @@ class JobSystem:
         self._finished: dict[str, int] = {}  # while the due list was being read is not started again
 
     def start(self) -> None:
+        # a sweep waiting on a long read-model catch-up makes the next tick "skipped": expected, not news
+        logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
         self.scheduler.add_job(
             self.sweep,
             "interval",

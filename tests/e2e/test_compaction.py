@@ -160,3 +160,15 @@ async def test_a_context_over_its_budget_schedules_a_pack(fast: Api) -> None:
     after = await fast.call("GET", f"/v1/stories/{story['id']}/context")
     assert after["explain"][1]["what"] in ("digest", "episode") and after["tokens"] < context["tokens"] + 400
     assert (await summaries(fast, story["id"]))["uncovered_turns"] == 2
+
+
+async def test_a_story_that_fell_behind_is_brought_up_to_date_by_one_job(fast: Api) -> None:
+    story = await fast.story(keep_turns=2, pack_turns=0, episodes_kept=1, min_pack_chars=0)
+    await play(fast, story["id"], range(1, 31))
+    await fast.call("PATCH", f"/v1/stories/{story['id']}", {"settings": {"pack_turns": 3}})
+    await play(fast, story["id"], range(31, 34))  # turn 33: far past due, announced on a multiple of 3
+    rows = await settled(fast, story["id"])
+    (job,) = [r for r in rows.values() if r["kind"] == "compact"]
+    assert job["status"] == "done" and job["detail"].startswith("10 episodes of turns 0–30")
+    layers = await summaries(fast, story["id"])
+    assert layers["uncovered_turns"] == 3 and layers["digest"]["last_turn"] == 27 and len(layers["episodes"]) == 1
