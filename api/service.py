@@ -118,8 +118,9 @@ class Service:
             await asyncio.shield(self._fold())
             if position is None:
                 break
-        if self.store.jobs_added != self._jobs_seen and self.jobs.eager:  # new work: sweep now, not at the next tick
-            self._jobs_seen = self.store.jobs_added
+        added = sum(self.store.jobs_added[kind] for kind in self.jobs.eager_kinds)
+        if added != self._jobs_seen:  # new work a worker can do: sweep now, not at the next tick
+            self._jobs_seen = added
             self.jobs.kick()
         return self.runner.position
 

@@ -98,6 +98,16 @@ class RenderCache:
                 del self._items[next(iter(self._items))]
         return hit[2], hit[3]
 
+    def count_raw(self, text: str) -> int:
+        """Tokens of a text that is part of a message (summaries, scene blocks), remembered by text."""
+        key = "\x00" + text
+        tokens = self._counts.get(key)
+        if tokens is None:
+            tokens = self._counts[key] = self.counter.count(text)
+            if len(self._counts) > COUNTED_TEXTS:
+                del self._counts[next(iter(self._counts))]
+        return tokens
+
     def count(self, text: str) -> int:
         """A message's tokens; remembered by text (system prompts and card instructions recur every turn)."""
         tokens = self._counts.get(text)
@@ -182,10 +192,10 @@ def assemble_context(
         windows.put(leaf.id, window)
     layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
     summaries = [
-        (block, cache.counter.count(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
+        (block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
         for i, block in enumerate(summary_blocks(layers, load, char, user, fill_macros) if load else [])
     ]
-    scene_tokens = sum(cache.counter.count(block.text) for block in injected if block.what != "instructions")
+    scene_tokens = sum(cache.count_raw(block.text) for block in injected if block.what != "instructions")
     extra = scene_tokens + sum(tokens for _, tokens in summaries)
     if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
         window = _extend(window, [], (key[0] - extra, *key[1:]))
@@ -379,7 +389,7 @@ def _build(
             messages.append(Message("user", content))
         last = len(messages) - 1
         for block in injected:
-            counted = cache.count(block.text) if block.what == "instructions" else cache.counter.count(block.text)
+            counted = cache.count(block.text) if block.what == "instructions" else cache.count_raw(block.text)
             explain.append(ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last))
         explain.append(ExplainBlock("user", "the user's words, last", (leaf.id,), len(words), tokens, last))
     cut_turns, cut_nodes = (cut_at.turn, kept[0][0].depth - 1 - covered_depth) if cut_at else (0, 0)

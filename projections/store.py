@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class ReadModels:
         self._local = threading.local()
         self.writer = self._connect()
         self.scenes = SceneTables(self.writer)
-        self.jobs_added = 0  # job rows folded by this process: a hint to sweep the queue now
+        self.jobs_added: Counter[str] = Counter()  # job rows folded by this process, per kind: sweep now
         if self._schema() not in (None, SCHEMA_VERSION):
             self.drop()  # an older layout: start over; the runner replays every event from position 0
         self._create()
@@ -184,7 +185,7 @@ class ReadModels:
             return self.position(name)
         with self._transaction():
             self._write(changes)
-            self.jobs_added += len(changes.inserts["jobs"])
+            self.jobs_added.update(row["kind"] for row in changes.inserts["jobs"])
             self.writer.execute(
                 "insert into positions (name, position) values (?, ?)"
                 " on conflict(name) do update set position = excluded.position",

@@ -144,9 +144,10 @@ class JobSystem:
                 await task
 
     @property
-    def eager(self) -> bool:
-        """Whether new work is worth a sweep right away (some worker can actually do work)."""
-        return any(worker.skip_reason is None for worker in self.workers.values())
+    def eager_kinds(self) -> list[str]:
+        """Kinds whose new jobs are worth a sweep right away (their worker can do the work); the others
+        are skipped in batches at the regular sweep."""
+        return [kind for kind, worker in self.workers.items() if worker.skip_reason is None]
 
     def kick(self) -> None:
         """Sweep now (new work arrived, or a job settled and may have unblocked another)."""
