@@ -94,8 +94,8 @@ class SceneTables:
             patches.setdefault(node_id, []).append((seq, author, patch))
         nodes = self.db.execute(
             f"{down} select d.id, d.depth, (select p.scene_at from nodes p where p.id = d.parent_id), n.story_id"
-            " from down d join nodes n on n.id = d.id where d.id in (select node_id from scene_patches"
-            " where node_id in (select id from down)) order by d.depth",
+            " from down d join nodes n on n.id = d.id"
+            " where exists (select 1 from scene_patches sp where sp.node_id = d.id) order by d.depth",
             [top],
         ).fetchall()
         states: dict[str, tuple[SceneSnapshot, Roster]] = {}
