@@ -88,7 +88,7 @@ class SceneTables:
         patches: dict[str, list[tuple[int, str, str]]] = {}
         for node_id, seq, author, patch in self.db.execute(
             f"{down} select sp.node_id, sp.seq, sp.author, sp.patch from down d"
-            " join scene_patches sp on sp.node_id = d.id order by sp.seq",
+            " cross join scene_patches sp on sp.node_id = d.id order by sp.seq",  # cross: the subtree drives
             [top],
         ):
             patches.setdefault(node_id, []).append((seq, author, patch))
