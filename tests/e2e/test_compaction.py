@@ -172,3 +172,18 @@ async def test_a_story_that_fell_behind_is_brought_up_to_date_by_one_job(fast: A
     assert job["status"] == "done" and job["detail"].startswith("10 episodes of turns 0–30")
     layers = await summaries(fast, story["id"])
     assert layers["uncovered_turns"] == 3 and layers["digest"]["last_turn"] == 27 and len(layers["episodes"]) == 1
+
+
+async def test_engine_turns_announce_packs_and_see_the_summaries(fake: FakeModelServer, make_engine: Any) -> None:
+    engine = await make_engine(**FAST_JOBS)
+    fake.fallback = lambda body: Text("灯还亮着，渡船三天后到。")  # type: ignore[assignment]
+    story = await engine.story(**SMALL)
+    for i in range(1, 7):
+        await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": f"第{i}问：灯还亮着吗？"}, 201)
+    await settled(engine, story["id"])
+    layers = await summaries(engine, story["id"])
+    assert [(e["first_turn"], e["last_turn"]) for e in layers["episodes"]] == [(0, 3)]
+    await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": "第7问"}, 201)
+    sent = fake.requests[-1]["messages"]
+    assert sent[1]["role"] == "user" and sent[1]["content"].startswith("【前情提要】")
+    assert "第4问" in str(sent) and "第1问" not in str(sent[2:])  # the packed turns are only in the summary
