@@ -13,6 +13,7 @@ from domain.values import StorySettings
 from projections.runner import ProjectionRunner
 from projections.store import ReadModels
 from tests.builders import StoryBuilder, a_card
+from tests.compaction_support import compact_if_due
 
 
 def a_busy_tenant(app: Changji, runner: ProjectionRunner) -> StoryBuilder:
@@ -34,6 +35,9 @@ def a_busy_tenant(app: Changji, runner: ProjectionRunner) -> StoryBuilder:
     app.edit_scene(story.tenant, story.story_id, story.root_id, {"time": "第一夜"}, ["a warning"])  # late, far up
     app.record_job_failure(r2, "scribe", "http 500", datetime(2030, 1, 1, tzinfo=UTC), call)
     app.record_job_skip(r2, "scribe", "nothing changed in this turn")
+    packed = StoryBuilder.start(app, keep_turns=1, pack_turns=2, episodes_kept=0, min_pack_chars=0)
+    packed.turns(3)
+    compact_if_due(app, packed.leaf)  # an announced pack, an episode folded into a digest, the job done
     story.app.delete_save(story.tenant, story.story_id, doomed.id)
     story.app.configure_story(story.tenant, story.story_id, {"keep_turns": 4}, "灯塔")
     runner.catch_up()
@@ -56,6 +60,7 @@ def test_rebuilt_read_models_equal_live_ones(sqlite_changji: Changji, runner: Pr
     story = a_busy_tenant(sqlite_changji, runner)
     live, live_hits = runner.store.dump(), searches(runner.store, story)
     assert {(j["status"], j["attempts"]) for j in live["jobs"]} >= {("done", 0), ("skipped", 1)}
+    assert any(j["kind"] == "compact" and j["status"] == "done" for j in live["jobs"])
     assert len(live["scene_patches"]) == 2 and len(live["scenes"]) == 2
     scene = runner.store.scene(story.leaf)
     assert scene is not None and scene.snapshot.time == "第一夜"
