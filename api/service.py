@@ -28,6 +28,7 @@ from api.errors import BadRequestError
 from api.settings import Settings
 from domain.application import Changji
 from domain.compacting import CompactionPlan
+from domain.compaction import count_turns, uncovered
 from domain.scene import PatchResult, Roster, SceneSnapshot, apply_patch, canonical_patch
 from domain.values import NodeKind, NodeView
 from engine.turns import TurnRunner
@@ -180,7 +181,10 @@ class Service:
         upward = walk_up(self.app.node, leaf)
         settings, epoch = self.app.settings(story), self.app.render_epoch(story.id)
         scene = self.scene_of(leaf)
-        ctx = assemble_context(card.data, settings, upward, self.renders, self.windows, epoch, scene, self.app.node)
+        summarized = self.store.has_summaries(story.id)
+        ctx = assemble_context(
+            card.data, settings, upward, self.renders, self.windows, epoch, scene, self.app.node, summarized
+        )
         if ctx.cut_turns:
             self._schedule_pack(leaf)
         return ctx
@@ -190,7 +194,11 @@ class Service:
         the leaf's reply (once while one is pending); the cut itself applies to this request only."""
         node = self.app.node(leaf)
         reply = node if node.kind == "reply" else self.app.node(node.parent_id) if node.parent_id else None
-        if reply is None or reply.kind != "reply" or self.app.plan_compaction(reply.id, manual=True).pack is None:
+        if reply is None or reply.kind != "reply" or self.app.compaction_under_way(reply.id):
+            return
+        settings = self.app.settings(self.app.story_of(reply))
+        below, _ = uncovered(walk_up(self.app.node, reply.id), settings.keep_turns + 1)  # bounded: enough to say
+        if count_turns(below) <= settings.keep_turns:  # nothing beyond the kept turns to pack
             return
         try:
             self.app.schedule_compaction(reply.id, "budget")
@@ -248,7 +256,10 @@ class Service:
         for node in steps:  # each step's window extends the one before: a page costs about one walk
             upward = walk_up(self.app.node, node.id)
             scene = self.scene_of(node.id)
-            ctx = assemble_context(card, settings, upward, self.renders, self.windows, epoch, scene, self.app.node)
+            summarized = self.store.has_summaries(story.id)
+            ctx = assemble_context(
+                card, settings, upward, self.renders, self.windows, epoch, scene, self.app.node, summarized
+            )
             out.append(
                 {
                     "node_id": node.id, "kind": node.kind, "depth": node.depth, "turn": node.turn,

@@ -105,10 +105,20 @@ class CompactionCommands:
             count_turns(below),
         )
 
+    def story_of(self, node: NodeView) -> Story:
+        return self._get(Story, node.story_id, StoryNotFoundError)
+
+    def compaction_reason(self, node_id: UUID) -> str:
+        """Why the node's compaction was announced: "auto", "behind" or "budget"."""
+        return self.job_node(node_id).compaction_reason
+
+    def compaction_under_way(self, node_id: UUID) -> bool:
+        return self.job_node(node_id).jobs.get("compact") in ("pending", "retrying")
+
     def schedule_compaction(self, node_id: UUID, reason: str) -> int:
         """Announce a compaction on a node (the context overflowed its budget); nothing if one is pending."""
         node = self.job_node(node_id)
-        if node.jobs.get("compact") == "pending":
+        if node.jobs.get("compact") in ("pending", "retrying"):  # one is under way: keep its attempts
             return 0
         with self._command(node):
             plan = self.plan_compaction(node_id)

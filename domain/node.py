@@ -48,6 +48,7 @@ class Node(Aggregate):
         self.scene_patches = 0
         self.jobs: dict[str, str] = {}  # kind → "done" | "skipped" | "retrying" | "failed"
         self.job_attempts: dict[str, int] = {}
+        self.compaction_reason = ""
         self.episode: Episode | None = None
         self.digest: Digest | None = None
         self._view: NodeView | None = None
@@ -63,6 +64,8 @@ class Node(Aggregate):
             raise InvalidParentError(f"a {kind} node cannot follow a {parent.kind} node")
         if not text.strip():
             raise EmptyTextError(f"a {kind} node needs text")
+        if parent.phase in ("writing", "waiting"):  # its seal (and its scribe job) would come after ours
+            raise TurnStateError(f"the reply is still {parent.phase}: answer after it is sealed or stopped")
         event_class = ev.UserSpoke if kind == "user" else ev.ReplyPosted
         return cls._create(
             event_class,
@@ -345,6 +348,8 @@ class Node(Aggregate):
                 self.jobs[event.kind] = "done"
             case ev.CompactionDue():
                 self.jobs["compact"] = "pending"
+                self.job_attempts["compact"] = 0
+                self.compaction_reason = event.reason
             case ev.EpisodeSummarized():
                 self.episode = Episode(
                     event.episode_id, event.start_id, event.after_id, event.start_depth, event.first_turn,

@@ -17,7 +17,7 @@ from operator import attrgetter, eq, itemgetter
 from typing import Literal
 from uuid import UUID
 
-from domain.compaction import NO_LAYERS, announce_limit, layers_from, summary_of
+from domain.compaction import NO_LAYERS, layers_from, summary_of
 from domain.ports import TokenCounter
 from domain.scene import format_roster, format_state
 from domain.values import CardData, NodeView, StorySettings
@@ -167,12 +167,15 @@ def assemble_context(
     epoch: int = 0,
     scene: SceneAt | None = None,
     load: Callable[[UUID], NodeView] | None = None,
+    summarized: bool = True,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
     Whole turns are taken newest first while they fit the budget; the first turn that does not fit
     and everything older is cut from this request (and reported). With `windows`, the walk stops at
-    the nearest ancestor whose window is cached and extends it."""
+    the nearest ancestor whose window is cached and extends it. The walk also stops at the last
+    summarized node; `summarized=False` (the story has no summary anywhere) spares a cut context the
+    walk further up that looks for one."""
     char, user = card.name, settings.user_name
     budget = max(settings.context_window - settings.reply_reserve, 0)
     system = build_system_prompt(card, user)
@@ -186,7 +189,7 @@ def assemble_context(
     injected = _injection(scene, tail) if ends_with_user else []
     fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
     key = (budget - fixed, char, user, epoch)
-    walk = _Verbatim(_chain(leaf, iterator), announce_limit(settings))
+    walk = _Verbatim(_chain(leaf, iterator), summarized)
     window = _window(walk, key, cache, windows)
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
@@ -208,11 +211,11 @@ def assemble_context(
 
 class _Verbatim:
     """The path leaf→root up to, not including, the first node that carries a summary (the boundary).
-    `seek()` reads on, without rendering, to find the boundary above a budget cut (at most `limit` turns:
-    a story without summaries is never walked to its root)."""
+    `seek()` reads on, without rendering, to find the boundary above a budget cut — only when the story
+    has summaries at all (`summarized`): a story without any is never walked to its root."""
 
-    def __init__(self, nodes: Iterator[NodeView], limit: int) -> None:
-        self.nodes, self.limit = nodes, limit
+    def __init__(self, nodes: Iterator[NodeView], summarized: bool) -> None:
+        self.nodes, self.summarized = nodes, summarized
         self.boundary: NodeView | None = None
         self.done = False
 
@@ -229,11 +232,9 @@ class _Verbatim:
         return node
 
     def seek(self) -> NodeView | None:
-        users = 0
-        for node in self:
-            users += node.kind == "user"
-            if users > self.limit:
-                break
+        if self.summarized:
+            for _ in self:
+                pass
         return self.boundary
 
 

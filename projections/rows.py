@@ -41,6 +41,7 @@ class RowChanges:
         self.texts: dict[str, Row] = {}
         self.new_nodes: list[str] = []  # in log order: each node's scene link is set after the batch's inserts
         self.scene_patches: list[tuple[int, ev.ScenePatched]] = []
+        self.job_rows: dict[str, Row] = {}  # job rows made in this batch, by key, in their final state
 
     def _update(self, table: str, key: UUID | str, **columns: Any) -> None:
         self.updates[table][str(key)].update(columns)
@@ -83,7 +84,8 @@ class RowChanges:
             {
                 "id": str(e.originator_id), "tenant_id": e.tenant_id, "card_id": str(e.card_id),
                 "title": e.title, "root_id": str(e.root_id), "leaf_id": str(e.root_id), "nodes": 0,
-                "saves": 0, "deleted": 0, "created_at": _ts(e.timestamp), "updated_at": _ts(e.timestamp),
+                "saves": 0, "summaries": 0, "deleted": 0, "created_at": _ts(e.timestamp),
+                "updated_at": _ts(e.timestamp),
                 "seq": seq,
             }
         )  # fmt: skip
@@ -179,19 +181,22 @@ class RowChanges:
 
     # --- background work: a job row per (kind, node), due from the event that made it due ----------
 
-    def _job(self, kind: str, node_id: str, story_id: str, e: Any, seq: int) -> None:
-        at = job_time(e.timestamp)
-        self.inserts["jobs"].append(
-            {
-                "id": f"{kind}:{node_id}", "kind": kind, "node_id": node_id, "story_id": story_id,
-                "status": "pending", "attempts": 0, "detail": "", "next_at": at, "created_at": at,
-                "updated_at": at, "seq": seq,
-            }
-        )  # fmt: skip
+    def _job(self, kind: str, node_id: str, story_id: str, e: Any, seq: int, detail: str = "") -> None:
+        """A job row, due now. Rows made in this batch are kept by key and settled in place, so a batch
+        folds them in event order wherever the log was cut into batches."""
+        at, key = job_time(e.timestamp), f"{kind}:{node_id}"
+        self.updates["jobs"].pop(key, None)  # a settle earlier in this batch is superseded by the new row
+        self.job_rows[key] = {
+            "id": key, "kind": kind, "node_id": node_id, "story_id": story_id, "status": "pending",
+            "attempts": 0, "detail": detail, "next_at": at, "created_at": at, "updated_at": at, "seq": seq,
+        }  # fmt: skip
 
     def _on_compaction_due(self, e: ev.CompactionDue, seq: int) -> None:
         node_id = str(e.originator_id)
-        self._job("compact", node_id, self._current(node_id)[0], e, seq)
+        self._job("compact", node_id, self._current(node_id)[0], e, seq, e.reason)
+
+    def _on_episode_summarized(self, e: ev.EpisodeSummarized, seq: int) -> None:
+        self._increment("stories", self._current(str(e.originator_id))[0], "summaries")
 
     def _on_side_job_done(self, e: ev.SideJobDone, seq: int) -> None:
         self._settle_job(e.kind, e, "done", e.detail)
@@ -213,7 +218,12 @@ class RowChanges:
         if status != "retrying":
             more["next_at"] = None
         key = f"{kind}:{e.originator_id}"
-        self._update("jobs", key, status=status, detail=detail, updated_at=job_time(e.timestamp), **more)
+        columns = {"status": status, "detail": detail, "updated_at": job_time(e.timestamp), **more}
+        row = self.job_rows.get(key)
+        if row is not None:
+            row.update(columns)
+        else:
+            self._update("jobs", key, **columns)
 
     def _on_reply_revised(self, e: ev.ReplyRevised, seq: int) -> None:
         node_id = str(e.originator_id)

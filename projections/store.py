@@ -28,7 +28,7 @@ from projections.scenes import SceneAt, SceneTables
 from projections.segment import match_expression, story_term
 
 TABLES = ("nodes", "node_texts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches", "positions")
-SCHEMA, SCHEMA_VERSION = "schema", 4  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 5  # bump when a table changes: the read models are then rebuilt
 RUNNER = "main"
 KEPT_WHILE_LOADING = ("idx_nodes_parent_id", "idx_scene_patches_node_id_seq")  # the scene fold walks these
 
@@ -97,7 +97,8 @@ class ReadModels:
             db.table("stories").create(
                 {
                     "id": str, "tenant_id": str, "card_id": str, "title": str, "root_id": str, "leaf_id": str,
-                    "nodes": int, "saves": int, "deleted": int, "created_at": str, "updated_at": str, "seq": int,
+                    "nodes": int, "saves": int, "summaries": int, "deleted": int, "created_at": str,
+                    "updated_at": str, "seq": int,
                 },
                 pk="id", if_not_exists=True,
             )  # fmt: skip
@@ -185,7 +186,7 @@ class ReadModels:
             return self.position(name)
         with self._transaction():
             self._write(changes)
-            self.jobs_added.update(row["kind"] for row in changes.inserts["jobs"])
+            self.jobs_added.update(row["kind"] for row in changes.job_rows.values())
             self.writer.execute(
                 "insert into positions (name, position) values (?, ?)"
                 " on conflict(name) do update set position = excluded.position",
@@ -215,7 +216,7 @@ class ReadModels:
         db = self.writer
         for table in ("cards", "stories", "nodes", "model_calls"):
             _insert_many(db, table, changes.inserts[table])
-        _insert_many(db, "jobs", changes.inserts["jobs"], upsert_on="id")  # a compaction may be announced again
+        _insert_many(db, "jobs", list(changes.job_rows.values()), upsert_on="id")  # may be announced again
         for table, rows in changes.updates.items():
             for key, columns in rows.items():
                 assignments = ", ".join(f"{c} = ?" for c in columns)
@@ -315,6 +316,10 @@ class ReadModels:
     def scene(self, node_id: UUID) -> SceneAt | None:
         """The scene at a node (None when nothing on its path was ever patched)."""
         return self.scenes.at(str(node_id), self.db)
+
+    def has_summaries(self, story_id: UUID) -> bool:
+        row = self.db.execute("select summaries from stories where id = ?", [str(story_id)]).fetchone()
+        return bool(row and row[0])
 
     def scene_on_path(self, upward: Iterable[UUID]) -> SceneAt | None:
         """The scene at the first node of `upward` (a path read leaf→root) that the read models know:

@@ -110,27 +110,32 @@ class CompactWorker:
     async def run(self, job: Mapping[str, Any]) -> Outcome:
         node_id = UUID(job["node_id"])
         offline = int(job["attempts"]) >= self.offline_after
-        detail = await self.compact(node_id, manual=False, job_node=node_id, offline=offline)
+        budget = await self.host.load(self.host.app.compaction_reason, node_id) == "budget"
+        detail = await self.compact(node_id, manual=False, job_node=node_id, offline=offline, budget=budget)
         if isinstance(detail, Failed):
             return detail
         await self.host.write(self.host.app.finish_job, node_id, self.kind, detail)
         return Done()
 
-    async def compact(self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool = True) -> str | Failed:
+    async def compact(
+        self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool = True, budget: bool = False
+    ) -> str | Failed:
         """Bring a path's summaries up to date: pack if due (or, `manual`, everything but the last
         keep_turns), then fold episodes beyond episodes_kept. Returns what it did. When the side model
         fails, the offline summarizer stands in if `offline`, else the failure is returned (to retry).
         One compaction per story at a time (a manual one and a job never pack the same turns twice)."""
         story_id = (await self.host.load(self.host.app.node, node_id)).story_id
         async with self._locks.setdefault(story_id, asyncio.Lock()):
-            return await self._compact(node_id, manual, job_node, offline)
+            return await self._compact(node_id, manual, job_node, offline, budget)
 
-    async def _compact(self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool) -> str | Failed:
+    async def _compact(
+        self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool, budget: bool
+    ) -> str | Failed:
         """Pack and fold until nothing is due: a path that fell behind (compaction just switched on, a
         long outage) is brought up to date by one job, one pack and at most one fold at a time."""
         app = self.host.app
         plan: CompactionPlan = await self.host.load(app.plan_compaction, node_id, manual)
-        if plan.pack is None and not manual:  # announced for the budget, or a duplicate: pack what is left
+        if plan.pack is None and budget:  # the context overflowed before a pack was due: pack all but N
             plan = await self.host.load(app.plan_compaction, node_id, True)
         packed: list[tuple[int, int, UUID]] = []
         digest = ""

@@ -114,6 +114,7 @@ class JobSystem:
         self.waiting: dict[str, str] = {}  # job id → what it waits on (as of its last look)
         self._sweeping = False
         self._again = False
+        self._stopping = False
         self._finishes = 0  # jobs finished in this process, and when (by that count): a job that finished
         self._finished: dict[str, int] = {}  # while the due list was being read is not started again
 
@@ -134,8 +135,13 @@ class JobSystem:
 
     async def stop(self) -> None:
         """Stop sweeping and cancel jobs in flight; they are still due, so the next start runs them."""
+        self._stopping = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+        for _ in range(500):  # a sweep in flight starts nothing more once it sees the flag
+            if not self._sweeping:
+                break
+            await asyncio.sleep(0.01)
         tasks = list(self.running.values())
         for task in tasks:
             task.cancel()
@@ -151,6 +157,8 @@ class JobSystem:
 
     def kick(self) -> None:
         """Sweep now (new work arrived, or a job settled and may have unblocked another)."""
+        if self._stopping:
+            return
         if self._sweeping:
             self._again = True
         elif self.scheduler.running:
@@ -183,7 +191,7 @@ class JobSystem:
         kinds = [kind for kind, worker in self.workers.items() if worker.skip_reason is None]
         due = await self.host.query(self.host.store.due_jobs, now, room + len(self.running), kinds, True)
         for job in due:
-            if room <= 0:
+            if room <= 0 or self._stopping:
                 break
             if job["id"] in self.running or job["kind"] not in self.workers or self._finished.get(job["id"], 0) > mark:
                 continue

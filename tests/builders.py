@@ -132,12 +132,19 @@ class StoryBuilder:
         return leaf
 
     def context(
-        self, at: UUID | None = None, load: Callable[[UUID], NodeView] | None = None, renders: RenderCache | None = None
+        self,
+        at: UUID | None = None,
+        load: Callable[[UUID], NodeView] | None = None,
+        renders: RenderCache | None = None,
+        summarized: bool = True,
     ) -> Context:
         story = self.app.story(self.tenant, self.story_id)
         card = self.app.card_of(story).data
         upward = walk_up(load or self.app.node, at or self.leaf)
-        return assemble_context(card, self.app.settings(story), upward, renders or new_renders(), load=self.app.node)
+        renders = renders or new_renders()
+        return assemble_context(
+            card, self.app.settings(story), upward, renders, load=self.app.node, summarized=summarized
+        )
 
 
 # --- world lines (pure) -------------------------------------------------------------------------

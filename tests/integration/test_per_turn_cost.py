@@ -6,8 +6,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from domain.application import Changji
-from domain.compaction import announce_limit
-from domain.values import StorySettings
 from tests.builders import CountingLoad, StoryBuilder, memory_app, sqlite_app
 
 SMALL_WINDOW = {"context_window": 1024, "reply_reserve": 0}
@@ -22,7 +20,7 @@ def a_story_of(app: Changji, turns: int, **settings: int) -> StoryBuilder:
 def nodes_loaded(story: StoryBuilder) -> tuple[int, int]:
     """(nodes loaded to assemble the context at the leaf, nodes the context kept word for word)."""
     load = CountingLoad(story.app.node)
-    ctx = story.context(load=load)
+    ctx = story.context(load=load, summarized=False)  # as the service says of a story never compacted
     kept = sum(len(b.node_ids) for b in ctx.explain if b.what in ("greeting", "verbatim", "user", "hidden"))
     return load.calls, kept
 
@@ -31,17 +29,7 @@ def test_context_loads_the_same_number_of_nodes_when_the_story_is_ten_times_long
     short, _ = nodes_loaded(a_story_of(memory_app(), 200))
     long, kept = nodes_loaded(a_story_of(memory_app(), 2000))
     assert short == long
-    # the window, the turn that did not fit, and a bounded look further up for the summaries above
-    # the cut (none here): at most keep_turns + 5 packs of turns, however long the story
-    settings = StorySettings()
-    seek = 2 * (announce_limit(settings) + 1)
-    assert kept < long <= kept + 2 + seek
-
-
-def test_without_compaction_the_look_for_summaries_stops_after_keep_turns() -> None:
-    short, _ = nodes_loaded(a_story_of(memory_app(), 200, pack_turns=0))
-    long, kept = nodes_loaded(a_story_of(memory_app(), 2000, pack_turns=0))
-    assert short == long <= kept + 2 + 2 * (StorySettings().keep_turns + 1)
+    assert kept < long <= kept + 2  # the window, plus the one turn that did not fit
 
 
 def test_cold_start_loads_only_the_window_when_assembling_a_context(events_path: Path) -> None:
@@ -49,5 +37,5 @@ def test_cold_start_loads_only_the_window_when_assembling_a_context(events_path:
     warm = a_story_of(sqlite_app(events_path), turns)
     warm_loads, kept = nodes_loaded(warm)
     cold_loads, _ = nodes_loaded(replace(warm, app=sqlite_app(events_path)))
-    assert cold_loads == warm_loads <= kept + 2 + 2 * (announce_limit(StorySettings()) + 1)
+    assert cold_loads == warm_loads <= kept + 2
     assert cold_loads < (2 * turns + 1) // 10  # a tenth of the story's nodes, at most
