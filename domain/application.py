@@ -74,6 +74,8 @@ class Changji(TurnCommands, SceneCommands, CompactionCommands, Application[UUID]
         self._views: dict[UUID, NodeView] = {}
         self._epochs: dict[UUID, int] = {}
         self._recent: deque[tuple[int, DomainEventProtocol[UUID]]] = deque(maxlen=self.recent_size)
+        # story id → (card id, card version, the story's overrides, the merged settings)
+        self._settings: dict[UUID, tuple[UUID, int, dict[str, Any], StorySettings]] = {}
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
@@ -138,9 +140,18 @@ class Changji(TurnCommands, SceneCommands, CompactionCommands, Application[UUID]
         return story, node
 
     def settings(self, story: Story) -> StorySettings:
+        """The card's settings with the story's overrides. Validated once per card version and set of
+        overrides (every finished reply asks, to decide on a compaction): the result is immutable."""
         assert story.card_id is not None
         card = self._get(Card, story.card_id, CardNotFoundError)
-        return card.settings.merged(story.settings)
+        cached = self._settings.get(story.id)
+        if cached is not None and cached[0] == card.id and cached[1] == card.version and cached[2] == story.settings:
+            return cached[3]
+        merged = card.settings.merged(story.settings)
+        if len(self._settings) >= self.view_cache_size:
+            del self._settings[next(iter(self._settings))]
+        self._settings[story.id] = (card.id, card.version, dict(story.settings), merged)
+        return merged
 
     def card_of(self, story: Story) -> Card:
         """The story's card, even if the card was deleted after the story began."""

@@ -22,6 +22,7 @@ from domain.compaction import (
     layers_from,
     plan_pack,
     uncovered,
+    uncovered_turns,
 )
 from domain.errors import NodeNotFoundError, StoryNotFoundError, SummaryError
 from domain.node import Node
@@ -82,9 +83,9 @@ class CompactionCommands:
         reply announces it, which makes a compaction job. Counts at most a few packs' worth of turns."""
         if settings.pack_turns == 0 or reply.parent_id is None:
             return
-        below, _ = uncovered(ancestry(self.node, reply.parent_id), announce_limit(settings))
-        turns = count_turns(below)
-        if turns <= announce_limit(settings):
+        limit = announce_limit(settings)
+        turns = uncovered_turns(ancestry(self.node, reply.parent_id), limit)
+        if turns <= limit:
             if announce(turns, settings):
                 reply.announce_compaction(turns, "auto")
         elif reply.turn % settings.pack_turns == 0:  # far behind (compaction switched on late): every K turns

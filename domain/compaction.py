@@ -104,6 +104,20 @@ def _turns(nodes: Sequence[NodeView]) -> list[list[NodeView]]:
     return groups
 
 
+def uncovered_turns(upward: Iterable[NodeView], limit: int) -> int:
+    """The user nodes on a path (read leaf→root) below its summary boundary, counted up to `limit` + 1:
+    `count_turns(uncovered(upward, limit)[0])` without building the list."""
+    users = 0
+    for node in upward:
+        if node.episode is not None or node.digest is not None:
+            break
+        if node.kind == "user":
+            users += 1
+            if users > limit:
+                break
+    return users
+
+
 def count_turns(nodes: Sequence[NodeView]) -> int:
     return sum(node.kind == "user" for node in nodes)
 

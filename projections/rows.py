@@ -39,7 +39,6 @@ class RowChanges:
         self.updates: defaultdict[str, defaultdict[str, Row]] = defaultdict(lambda: defaultdict(dict))
         self.increments: defaultdict[str, defaultdict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
         self.texts: dict[str, Row] = {}
-        self.new_nodes: list[str] = []  # in log order: each node's scene link is set after the batch's inserts
         self.scene_patches: list[tuple[int, ev.ScenePatched]] = []
         self.job_rows: dict[str, Row] = {}  # job rows made in this batch, by key, in their final state
 
@@ -116,7 +115,6 @@ class RowChanges:
                 "chars": len(text), "phase": phase, "created_at": _ts(e.timestamp), "seq": seq, "scene_at": None,
             }
         )  # fmt: skip
-        self.new_nodes.append(node_id)
         self._text(node_id, story_id, text)
         self._increment("stories", story_id, "nodes")
 

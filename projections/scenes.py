@@ -11,7 +11,7 @@ few rows; an edit far up the tree costs one pass over the subtree below it, once
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,11 +52,17 @@ class SceneTables:
 
     # --- writing (inside the read models' transaction) -----------------------------------------
 
-    def link(self, node_ids: Iterable[str]) -> None:
-        """New nodes (parents first) share their parent's link."""
+    def insert_nodes(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert new `nodes` rows (parents first), each sharing its parent's link: the link is read in
+        the INSERT itself, from the parent's row (one inserted earlier in the same statement included).
+        Patches of the batch are applied after the inserts, so a node sees its parent as of before them."""
+        if not rows:
+            return
+        columns = [c for c in rows[0] if c != "scene_at"]
         self.db.conn.executemany(
-            "update nodes set scene_at = (select p.scene_at from nodes p where p.id = nodes.parent_id) where id = ?",
-            [(node_id,) for node_id in node_ids],
+            f"insert into nodes ({', '.join(columns)}, scene_at) values ({', '.join('?' for _ in columns)},"
+            " (select p.scene_at from nodes p where p.id = ?))",
+            [(*(row[c] for c in columns), row["parent_id"]) for row in rows],
         )
 
     def patched(self, seq: int, event: ev.ScenePatched, at: str) -> None:

@@ -214,8 +214,9 @@ class ReadModels:
 
     def _write(self, changes: RowChanges) -> None:
         db = self.writer
-        for table in ("cards", "stories", "nodes", "model_calls"):
+        for table in ("cards", "stories", "model_calls"):
             _insert_many(db, table, changes.inserts[table])
+        self.scenes.insert_nodes(changes.inserts["nodes"])
         _insert_many(db, "jobs", list(changes.job_rows.values()), upsert_on="id")  # may be announced again
         for table, rows in changes.updates.items():
             for key, columns in rows.items():
@@ -226,7 +227,6 @@ class ReadModels:
                 assignments = ", ".join(f"{c} = {c} + ?" for c in counts)
                 db.execute(f"update {table} set {assignments} where id = ?", [*counts.values(), key])
         _insert_many(db, "node_texts", list(changes.texts.values()), upsert_on="node_id")
-        self.scenes.link(changes.new_nodes)
         for seq, patched in changes.scene_patches:
             self.scenes.patched(seq, patched, job_time(patched.timestamp))
 
