@@ -342,7 +342,7 @@ class ReadModels:
     def jobs(
         self, tenant_id: str, after: int, limit: int, story_id: UUID | None, kind: str | None, status: str | None
     ) -> list[dict[str, Any]]:
-        clauses, args = ["s.tenant_id = ?", "j.seq > ?"], [tenant_id, after]
+        clauses, args = ["s.tenant_id = ?", "s.deleted = 0", "j.seq > ?"], [tenant_id, after]
         for column, value in (("j.story_id", story_id), ("j.kind", kind), ("j.status", status)):
             if value is not None:
                 clauses.append(f"{column} = ?")

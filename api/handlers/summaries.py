@@ -61,7 +61,8 @@ async def compact(request: web.Request) -> web.Response:
         raise NothingToCompactError(f"the compaction failed: {done.error}")
     if done == "nothing due":
         raise NothingToCompactError(
-            "nothing to compact: the turns before the last keep_turns hold fewer than 500 characters", field="at"
+            "nothing to compact: the turns before the last keep_turns hold fewer than 500 characters",
+            field="at" if req.at else None,
         )
     await svc.sync()
     fields = await summary_fields(svc, tenant(request), story_id, node.id)

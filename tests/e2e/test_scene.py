@@ -217,3 +217,11 @@ async def test_engine_turns_are_scribed_and_the_next_turn_sees_the_scene(
     await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": "油够吗？"}, 201)
     sent = fake.requests[-1]["messages"][-1]["content"]
     assert sent.startswith("【世界状态】\n时间：第一夜\n地点：灯塔") and sent.endswith("油够吗？")
+
+
+async def test_jobs_of_a_deleted_story_are_not_listed(api: Api) -> None:
+    story = await api.story()
+    await api.turn(story["id"], "你好。", "嗯。")
+    assert len((await api.call("GET", "/v1/jobs"))["items"]) == 1
+    await api.call("DELETE", f"/v1/stories/{story['id']}", status=204)
+    assert (await api.call("GET", "/v1/jobs"))["items"] == []
