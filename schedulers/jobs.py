@@ -119,8 +119,10 @@ class JobSystem:
         self._finished: dict[str, int] = {}  # while the due list was being read is not started again
 
     def start(self) -> None:
-        # a sweep waiting on a long read-model catch-up makes the next tick "skipped": expected, not news
+        # a sweep waiting on a long read-model catch-up makes the next tick "skipped": expected, not news;
+        # and a line per sweep ("Running job …") would drown the service's own log
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
+        logging.getLogger("apscheduler.executors.default").setLevel(logging.WARNING)
         self.scheduler.add_job(
             self.sweep,
             "interval",
