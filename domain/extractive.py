@@ -18,13 +18,15 @@ from domain.values import DIGEST_SECTIONS
 EPISODE_CHARS = 600
 SECTION_CHARS = {"前情提要": 2400, "人物": 1200, "承诺与伏笔": 1200, "事实账": 1200, "当前场景": 500}
 SUMMARY_CHARS = sum(SECTION_CHARS.values())  # what all summary layers of a path may hold together
-MIN_DIGEST_CHARS = 1500
+MIN_OUTLINE_CHARS = 600
 
 
 def digest_budget(episodes_kept: int) -> int:
-    """The digest's share of the summary budget: what the kept episodes leave (the earlier, the more
-    compressed: layers add detail for recent turns without adding to the total)."""
-    return max(MIN_DIGEST_CHARS, SUMMARY_CHARS - episodes_kept * EPISODE_CHARS)
+    """The digest's size when `episodes_kept` episodes follow it. The kept episodes are the recent end of
+    the story's outline, so their room comes out of 前情提要 (down to MIN_OUTLINE_CHARS) and the other
+    sections keep theirs: the layers add detail for recent turns without adding to the total."""
+    outline = max(MIN_OUTLINE_CHARS, SECTION_CHARS["前情提要"] - episodes_kept * EPISODE_CHARS)
+    return SUMMARY_CHARS - SECTION_CHARS["前情提要"] + outline
 
 
 _SENTENCE = re.compile(r"[^。！？!?…\n.]+(?:[。！？!?…]+[”」』\"']?|\.+|$)")
@@ -110,12 +112,14 @@ def fold_digest(
 ) -> dict[str, str]:
     """The five sections, folding the previous digest with the absorbed episodes ((first turn, last turn,
     text), oldest first); 当前场景 comes from `latest`, the last covered turns, and the scene snapshot.
-    The sections share `budget` characters in fixed proportions."""
+    A `budget` under SUMMARY_CHARS is taken from 前情提要 (see `digest_budget`)."""
     previous = previous or {}
-    caps = {name: cap * budget // SUMMARY_CHARS for name, cap in SECTION_CHARS.items()}
+    caps = dict(SECTION_CHARS)
+    caps["前情提要"] = max(MIN_OUTLINE_CHARS, caps["前情提要"] - (SUMMARY_CHARS - budget))
     sections = dict.fromkeys(DIGEST_SECTIONS, "")
     outline = [f"第{first}–{last}轮：{text}" for first, last, text in episodes if text.strip()]
-    sections["前情提要"] = _bounded([previous.get("前情提要", ""), *outline], caps["前情提要"])
+    earlier = previous.get("前情提要", "").splitlines()  # entry by entry: the oldest are shortened first
+    sections["前情提要"] = _bounded([*earlier, *outline], caps["前情提要"])
     pool = [_spoken(s) for _, _, text in episodes for s in sentences(text)]
     pool += [(s.speaker, s.text) for s in _split(latest)]
     sections["人物"] = _people(previous.get("人物", ""), names, pool, caps["人物"])

@@ -102,9 +102,22 @@ def test_the_offline_summarizer_keeps_story_order_and_its_budget() -> None:
     assert again["承诺与伏笔"].startswith("- 沈砚：不熄灯。") and "第1–2轮" in again["前情提要"]
 
 
-def test_the_digest_gets_what_the_kept_episodes_leave_of_the_summary_budget() -> None:
-    assert digest_budget(0) > digest_budget(3) > digest_budget(5)
+def test_the_kept_episodes_take_their_room_from_the_digests_outline() -> None:
+    assert digest_budget(0) - digest_budget(3) == 3 * 600 and digest_budget(3) == digest_budget(5)  # outline floor
     lines = [Line("沈砚", f"第{i}天，灯塔的油还够{i}天，我答应你。", i) for i in range(1, 200)]
-    big = fold_digest(None, [(1, 199, summarize_episode(lines))], lines, ["沈砚"], budget=6500)
-    small = fold_digest(None, [(1, 199, summarize_episode(lines))], lines, ["沈砚"], budget=digest_budget(3))
-    assert sum(map(len, small.values())) < sum(map(len, big.values())) <= 6500 + 200
+    packs = [(i, i + 29, summarize_episode(lines[i : i + 30])) for i in range(0, 180, 30)]
+    big = fold_digest(None, packs, lines[-4:], ["沈砚"])
+    small = fold_digest(None, packs, lines[-4:], ["沈砚"], budget=digest_budget(3))
+    assert len(small["前情提要"]) <= 600 < len(big["前情提要"]) <= 2400
+    assert {k: v for k, v in small.items() if k != "前情提要"} == {k: v for k, v in big.items() if k != "前情提要"}
+
+
+def test_folding_again_shortens_the_oldest_outline_entries_first() -> None:
+    lines = [Line("沈砚", f"第{i}天。灯塔的油还够{i}天。我答应你{i}次。", i) for i in range(1, 400)]
+    digest: dict[str, str] | None = None
+    for start in range(0, 390, 30):
+        digest = fold_digest(digest, [(start, start + 29, summarize_episode(lines[start : start + 30]))], [])
+    assert digest is not None
+    entries = digest["前情提要"].splitlines()
+    assert len(entries) == 13 and len(digest["前情提要"]) <= 2400  # every pack still has its line
+    assert entries[0].endswith("…") and not entries[-1].endswith("…")  # the oldest were shortened, not dropped
