@@ -1,4 +1,4 @@
-"""Regressions: the scribe queue cannot deadlock behind a draft, job rows fold the same however the log
+"""Edge cases: the scribe queue cannot deadlock behind a draft, job rows fold the same however the log
 is cut into batches, a retrying compaction is not re-announced, automatic packs keep min_pack_chars,
 and summaries far above a budget cut are still replayed."""
 
