@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID, uuid4
 
+from domain.commanding import AppCommands
 from domain.compaction import (
     Layers,
     PackPlan,
@@ -29,16 +29,6 @@ from domain.node import Node
 from domain.scening import Settled, SideCall
 from domain.story import Story
 from domain.values import NodeView, StorySettings
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-    from eventsourcing.domain import Aggregate
-
-    from domain.card import Card
-    from domain.errors import NotFoundError
-
-    A = TypeVar("A", bound=Aggregate)
 
 
 def ancestry(load: Callable[[UUID], NodeView], node_id: UUID | None) -> Iterator[NodeView]:
@@ -62,21 +52,8 @@ class CompactionPlan:
     uncovered_turns: int
 
 
-class CompactionCommands:
+class CompactionCommands(AppCommands):
     """Mixed into `Changji`, which provides the loading and saving helpers declared here."""
-
-    if TYPE_CHECKING:
-
-        def story(self, tenant_id: str, story_id: UUID) -> Story: ...
-        def story_node(self, story: Story, node_id: UUID, field: str = "node_id") -> Node: ...
-        def owned_node(self, tenant_id: str, node_id: UUID) -> tuple[Story, Node]: ...
-        def node(self, node_id: UUID) -> NodeView: ...
-        def settings(self, story: Story) -> StorySettings: ...
-        def card_of(self, story: Story) -> Card: ...
-        def job_node(self, node_id: UUID) -> Node: ...
-        def _get(self, cls: type[A], aggregate_id: UUID, missing: type[NotFoundError]) -> A: ...
-        def _save(self, *aggregates: Aggregate) -> int: ...
-        def _command(self, *aggregates: Aggregate | None) -> AbstractContextManager[None]: ...
 
     def _announce_compaction(self, reply: Node, settings: StorySettings) -> None:
         """Called as a reply is added: if its path just became due (or is still due a pack later), the

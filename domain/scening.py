@@ -9,24 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 from uuid import UUID
 
+from domain.commanding import AppCommands
 from domain.errors import NodeNotFoundError, StoryNotFoundError
 from domain.node import Node
 from domain.story import Story
 from domain.values import NodeView
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-    from eventsourcing.domain import Aggregate
-
-    from domain.card import Card
-    from domain.errors import NotFoundError
-    from domain.values import StorySettings
-
-    A = TypeVar("A", bound=Aggregate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,19 +50,8 @@ class ScribeBrief:
     user_name: str
 
 
-class SceneCommands:
+class SceneCommands(AppCommands):
     """Mixed into `Changji`, which provides the loading and saving helpers declared here."""
-
-    if TYPE_CHECKING:
-
-        def story(self, tenant_id: str, story_id: UUID) -> Story: ...
-        def story_node(self, story: Story, node_id: UUID, field: str = "node_id") -> Node: ...
-        def _get(self, cls: type[A], aggregate_id: UUID, missing: type[NotFoundError]) -> A: ...
-        def _save(self, *aggregates: Aggregate) -> int: ...
-        def _command(self, *aggregates: Aggregate | None) -> AbstractContextManager[None]: ...
-        def node(self, node_id: UUID) -> NodeView: ...
-        def settings(self, story: Story) -> StorySettings: ...
-        def card_of(self, story: Story) -> Card: ...
 
     def scribe_brief(self, node_id: UUID) -> ScribeBrief | None:
         """The inputs of the scribe job for a reply; None when the node is not a finished reply."""

@@ -7,25 +7,16 @@ load → decide → save, and a round's model call, draft operations and any sea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
 from domain import events as ev
+from domain.commanding import AppCommands
 from domain.errors import NodeKindError, NodeNotFoundError, StoryNotFoundError, TurnStateError
 from domain.node import Node
 from domain.ports import ChatResult
 from domain.story import Story
 from domain.tools import Ending, ToolOutcome, run_tool
 from domain.values import NodeView
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-    from eventsourcing.domain import Aggregate
-
-    from domain.errors import NotFoundError
-
-    A = TypeVar("A", bound=Aggregate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,19 +30,8 @@ class Round:
     ask: tuple[str, str, list[str]] | None = None
 
 
-class TurnCommands:
+class TurnCommands(AppCommands):
     """Mixed into `Changji`, which provides the loading and saving helpers declared here."""
-
-    if TYPE_CHECKING:
-
-        def story(self, tenant_id: str, story_id: UUID) -> Story: ...
-        def story_node(self, story: Story, node_id: UUID, field: str = "node_id") -> Node: ...
-        def owned_node(self, tenant_id: str, node_id: UUID) -> tuple[Story, Node]: ...
-        def _get(self, cls: type[A], aggregate_id: UUID, missing: type[NotFoundError]) -> A: ...
-        def _save(self, *aggregates: Aggregate) -> int: ...
-        def _command(self, *aggregates: Aggregate | None) -> AbstractContextManager[None]: ...
-        @staticmethod
-        def _expect(aggregate: Aggregate, expected_version: int | None) -> None: ...
 
     def open_turn(
         self,
