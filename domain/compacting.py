@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from domain.commanding import AppCommands
 from domain.compaction import (
@@ -104,7 +104,13 @@ class CompactionCommands(AppCommands):
             return self._save(node)
 
     def record_episode(
-        self, plan: PackPlan, text: str, author: str, job_node: UUID | None, calls: Sequence[SideCall] = ()
+        self,
+        episode_id: str,
+        plan: PackPlan,
+        text: str,
+        author: str,
+        job_node: UUID | None,
+        calls: Sequence[SideCall] = (),
     ) -> Settled:
         """The episode on the last node the pack covers (and the calls in the ledger of `job_node`)."""
         end = self._get(Node, plan.end.id, NodeNotFoundError)
@@ -115,14 +121,14 @@ class CompactionCommands(AppCommands):
             done = end.episode is not None and end.episode.start_id == plan.nodes[0].id
             if not done:
                 end.summarize(
-                    uuid4().hex[:12], plan.nodes[0].id, plan.after_id, plan.nodes[0].depth, plan.first_turn,
+                    episode_id, plan.nodes[0].id, plan.after_id, plan.nodes[0].depth, plan.first_turn,
                     plan.last_turn, text, list(plan.anchors), author,
                 )  # fmt: skip
             pending = [a for a in touched if a.pending_events]
             return Settled(not done, self._save(*pending) if pending else 0)
 
     def record_digest(
-        self, layers: Layers, settings: StorySettings, sections: dict[str, str], author: str,
+        self, digest_id: str, layers: Layers, settings: StorySettings, sections: dict[str, str], author: str,
         job_node: UUID | None, calls: Sequence[SideCall] = (),
     ) -> Settled:  # fmt: skip
         """The digest on the last node of the last episode it absorbs (the oldest beyond episodes_kept)."""
@@ -140,7 +146,7 @@ class CompactionCommands(AppCommands):
                 previous = layers.digest
                 anchors = [*(previous[1].anchors if previous else ()), *(a for _, e in folded for a in e.anchors)]
                 holder.fold_digest(
-                    uuid4().hex[:12], previous[0].id if previous else None, absorbed, folded[-1][1].last_turn,
+                    digest_id, previous[0].id if previous else None, absorbed, folded[-1][1].last_turn,
                     sections, list(dict.fromkeys(anchors)), author,
                 )  # fmt: skip
             pending = [a for a in touched if a.pending_events]

@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from domain.application import Changji
 from domain.compacting import CompactionPlan
@@ -57,6 +57,11 @@ DIGEST_PROMPT = """你是一场长篇角色扮演的场记，要把【旧摘要�
 规则：合并旧摘要时不得丢掉其中的承诺、线索和事实；只写发生过的事，不发明、不评论、不续写；人名照原文写法；【账本快照】只是辅助参考，与原文冲突时以原文为准。五节合计不超过 {chars} 字，越早的事写得越概括。只输出这五节。"""
 
 
+def new_id() -> str:
+    """An id for a new episode or digest (the node it annotates is what places it)."""
+    return uuid4().hex[:12]
+
+
 class Archive(Protocol):
     """Where covered passages go before they are summarized (the recall index, when there is one)."""
 
@@ -74,6 +79,23 @@ class CompactHost(Protocol):
     async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
     async def load(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
     def scene_of(self, node_id: UUID) -> SceneAt | None: ...
+
+
+class InlineHost:
+    """A host that runs everything on the caller's thread, on one application, with no scene: for
+    compacting from a script or a test without the service."""
+
+    def __init__(self, app: Changji) -> None:
+        self.app = app
+
+    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    async def load(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    def scene_of(self, node_id: UUID) -> SceneAt | None:
+        return None
 
 
 def lines_of(nodes: Sequence[NodeView], char: str, user: str) -> list[Line]:
@@ -145,7 +167,8 @@ class CompactWorker:
                 text, author, call = await self._episode(plan, offline)
                 if text is None:
                     return Failed(f"the episode summary failed ({call.outcome if call else 'empty'})", call)
-                await self.host.write(app.record_episode, plan.pack, text, author, job_node, [call] if call else [])
+                calls = [call] if call else []
+                await self.host.write(app.record_episode, new_id(), plan.pack, text, author, job_node, calls)
                 packed.append((plan.pack.first_turn, plan.pack.last_turn, plan.pack.end.id))
                 plan = await self.host.load(app.plan_compaction, node_id, False)
             folded = episodes_to_fold(plan.layers, plan.settings)
@@ -154,7 +177,14 @@ class CompactWorker:
                 if sections is None:
                     return Failed(f"the digest failed ({call.outcome if call else 'no sections'})", call)
                 await self.host.write(
-                    app.record_digest, plan.layers, plan.settings, sections, author, job_node, [call] if call else []
+                    app.record_digest,
+                    new_id(),
+                    plan.layers,
+                    plan.settings,
+                    sections,
+                    author,
+                    job_node,
+                    [call] if call else [],
                 )
                 digest = f"digest through turn {folded[-1][1].last_turn} on {folded[-1][0].id}"
                 plan = await self.host.load(app.plan_compaction, node_id, False)

@@ -3,37 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
 from domain.application import Changji
-from projections.scenes import SceneAt
-from schedulers.compactor import CompactWorker
+from schedulers.compactor import CompactWorker, InlineHost
 from schedulers.jobs import Failed
 
 SMALL = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0}
 
 
-class SyncHost:
-    """What the compactor needs, run inline on the caller's thread."""
-
-    def __init__(self, app: Changji) -> None:
-        self.app = app
-
-    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-
-    async def load(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-
-    def scene_of(self, node_id: UUID) -> SceneAt | None:
-        return None
-
-
 def compact(app: Changji, node_id: UUID, manual: bool = False) -> str:
     """Compact the path to a node now; settles the node's announced job, if any."""
-    done = asyncio.run(CompactWorker(SyncHost(app), None).compact(node_id, manual, node_id))
+    done = asyncio.run(CompactWorker(InlineHost(app), None).compact(node_id, manual, node_id))
     assert not isinstance(done, Failed), done
     if app.job_node(node_id).jobs.get("compact") == "pending":
         app.finish_job(node_id, "compact", done)

@@ -71,11 +71,11 @@ import json  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 from bisect import bisect_left  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
-from uuid import UUID, uuid4  # noqa: E402
+from uuid import uuid4  # noqa: E402
 
 from _common import REPO, emit, log, parse_args, texts  # noqa: E402
 
@@ -90,10 +90,9 @@ from projections.context import (  # noqa: E402
     build_system_prompt,
 )
 from projections.path import walk_up  # noqa: E402
-from projections.scenes import SceneAt  # noqa: E402
 from projections.summaries import OPENER  # noqa: E402
 from providers.tokens import default_counter  # noqa: E402
-from schedulers.compactor import LATEST_TURNS, CompactWorker  # noqa: E402
+from schedulers.compactor import LATEST_TURNS, CompactWorker, InlineHost  # noqa: E402
 from schedulers.jobs import Failed  # noqa: E402
 
 LOCOMO_PATHS = (
@@ -366,22 +365,6 @@ def _prefix(values: Sequence[int]) -> list[int]:
 # --- Changji itself -----------------------------------------------------------------------------
 
 
-class Host:
-    """What `CompactWorker` needs of the service, run synchronously on one application."""
-
-    def __init__(self, app: Changji) -> None:
-        self.app = app
-
-    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-
-    async def load(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-
-    def scene_of(self, node_id: UUID) -> SceneAt | None:
-        return None  # no scribe runs here: there is no scene
-
-
 async def replay_changji(story: Story, tokens: Tokens, system: str) -> Tally:
     tally, started = Tally("changji", story), time.perf_counter()
     app = Changji(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
@@ -391,7 +374,7 @@ async def replay_changji(story: Story, tokens: Tokens, system: str) -> Tally:
     loaded = app.story(TENANT, story_id)
     card, settings = app.card_of(loaded).data, app.settings(loaded)
     renders, windows = RenderCache(tokens.counter), WindowCache()
-    worker = CompactWorker(Host(app), None)
+    worker = CompactWorker(InlineHost(app), None)
     compactions, drift = 0, 0
     for turn in range(1, story.turns + 1):
         user, reply = story.messages[2 * turn - 2], story.messages[2 * turn - 1]

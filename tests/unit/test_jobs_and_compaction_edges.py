@@ -14,9 +14,9 @@ import pytest
 
 from domain.errors import TurnStateError
 from projections.store import ReadModels
-from schedulers.compactor import CompactWorker
+from schedulers.compactor import CompactWorker, InlineHost
 from tests.builders import StoryBuilder, memory_app
-from tests.compaction_support import SMALL, SyncHost, compact
+from tests.compaction_support import SMALL, compact
 
 
 def test_no_user_words_under_a_reply_still_being_written() -> None:
@@ -67,7 +67,7 @@ def test_an_automatic_pack_keeps_min_pack_chars() -> None:
     story = StoryBuilder.start(app, keep_turns=2, pack_turns=3, min_pack_chars=5000)
     story.turns(5)
     assert app.job_node(story.leaf).jobs.get("compact") == "pending"  # announced by the turn count …
-    done = asyncio.run(CompactWorker(SyncHost(app), None).compact(story.leaf, False, None))  # … but too short
+    done = asyncio.run(CompactWorker(InlineHost(app), None).compact(story.leaf, False, None))  # … but too short
     assert done == "nothing due" and app.node(story.leaf).episode is None
 
 
