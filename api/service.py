@@ -34,7 +34,7 @@ from domain.values import NodeKind, NodeView
 from engine.turns import TurnRunner
 from projections.context import Context, RenderCache, WindowCache, assemble_context
 from projections.path import project_path, walk_up
-from projections.runner import ProjectionRunner
+from projections.runner import INDEX_BATCH, ProjectionRunner
 from projections.scenes import SceneAt
 from projections.store import ReadModels
 from providers.openai import OpenAIChat
@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
 KEY_CACHE_SECONDS = 30.0
+# the full-text index catches up this long after a fold, in the background (a search does at once):
+# turns in quick succession then share one indexing transaction, and none waits for it
+INDEX_DELAY = 1.0
 
 
 class Service:
@@ -80,6 +83,8 @@ class Service:
         workers = [ScribeWorker(self, self.side_model, settings.scribe_language), self.compactor]
         self.jobs = JobSystem(self, workers, policy)
         self._jobs_seen = 0
+        self._indexer: asyncio.Task[None] | None = None
+        self._index_due, self._index_seen, self._closing = False, 0, False
 
     # --- threads ------------------------------------------------------------------------------
 
@@ -119,6 +124,9 @@ class Service:
             await asyncio.shield(self._fold())
             if position is None:
                 break
+        if self.runner.position != self._index_seen:  # new texts, perhaps: index them in a while
+            self._index_seen = self.runner.position
+            self._index_later()
         added = sum(self.store.jobs_added[kind] for kind in self.jobs.eager_kinds)
         if added != self._jobs_seen:  # new work a worker can do: sweep now, not at the next tick
             self._jobs_seen = added
@@ -130,6 +138,30 @@ class Service:
         model request is on its way); a later `sync()` shares the catch-up in flight."""
         if self.runner.position < position:
             self._fold()
+
+    async def searchable(self) -> None:
+        """Bring the full-text index up to date with the read models (so with every write that
+        returned): a search calls it first."""
+        await self._run(self._projector, self.runner.index_search)
+
+    def _index_later(self) -> None:
+        self._index_due = True
+        if self._closing:
+            return
+        if self._indexer is None or self._indexer.done():
+            self._indexer = asyncio.ensure_future(self._index_in_background())
+
+    async def _index_in_background(self) -> None:
+        """Index the texts folded since the last time, INDEX_DELAY after a fold, a batch per hop to the
+        projector thread (folds go on in between); again if more were folded meanwhile."""
+        while self._index_due:
+            await asyncio.sleep(INDEX_DELAY)
+            self._index_due = False
+            try:
+                while await self._run(self._projector, self.runner.index_search, INDEX_BATCH) == INDEX_BATCH:
+                    pass
+            except Exception:
+                log.exception("full-text indexing failed; it is tried again after the next fold or search")
 
     def fold_now(self, position: int) -> int:
         """Catch the read models up to `position` on the calling thread: the writer thread does, right
@@ -288,11 +320,13 @@ class Service:
                 log.exception("read-model catch-up failed; retrying at the next poll")
 
     async def close(self) -> None:
+        self._closing = True  # no background indexing starts from here on
         await self.jobs.stop()
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        for task in (self._poller, self._indexer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         for handle in list(self.turns.running.values()) if self.turns else []:
             handle.stop_reason = "shutdown"
             handle.task.cancel()

@@ -15,7 +15,6 @@ from uuid import UUID
 
 from domain import events as ev
 from domain.drafting import Edit, apply_edits
-from projections.segment import index_terms, story_term
 
 Row = dict[str, Any]
 
@@ -48,13 +47,9 @@ class RowChanges:
     def _increment(self, table: str, key: UUID | str, column: str, by: int = 1) -> None:
         self.increments[table][str(key)][column] += by
 
-    def _text(self, node_id: str, story_id: str, text: str) -> None:
-        self.texts[node_id] = {
-            "node_id": node_id,
-            "story_id": story_id,
-            "text": text,
-            "terms": f"{story_term(story_id)} {index_terms(text)}",
-        }
+    def _text(self, node_id: str, story_id: str, text: str, seq: int) -> None:
+        """A node's text as of `seq` (the full-text index picks it up from there: `ReadModels.index_texts`)."""
+        self.texts[node_id] = {"node_id": node_id, "story_id": story_id, "text": text, "seq": seq}
 
     def fold(self, event: Any, seq: int) -> None:
         """Fold one event; events no read model cares about pass through."""
@@ -115,31 +110,31 @@ class RowChanges:
                 "chars": len(text), "phase": phase, "created_at": _ts(e.timestamp), "seq": seq, "scene_at": None,
             }
         )  # fmt: skip
-        self._text(node_id, story_id, text)
+        self._text(node_id, story_id, text, seq)
         self._increment("stories", story_id, "nodes")
 
     def _current(self, node_id: str) -> tuple[str, str]:
         row = self.texts.get(node_id)
         return (row["story_id"], row["text"]) if row else self.lookup(node_id)
 
-    def _redraft(self, e: Any, text: str) -> None:
+    def _redraft(self, e: Any, text: str, seq: int) -> None:
         node_id = str(e.originator_id)
         story_id, _ = self._current(node_id)
         self._update("nodes", node_id, chars=len(text))
-        self._text(node_id, story_id, text)
+        self._text(node_id, story_id, text, seq)
 
     def _on_reply_opened(self, e: ev.ReplyOpened, seq: int) -> None:
         self._node(e, "reply", e.parent_id, e.depth, e.turn, seq, "", "writing")
 
     def _on_draft_written(self, e: ev.DraftWritten, seq: int) -> None:
-        self._redraft(e, e.text)
+        self._redraft(e, e.text, seq)
 
     def _on_draft_appended(self, e: ev.DraftAppended, seq: int) -> None:
-        self._redraft(e, self._current(str(e.originator_id))[1] + e.separator + e.text)
+        self._redraft(e, self._current(str(e.originator_id))[1] + e.separator + e.text, seq)
 
     def _on_draft_edited(self, e: ev.DraftEdited, seq: int) -> None:
         edits = [Edit(x["old"], x["new"]) for x in e.edits]
-        self._redraft(e, apply_edits(self._current(str(e.originator_id))[1], edits))
+        self._redraft(e, apply_edits(self._current(str(e.originator_id))[1], edits), seq)
 
     def _on_reply_sealed(self, e: ev.ReplySealed, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="sealed")
@@ -228,7 +223,7 @@ class RowChanges:
         story_id, _ = self._current(node_id)
         self._update("nodes", node_id, chars=len(e.text))
         self._increment("nodes", node_id, "revisions")
-        self._text(node_id, story_id, e.text)
+        self._text(node_id, story_id, e.text, seq)
 
     def _on_node_starred(self, e: ev.NodeStarred, seq: int) -> None:
         self._update("nodes", e.originator_id, starred=1)

@@ -18,6 +18,7 @@ from projections.store import ReadModels
 log = logging.getLogger(__name__)
 
 BATCH = 1000
+INDEX_BATCH = 500  # texts per full-text indexing transaction (the lock is let go between them)
 
 
 class NotificationSource(Protocol):
@@ -75,9 +76,24 @@ class ProjectionRunner:
                 break  # that was the end of the log: no need to ask again
         return self.position
 
+    def index_search(self, limit: int | None = None) -> int:
+        """Bring the full-text index up to date with the texts folded so far (at most `limit` texts,
+        for a background step that should not hold the lock for long); return how many it indexed."""
+        done = 0
+        while limit is None or done < limit:
+            size = INDEX_BATCH if limit is None else min(INDEX_BATCH, limit - done)
+            with self._lock:
+                step = self.store.index_texts(size)
+            done += step
+            if step < size:
+                break
+        return done
+
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
-        """Drop the read models and replay the whole log into them."""
+        """Drop the read models and replay the whole log into them, full-text index included."""
         self.store.drop()
         self.position = 0
         with self.store.bulk_load():
-            return self.catch_up(progress=progress)
+            position = self.catch_up(progress=progress)
+        self.index_search()
+        return position

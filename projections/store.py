@@ -4,8 +4,15 @@ Each batch of events and the tracked position are written in one transaction, so
 tables exactly at some position and the runner resumes from there. `drop()` + a replay from
 position 0 rebuilds everything (`changji projections rebuild`).
 
-Tables: `nodes` (the tree: every tree query reads it), `node_texts` (+ FTS5 over CJK bigrams),
-`stories` and `cards` (lists per tenant), `positions`.
+Tables: `nodes` (the tree: every tree query reads it), `node_texts`, `stories` and `cards` (lists
+per tenant), `positions`, and the tables of `rows`/`scenes`.
+
+The full-text index (`node_texts_fts`, FTS5 over CJK bigrams) follows `node_texts` a step behind
+instead of inside every fold: each text row carries the position of its last change (`seq`), and
+`index_texts` indexes the rows changed since its own position (`search`). A turn's fold then writes no
+FTS segment (an FTS5 insert per transaction, with its merges, cost more than the rest of the fold), and
+indexing many texts in one transaction makes fewer, larger segments. Whoever searches brings the index
+up to date first (`ProjectionRunner.index_search`), so a search still sees every write that returned.
 """
 
 from __future__ import annotations
@@ -25,11 +32,15 @@ import sqlite_utils
 
 from projections.rows import RowChanges, job_time
 from projections.scenes import SceneAt, SceneTables
-from projections.segment import match_expression, story_term
+from projections.segment import index_terms, match_expression, story_term
 
-TABLES = ("nodes", "node_texts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches", "positions")
-SCHEMA, SCHEMA_VERSION = "schema", 5  # bump when a table changes: the read models are then rebuilt
+TABLES = (
+    "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
+    "positions",
+)  # fmt: skip
+SCHEMA, SCHEMA_VERSION = "schema", 6  # bump when a table changes: the read models are then rebuilt
 RUNNER = "main"
+SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
 KEPT_WHILE_LOADING = ("idx_nodes_parent_id", "idx_scene_patches_node_id_seq")  # the scene fold walks these
 
 
@@ -89,11 +100,12 @@ class ReadModels:
             db.table("nodes").create_index(["story_id", "parent_id"], if_not_exists=True)
             db.table("nodes").create_index(["parent_id"], if_not_exists=True)
             db.table("node_texts").create(
-                {"node_id": str, "story_id": str, "text": str, "terms": str}, pk="node_id", if_not_exists=True
+                {"node_id": str, "story_id": str, "text": str, "seq": int}, pk="node_id", if_not_exists=True
             )
             db.table("node_texts").create_index(["story_id"], if_not_exists=True)
-            if not db.table("node_texts_fts").exists():
-                db.table("node_texts").enable_fts(["terms"], tokenize="unicode61", create_triggers=True)
+            db.table("node_texts").create_index(["seq"], if_not_exists=True)
+            # its own copy of the terms (so a row can be deleted by rowid); rowid = node_texts.rowid
+            db.execute("create virtual table if not exists node_texts_fts using fts5(terms, tokenize = 'unicode61')")
             db.table("stories").create(
                 {
                     "id": str, "tenant_id": str, "card_id": str, "title": str, "root_id": str, "leaf_id": str,
@@ -137,20 +149,17 @@ class ReadModels:
         """Remove every read-model table; `_create` runs again so the runner can replay from 0."""
         db = self.writer
         with self._transaction():
-            if db.table("node_texts_fts").exists():
-                db.table("node_texts").disable_fts()
             for name in TABLES:
-                db.table(name).drop(ignore=True)
+                db.execute(f"drop table if exists {name}")
         self._create()
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
-        """For a replay from position 0: secondary indexes and the FTS index are dropped while loading
-        and built once at the end, which is much faster than maintaining them row by row."""
+        """For a replay from position 0: secondary indexes are dropped while loading and built once at
+        the end, which is much faster than maintaining them row by row. (The full-text index is empty
+        after `drop`; `index_texts` fills it afterwards.)"""
         db = self.writer
         with self._transaction():
-            if db.table("node_texts_fts").exists():
-                db.table("node_texts").disable_fts()
             for (name,) in db.execute(
                 "select name from sqlite_master where type = 'index' and name like 'idx_%' and name not in (?, ?)",
                 KEPT_WHILE_LOADING,
@@ -229,6 +238,36 @@ class ReadModels:
         _insert_many(db, "node_texts", list(changes.texts.values()), upsert_on="node_id")
         for seq, patched in changes.scene_patches:
             self.scenes.patched(seq, patched, job_time(patched.timestamp))
+
+    # --- the full-text index --------------------------------------------------------------------
+
+    def index_texts(self, limit: int) -> int:
+        """Index up to `limit` texts changed since the index's position, oldest change first, in one
+        transaction; return how many (fewer than `limit`: the index is up to date)."""
+        db = self.writer
+        rows = db.execute(
+            "select rowid, story_id, text, seq from node_texts where seq > ? order by seq limit ?",
+            [self.position(SEARCH), limit],
+        ).fetchall()
+        if not rows:
+            return 0
+        with self._transaction():
+            db.conn.executemany("delete from node_texts_fts where rowid = ?", [(r[0],) for r in rows])
+            db.conn.executemany(
+                "insert into node_texts_fts (rowid, terms) values (?, ?)",
+                [(rowid, f"{story_term(story_id)} {index_terms(text)}") for rowid, story_id, text, _ in rows],
+            )
+            db.execute(
+                "insert into positions (name, position) values (?, ?)"
+                " on conflict(name) do update set position = excluded.position",
+                [SEARCH, rows[-1][3]],
+            )
+        return len(rows)
+
+    def texts_to_index(self) -> int:
+        """How many texts changed since the full-text index last caught up."""
+        row = self.writer.execute("select count(*) from node_texts where seq > ?", [self.position(SEARCH)]).fetchone()
+        return int(row[0])
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -392,7 +431,7 @@ class ReadModels:
         """Every row of every table (for comparing a rebuild with the live tables)."""
         out = {}
         for name in TABLES:
-            out[name] = list(self.writer.query(f"select * from {name} order by 1"))
+            out[name] = list(self.writer.query(f"select rowid, * from {name} order by rowid"))
         return out
 
 

@@ -16,6 +16,7 @@ async def search(request: web.Request) -> web.Response:
         raise BadRequestError(422, "q must be 1–200 characters", "query.q")
     limit = query_int(request, "limit", 20, 1, 200)
     await svc.load(svc.app.story, tenant(request), story_id)
+    await svc.searchable()
     hits = await svc.query(svc.store.search, story_id, query, limit)
     models = [SearchHitModel.model_validate(h, from_attributes=True) for h in hits]
     return respond(SearchResponse(story_id=story_id, query=query, hits=models))

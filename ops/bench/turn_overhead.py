@@ -391,7 +391,10 @@ class Profiler:
         loop = asyncio.get_running_loop()
         for name, pool in self.pools.items():
             await loop.run_in_executor(pool, self.profiles[name].disable)
+        dump = os.environ.get("CHANGJI_BENCH_PROFILE_DIR")  # keep the raw stats for pstats, one file per thread
         for name, profile in self.profiles.items():
+            if dump:
+                profile.dump_stats(os.path.join(dump, f"turn_overhead.{name}.prof"))
             stats = pstats.Stats(profile, stream=sys.stderr)
             log(f"\n== profile: {name} thread, by own time ==")
             stats.sort_stats("tottime").print_stats(25)

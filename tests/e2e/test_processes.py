@@ -59,6 +59,7 @@ def test_story_survives_a_server_restart(played: Played) -> None:
 
 def test_projections_rebuild_replays_every_event_while_the_server_is_stopped(played: Played) -> None:
     store = ReadModels(played.data_dir / "read_models.sqlite")
+    store.index_texts(10**9)  # what the server's background indexing or a search would do
     before = store.dump()
     result = run("projections", "rebuild", "--data-dir", str(played.data_dir))
     assert result.returncode == 0, result.stderr

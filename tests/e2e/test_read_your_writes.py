@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+from uuid import UUID
 
+from aiohttp.test_utils import TestClient
+
+from api.keys import SERVICE
+from api.service import INDEX_DELAY, Service
 from tests.builders import Api
 
 
@@ -46,3 +52,21 @@ async def test_saves_show_a_hidden_node_and_save_when_their_writes_return(api: A
     tree = await api.call("GET", f"/v1/stories/{sid}/tree")
     assert saves["current_save_id"] == save["id"]
     assert [n["hidden"] for n in tree["nodes"] if n["id"] == user] == [True]
+
+
+async def test_the_full_text_index_catches_up_in_the_background_without_a_search(
+    client: TestClient[Any, Any], api: Api, story: dict[str, Any]
+) -> None:
+    """Writes fold their texts without indexing them (that stays off the turn's path); the index
+    follows INDEX_DELAY later, in one transaction for the whole burst."""
+    svc: Service = client.app[SERVICE]
+    for i in range(5):
+        await api.turn(story["id"], f"第{i}问：信鸽", f"第{i}答")
+    waiting = await svc.query(svc.store.texts_to_index)
+    assert waiting == 11  # the greeting and five turns
+    deadline = asyncio.get_running_loop().time() + INDEX_DELAY + 5
+    while await svc.query(svc.store.texts_to_index) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+    assert await svc.query(svc.store.texts_to_index) == 0
+    hits = await svc.query(svc.store.search, UUID(story["id"]), "信鸽")  # straight from the index, no catch-up
+    assert len(hits) == 5

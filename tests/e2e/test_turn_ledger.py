@@ -102,6 +102,7 @@ async def test_rebuilt_read_models_equal_the_live_ones_after_engine_turns(
     replies = await play_every_ending(fake, engine)
     live_service: Service = engine.client.app[SERVICE]
     await live_service.sync()
+    await live_service.searchable()
     live = await live_service.query(live_service.store.dump)
     phases = {row["id"]: row["phase"] for row in live["nodes"]}
     assert {name: phases[node_id] for name, node_id in replies.items()} == {
@@ -133,8 +134,10 @@ async def test_read_models_folded_from_scratch_equal_the_live_ones_while_serving
     await play_every_ending(fake, engine)
     svc: Service = engine.client.app[SERVICE]
     await svc.sync()
+    await svc.searchable()
     fresh = ProjectionRunner(svc.app, ReadModels(tmp_path / "fresh.sqlite"))
     await svc.load(fresh.catch_up)
+    await svc.load(fresh.index_search)
     assert fresh.store.dump() == await svc.query(svc.store.dump)
 
 

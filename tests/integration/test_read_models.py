@@ -52,27 +52,32 @@ def a_busy_tenant(app: Changji, runner: ProjectionRunner) -> StoryBuilder:
     return story
 
 
-def searches(store: ReadModels, story: StoryBuilder) -> list[Any]:
-    return [store.search(story.story_id, q) for q in ("天气", "船票", "天", "improbable")]
+def searches(runner: ProjectionRunner, story: StoryBuilder) -> list[Any]:
+    runner.index_search()  # as the search endpoint does first
+    return [runner.store.search(story.story_id, q) for q in ("天气", "船票", "天", "improbable")]
 
 
 def test_rebuilt_read_models_equal_live_ones(sqlite_changji: Changji, runner: ProjectionRunner) -> None:
     story = a_busy_tenant(sqlite_changji, runner)
-    live, live_hits = runner.store.dump(), searches(runner.store, story)
+    live_hits = searches(runner, story)
+    live = runner.store.dump()
     assert {(j["status"], j["attempts"]) for j in live["jobs"]} >= {("done", 0), ("skipped", 1)}
     assert any(j["kind"] == "compact" and j["status"] == "done" for j in live["jobs"])
     assert len(live["scene_patches"]) == 2 and len(live["scenes"]) == 2
     scene = runner.store.scene(story.leaf)
     assert scene is not None and scene.snapshot.time == "第一夜"
+    assert live["node_texts_fts"] and runner.store.position("search") == max(t["seq"] for t in live["node_texts"])
     runner.rebuild()
-    assert runner.store.dump() == live
-    assert searches(runner.store, story) == live_hits
+    assert runner.store.dump() == live  # the full-text index too: the rebuild indexes every text
+    assert searches(runner, story) == live_hits
 
 
 def test_fresh_read_models_equal_live_ones(sqlite_changji: Changji, runner: ProjectionRunner, tmp_path: Path) -> None:
     a_busy_tenant(sqlite_changji, runner)
     fresh = ProjectionRunner(sqlite_changji, ReadModels(tmp_path / "fresh.sqlite"))
     fresh.catch_up()
+    fresh.index_search()
+    runner.index_search()
     assert fresh.store.dump() == runner.store.dump()
 
 
@@ -90,6 +95,7 @@ def test_search_finds_two_character_chinese_words(sqlite_story: StoryBuilder, ru
     sqlite_story.turns(2, user="第{i}句", reply="答")
     sqlite_story.user("今天天气很好。")
     runner.catch_up()
+    runner.index_search()
     hits = runner.store.search(sqlite_story.story_id, "天气")
     assert [h.node_id for h in hits] == [str(sqlite_story.leaf)]
 
@@ -105,7 +111,33 @@ def test_search_falls_back_to_a_scan_for_a_single_character(
 def test_search_matches_english_words_case_insensitively(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:
     sqlite_story.turn("The LIGHTHOUSE is dark.", "嗯。")
     runner.catch_up()
+    runner.index_search()
     assert len(runner.store.search(sqlite_story.story_id, "lighthouse")) == 1
+
+
+def test_the_full_text_index_follows_the_folds_when_asked_and_keeps_up_with_revisions(
+    sqlite_story: StoryBuilder, runner: ProjectionRunner
+) -> None:
+    _, reply = sqlite_story.turn("灯塔今晚亮着吗？", "灯塔早就熄了。")
+    runner.catch_up()
+    # the greeting and the turn: folded, not yet searchable
+    assert runner.store.texts_to_index() == 3 and runner.store.search(sqlite_story.story_id, "灯塔") == []
+    assert runner.index_search() == 3 and runner.index_search() == 0  # only what changed since
+    assert len(runner.store.search(sqlite_story.story_id, "灯塔")) == 2
+    sqlite_story.annotate(reply, "revise", "信鸽落在窗台。", "rewrite")
+    runner.catch_up()
+    assert runner.store.texts_to_index() == 1
+    assert runner.index_search() == 1
+    assert [h.kind for h in runner.store.search(sqlite_story.story_id, "灯塔")] == ["user"]  # the old words are gone
+    assert [h.node_id for h in runner.store.search(sqlite_story.story_id, "信鸽")] == [str(reply)]
+
+
+def test_the_full_text_index_catches_up_in_bounded_steps(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:
+    sqlite_story.turns(3, user="第{i}问：信鸽", reply="第{i}答")
+    runner.catch_up()
+    assert runner.index_search(limit=4) == 4 and runner.store.texts_to_index() == 3  # the greeting and 3 turns
+    assert runner.index_search(limit=4) == 3 and runner.store.texts_to_index() == 0
+    assert len(runner.store.search(sqlite_story.story_id, "信鸽")) == 3
 
 
 def test_children_and_ancestry_follow_the_tree(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:

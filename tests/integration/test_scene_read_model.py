@@ -145,6 +145,7 @@ def test_the_scene_at_every_node_is_the_fold_of_its_paths_patches_whatever_the_a
                 assert (scene.snapshot, scene.roster) == expected
         rebuilt = ReadModels(Path(tmp) / "rebuilt.sqlite")
         ProjectionRunner(app, rebuilt).rebuild()
+        ProjectionRunner(app, live).index_search()
         assert rebuilt.dump() == live.dump()
 
 
