@@ -6,10 +6,12 @@ answer. Every model round is recorded by `Changji.play_round` before the next on
 event store always holds the draft as far as it got.
 
 Per turn, the engine's own time is kept off the model's path where it can be: `open`/`reopen` save
-the user's words and the empty reply and assemble the context in one hop to the writer thread; the
-writer folds the turn into the read models right after its last round, in the same hop (read your
-writes), and while a model call is slow to answer the read models fold what the turn saved so far
-in the background (`sync_soon`), so that catch-up is short.
+the user's words and the empty reply and assemble the context in one command; each round is one
+command, and the last one folds the turn into the read models right after its save (read your
+writes). Commands go through `host.command`, which runs them on the event loop itself when the
+writer thread is idle (no thread hop; see `Service.command`). While a model call is slow to answer,
+the read models fold what the turn saved so far in the background (`sync_soon`), so that catch-up
+is short.
 
 Ends: sealed (the reply is final), asked (paused for the user; `resume` goes on from the events, so
 an answer works even after a restart), revised (the previous reply was edited in place), stopped
@@ -66,7 +68,7 @@ class TurnHost(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Opened:
-    """A turn opened in one hop to the writer thread: the empty reply, the notification position of the
+    """A turn opened in one command: the empty reply, the notification position of the
     opening's last event, and the context at the user's node (None if assembling it failed: the turn
     then assembles it again and records the failure as its error)."""
 
@@ -95,7 +97,7 @@ class TurnRunner:
         self, tenant_id: str, story_id: UUID, text: str, parent_id: UUID | None, expected_version: int | None = None
     ) -> Opened:
         """The user's words and an empty reply under them (one transaction), and the context the model
-        will get, in one hop to the writer thread; `start` runs the turn."""
+        will get, in one command; `start` runs the turn."""
         app, model = self.host.app, self.model.model
 
         def opening() -> Opened:
@@ -119,7 +121,7 @@ class TurnRunner:
         return opened
 
     def _opened(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
-        """On the writer thread, right after the opening's transaction: the context at the user's node."""
+        """In the opening's command, right after its transaction: the context at the user's node."""
         try:
             context = self.host.context(tenant_id, story_id, reply.parent_id)
         except Exception:  # the reply is saved already: the turn tries again and ends as an error
@@ -235,7 +237,7 @@ class TurnRunner:
             emit(TurnEvent(DONE, {}))
 
     def _play_round(self, reply_id: UUID, result: ChatResult, elapsed: float, tools_allowed: bool) -> Round:
-        """On the writer thread: record a round and, if it ends the turn, fold it into the read models
+        """One command: record a round and, if it ends the turn, fold it into the read models
         right there, before the loop hears of it (the turn answers only once they show it)."""
         played = self.host.app.play_round(reply_id, result, elapsed, tools_allowed)
         if played.ends is not None:

@@ -38,12 +38,19 @@ class ProjectionRunner:
     def max_position(self) -> int:
         return int(self.source.recorder.max_notification_id() or 0)
 
-    def catch_up(self, until: int | None = None, progress: Callable[[int], None] | None = None) -> int:
-        """Fold notifications after the tracked position (up to `until`, or all); return the new position."""
-        with self._lock:
+    def catch_up(
+        self, until: int | None = None, progress: Callable[[int], None] | None = None, wait: bool = True
+    ) -> int:
+        """Fold notifications after the tracked position (up to `until`, or all); return the new position.
+        `wait=False`: if another thread is folding, return at once (the position may still be short)."""
+        if not self._lock.acquire(blocking=wait):
+            return self.position
+        try:
             if until is not None and self.position < until:
                 self._fold_recent(until)
             return self._catch_up(until, progress)
+        finally:
+            self._lock.release()
 
     def _fold_recent(self, until: int) -> None:
         """Up to `until` straight from the events the source just saved, when it still holds exactly

@@ -10,10 +10,11 @@
    is measured too: one round of streamed text (10 chunks) that the engine captures and seals.
 3. Runs a `Service` in process with the fake server as its main model and drives turns the way the
    HTTP handler does: `TurnRunner.open(…)` (the user's words and an empty reply, and the context, in
-   one writer hop), then `TurnRunner.start(…)`, draining the turn's events until `done` (the writer
-   folds the turn into the read models right after its last round, before the turn's last events;
-   the fake model answers too fast for any of it to be folded in the background meanwhile). The history keeps
-   growing by the measured turns (from N to N + turns), as a real story would.
+   one command, which runs on the event loop when the writer thread is idle), then
+   `TurnRunner.start(…)`, draining the turn's events until `done` as the JSON handler does (the last
+   round's command folds the turn into the read models right after its save, before the turn's last
+   events; the fake model answers too fast for any of it to be folded in the background meanwhile).
+   The history keeps growing by the measured turns (from N to N + turns), as a real story would.
 
 Model time is measured by a wrapper around the chat client (`TimedModel`, a `ChatModel` of its own
 that times each `await inner.chat(...)`: request encoding, the loopback round trip, the fake server's
@@ -24,7 +25,7 @@ across the two stories (and both kinds) in a shuffled order after a few warm-up 
 
 Figures (the keys keep their names in --quick): `overhead_median_ms_1k`, `overhead_median_ms_10k`,
 `overhead_10k_vs_1k_ratio` (the two-round tool turn), with p90s, model and turn medians, the breakdown
-per turn (`open`: the opening's writer hop less the context, `context`: the context assembly inside it,
+per turn (`open`: the opening's command less the context, `context`: the context assembly inside it,
 `rounds`: the play_round writes, `node`: reply loads (none on this path), `rest`: loop and task
 scheduling; the read-model sync before the turn ends is shown with `--split`), the same for the one-round direct-text
 turn (`direct_*`), and the chat request's size and JSON encoding time (engine CPU inside model time).
@@ -188,14 +189,14 @@ class TimedHost:
         self.service.sync_soon(position)  # returns at once: the catch-up runs while the model works
 
     def fold_now(self, position: int) -> int:
-        t0 = time.perf_counter()  # on the writer thread, inside the last round's hop: shown apart as sync
+        t0 = time.perf_counter()  # inside the last round's command: shown apart as sync
         try:
             return self.service.fold_now(position)
         finally:
             self.seconds["fold_now"] += time.perf_counter() - t0
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
-        t0 = time.perf_counter()  # inside the opening's writer hop
+        t0 = time.perf_counter()  # inside the opening's command
         try:
             return self.service.context(tenant_id, story_id, at)
         finally:
@@ -269,12 +270,10 @@ class Bench:
         opened = await self.runner.open(TENANT, story_id, user_text, None)  # as the HTTP handler does
         handle = self.runner.start(TENANT, story_id, opened.reply.id, opened=opened)
         ended = None
-        while True:
-            event = await asyncio.wait_for(handle.events.get(), TURN_TIMEOUT)
-            if event.kind == DONE:
-                break
-            if event.kind in ("sealed", "stopped", "error", "ask", "revised"):
-                ended = event
+        async with asyncio.timeout(TURN_TIMEOUT):  # one deadline for the turn; the JSON handler drains the same way
+            while (event := await handle.events.get()).kind != DONE:
+                if event.kind in ("sealed", "stopped", "error", "ask", "revised"):
+                    ended = event
         wall = time.perf_counter() - t0
         await handle.task
         if ended is None or ended.kind != "sealed" or ended.data["text"] != draft:
@@ -286,7 +285,7 @@ class Bench:
         prompt_chars = sum(len(m.get("content") or "") for m in list(messages)[:count])
         parts = dict(self.host.seconds)
         parts["opening"] = parts.get("opening", 0.0) - parts.get("context", 0.0)  # the context is timed inside it
-        folded = parts.pop("fold_now", 0.0)  # the read-model catch-up inside the last round's hop
+        folded = parts.pop("fold_now", 0.0)  # the read-model catch-up inside the last round's command
         parts["_play_round"] = parts.get("_play_round", 0.0) - folded
         parts["sync"] = parts.get("sync", 0.0) + folded
         return Sample(wall, self.model.seconds, self.model.calls, parts, prompt_chars)

@@ -1,0 +1,106 @@
+"""Who runs a domain command: the turn engine's run on the event loop when the writer thread is idle
+(no thread hop), on the writer thread otherwise; never two at once, and the fold at a turn's end
+never makes the loop wait for the projector thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from api.service import Service
+from api.settings import Settings
+from domain.values import StorySettings
+from tests.builders import TENANT, a_card
+
+
+@pytest.fixture
+async def svc(tmp_path: Path) -> AsyncIterator[Service]:
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    await service.start()
+    yield service
+    await service.close()
+
+
+def where() -> str:
+    return threading.current_thread().name
+
+
+async def test_a_command_runs_on_the_event_loop_when_the_writer_is_idle(svc: Service) -> None:
+    assert await svc.command(where) == threading.current_thread().name
+    svc.inline_commands = False
+    assert (await svc.command(where)).startswith("changji-writer")
+    assert (await svc.load(where)).startswith("changji-writer")  # loads always keep to the thread
+
+
+async def test_a_command_waits_its_turn_behind_a_busy_writer_thread(svc: Service) -> None:
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def slow() -> str:
+        started.set()
+        release.wait(5)
+        order.append("slow")
+        return where()
+
+    busy = asyncio.ensure_future(svc.load(slow))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+
+    def quick() -> str:
+        order.append("quick")
+        return where()
+
+    queued = asyncio.ensure_future(svc.command(quick))
+    await asyncio.sleep(0.05)
+    assert order == [] and not queued.done()  # neither run on the loop nor alongside `slow`
+    release.set()
+    assert (await busy).startswith("changji-writer")
+    assert (await queued).startswith("changji-writer")
+    assert order == ["slow", "quick"]
+
+
+async def test_commands_never_overlap_whichever_thread_runs_them(svc: Service) -> None:
+    running, overlaps = [0], [0]
+
+    def step(_: Any = None) -> None:
+        running[0] += 1
+        overlaps[0] += running[0] > 1
+        for _ in range(2000):  # long enough for the other thread to try
+            pass
+        running[0] -= 1
+
+    await asyncio.gather(*(svc.command(step) if i % 2 else svc.load(step) for i in range(200)))
+    assert overlaps[0] == 0
+
+
+async def test_the_fold_after_a_turn_does_not_wait_for_the_projector(svc: Service) -> None:
+    await svc.write(svc.app.create_card, *_card())  # saved and folded
+    behind = svc.runner.position
+    await svc.command(svc.app.create_card, *_card())  # saved, not folded
+    position = int(svc.app.recorder.max_notification_id() or 0)
+    assert position > behind
+    held, release = threading.Event(), threading.Event()
+
+    def projector() -> None:  # the projector thread, folding just now
+        with svc.runner._lock:
+            held.set()
+            release.wait(5)
+
+    folding = threading.Thread(target=projector)
+    folding.start()
+    held.wait(5)
+    try:
+        assert svc.fold_now(position) == behind  # at once, short of the position: no waiting
+    finally:
+        release.set()
+        folding.join()
+    assert svc.fold_now(position) == position
+
+
+def _card() -> tuple[Any, ...]:
+    return uuid4(), TENANT, a_card(), StorySettings()
