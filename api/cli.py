@@ -94,7 +94,7 @@ def projections() -> None:
 @DATA_DIR
 def projections_rebuild(data_dir: Path | None) -> None:
     """Drop every read model and replay all events into it (stop `serve` first)."""
-    service = Service(Settings.from_env(data_dir=data_dir))
+    service = Service(Settings.from_env(data_dir=data_dir), background_checkpoints=False)
     total = service.runner.max_position()
     with click.progressbar(length=total, label="replaying events", file=sys.stderr) as bar:
         position = service.runner.rebuild(progress=bar.update)
@@ -111,7 +111,7 @@ def projections_rebuild(data_dir: Path | None) -> None:
 @click.option("--limit", type=int, default=1000)
 def replay(data_dir: Path | None, story_id: UUID, at: UUID | None, tenant: str, from_depth: int, limit: int) -> None:
     """Print the events of a path in order, with the context size after each step."""
-    service = Service(Settings.from_env(data_dir=data_dir))
+    service = Service(Settings.from_env(data_dir=data_dir), background_checkpoints=False)
     _, steps, more = service.replay(tenant, story_id, at, from_depth, limit)
     for step in steps:
         for event in step["events"]:

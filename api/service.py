@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from api.auth import ServiceDB, hash_key
+from api.checkpoints import Checkpointer
 from api.errors import BadRequestError
 from api.settings import Settings
 from domain.application import Changji
@@ -51,15 +52,24 @@ KEY_CACHE_SECONDS = 30.0
 # the full-text index catches up this long after a fold, in the background (a search does at once):
 # turns in quick succession then share one indexing transaction, and none waits for it
 INDEX_DELAY = 1.0
+CHECKPOINT_SECONDS = 1.0  # how often the write-ahead logs are looked at (see api/checkpoints.py)
 
 
 class Service:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, background_checkpoints: bool = True) -> None:
+        """`background_checkpoints`: once started, checkpoint the SQLite logs on a thread of their own
+        rather than inside whichever commit crosses the threshold (`api/checkpoints.py`). One-shot
+        CLI commands that never `start()` pass False and keep SQLite's automatic checkpoints."""
         self.settings = settings
+        env = settings.event_store_env()
+        self.checkpointer: Checkpointer | None = None
         if settings.persistence == "sqlite":
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.app = Changji(env=settings.event_store_env())
-        self.store = ReadModels(settings.read_models_path)
+            if background_checkpoints:
+                env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
+                self.checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
+        self.app = Changji(env=env)
+        self.store = ReadModels(settings.read_models_path, autocheckpoint=self.checkpointer is None)
         self.runner = ProjectionRunner(self.app, self.store)
         self.service_db = ServiceDB(settings.service_db_path)
         self.counter = default_counter()
@@ -68,6 +78,8 @@ class Service:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="changji-writer")
         self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
         self._readers = ThreadPoolExecutor(2, thread_name_prefix="changji-reader")
+        self._checkpointing = ThreadPoolExecutor(1, thread_name_prefix="changji-checkpoint")
+        self._checkpoints: asyncio.Task[None] | None = None
         self._poller: asyncio.Task[None] | None = None
         self._catch_up: asyncio.Future[int] | None = None
         self._tenants: dict[str, tuple[str, float]] = {}
@@ -339,7 +351,17 @@ class Service:
     async def start(self) -> None:
         await self.sync()
         self._poller = asyncio.create_task(self._poll())
+        if self.checkpointer is not None:
+            self._checkpoints = asyncio.create_task(self._checkpoint_logs(self.checkpointer))
         self.jobs.start()
+
+    async def _checkpoint_logs(self, checkpointer: Checkpointer) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_SECONDS)
+            try:
+                await self._run(self._checkpointing, checkpointer.run)
+            except Exception:
+                log.exception("checkpoint failed; trying again in %s s", CHECKPOINT_SECONDS)
 
     async def _poll(self) -> None:
         """Fold events written by other processes (CLI, other workers)."""
@@ -353,7 +375,7 @@ class Service:
     async def close(self) -> None:
         self._closing = True  # no background indexing starts from here on
         await self.jobs.stop()
-        for task in (self._poller, self._indexer):
+        for task in (self._poller, self._indexer, self._checkpoints):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -370,8 +392,10 @@ class Service:
         for model in (self.main_model, self.side_model):
             if model is not None:
                 await model.close()
-        for pool in (self._writer, self._projector, self._readers):
+        for pool in (self._writer, self._projector, self._readers, self._checkpointing):
             pool.shutdown(wait=True)
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         self.app.close()
         self.service_db.close()
 

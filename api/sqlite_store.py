@@ -18,18 +18,23 @@ MODES = ("NORMAL", "FULL", "EXTRA")
 
 class Factory(_SQLiteFactory):
     SQLITE_SYNCHRONOUS = "SQLITE_SYNCHRONOUS"
+    SQLITE_WAL_AUTOCHECKPOINT = "SQLITE_WAL_AUTOCHECKPOINT"  # "0": checkpoints are left to `api.checkpoints`
 
     def __init__(self, env: Environment) -> None:
         super().__init__(env)
         mode = (self.env.get(self.SQLITE_SYNCHRONOUS) or "NORMAL").upper()
         if mode not in MODES:
             raise InfrastructureFactoryError(f"SQLITE_SYNCHRONOUS must be one of {', '.join(MODES)}, not {mode!r}")
+        pages = self.env.get(self.SQLITE_WAL_AUTOCHECKPOINT) or "1000"
+        if not pages.isdigit():
+            raise InfrastructureFactoryError(f"SQLITE_WAL_AUTOCHECKPOINT must be a number of pages, not {pages!r}")
         pool = self.datastore.pool
         create = pool._create_connection
 
         def create_connection() -> SQLiteConnection:
             connection = create()
             connection._sqlite_conn.execute(f"PRAGMA synchronous={mode}")
+            connection._sqlite_conn.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
             return connection
 
         pool._create_connection = create_connection  # type: ignore[method-assign]

@@ -58,10 +58,14 @@ class SearchHit:
 class ReadModels:
     """The read-model database. One writer (the runner's thread); readers open their own connections."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, autocheckpoint: bool = True) -> None:
+        """`autocheckpoint=False`: the writing connection leaves WAL checkpoints to someone else
+        (`api.checkpoints.Checkpointer`) instead of running them inside a fold's commit."""
         self.path = str(path)
         self._local = threading.local()
         self.writer = self._connect()
+        if not autocheckpoint:
+            self.writer.execute("PRAGMA wal_autocheckpoint=0")
         self.scenes = SceneTables(self.writer)
         self.jobs_added: Counter[str] = Counter()  # job rows folded by this process, per kind: sweep now
         if self._schema() not in (None, SCHEMA_VERSION):
