@@ -9,10 +9,16 @@ checkpointed as often as before and durability is unchanged (see `api/sqlite_sto
 
 PASSIVE checkpoints never wait for readers or writers: frames still needed by a reader stay in the log
 for the next round. Processes that do not run a `Checkpointer` (the CLI) keep the automatic one.
+
+A log's size is its measure: the writing connections set `journal_size_limit` to `LOG_LIMIT_BYTES`, so a
+log that starts over after a checkpoint is cut back to that size, and it only grows past the
+threshold again once that many new frames were written. A log unchanged since its last checkpoint
+is left alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -22,15 +28,18 @@ from collections.abc import Sequence
 log = logging.getLogger(__name__)
 
 PAGES = 1000  # SQLite's own default for wal_autocheckpoint
+LOG_LIMIT_BYTES = 1 << 20  # what a reused log is cut back to (a quarter of the threshold at 4 KiB pages)
 
 
 class Checkpointer:
-    """Checkpoints the write-ahead logs of some SQLite files when they grow past PAGES pages."""
+    """Checkpoints the write-ahead logs of some SQLite files when they grow past `pages` pages (which
+    should be well above what LOG_LIMIT_BYTES holds, or a reused log looks full at once)."""
 
     def __init__(self, paths: Sequence[str], pages: int = PAGES) -> None:
         self.paths = list(paths)
         self.pages = pages
         self._connections: dict[str, sqlite3.Connection] = {}
+        self._checkpointed: dict[str, tuple[int, int]] = {}  # path → (size, mtime) of its log when last done
         self._lock = threading.Lock()  # one round at a time, whichever thread asks
         self.checkpoints = 0  # completed checkpoint calls, for tests and diagnostics
 
@@ -46,10 +55,12 @@ class Checkpointer:
 
     def _log_pages(self, path: str) -> int:
         try:
-            size = os.path.getsize(f"{path}-wal")
+            stat = os.stat(f"{path}-wal")
         except OSError:  # no log yet (or a memory database): nothing to do
             return 0
-        return size // (self._page_size(path) + 24)  # each frame: a 24-byte header and a page
+        if self._checkpointed.get(path) == (stat.st_size, stat.st_mtime_ns):
+            return 0  # not written since it was checkpointed
+        return (stat.st_size - 32) // (self._page_size(path) + 24)  # a 32-byte header, then frames
 
     def _page_size(self, path: str) -> int:
         return int(self._connection(path).execute("PRAGMA page_size").fetchone()[0])
@@ -57,6 +68,9 @@ class Checkpointer:
     def _checkpoint(self, path: str) -> None:
         busy, frames, copied = self._connection(path).execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         self.checkpoints += 1
+        with contextlib.suppress(OSError):
+            stat = os.stat(f"{path}-wal")
+            self._checkpointed[path] = (stat.st_size, stat.st_mtime_ns)
         if busy or copied < frames:
             log.debug("checkpoint of %s copied %s of %s frames (readers still need the rest)", path, copied, frames)
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from api.auth import ServiceDB, hash_key
-from api.checkpoints import Checkpointer
+from api.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from api.errors import BadRequestError
 from api.settings import Settings
 from domain.application import Changji
@@ -69,7 +69,7 @@ class Service:
                 env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
                 self.checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
         self.app = Changji(env=env)
-        self.store = ReadModels(settings.read_models_path, autocheckpoint=self.checkpointer is None)
+        self.store = ReadModels(settings.read_models_path, LOG_LIMIT_BYTES if self.checkpointer else None)
         self.runner = ProjectionRunner(self.app, self.store)
         self.service_db = ServiceDB(settings.service_db_path)
         self.counter = default_counter()
@@ -99,7 +99,8 @@ class Service:
         self._indexer: asyncio.Task[None] | None = None
         self._writing = threading.Lock()  # held by whichever thread runs a domain command
         self._queued = 0  # commands handed to the writer thread and not yet finished
-        self.inline_commands = True  # see `command`
+        # see `command`: not where every commit waits for the disk
+        self.inline_commands = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
         self._index_due, self._index_seen, self._closing = False, 0, False
 
     # --- threads ------------------------------------------------------------------------------
@@ -182,8 +183,10 @@ class Service:
 
     async def searchable(self) -> None:
         """Bring the full-text index up to date with the read models (so with every write that
-        returned): a search calls it first."""
-        await self._run(self._projector, self.runner.index_search)
+        returned): a search calls it first. A batch per hop to the projector thread, so folds (and
+        the writes waiting on them) go on in between."""
+        while await self._run(self._projector, self.runner.index_search, INDEX_BATCH) == INDEX_BATCH:
+            pass
 
     def _index_later(self) -> None:
         self._index_due = True
@@ -199,8 +202,7 @@ class Service:
             await asyncio.sleep(INDEX_DELAY)
             self._index_due = False
             try:
-                while await self._run(self._projector, self.runner.index_search, INDEX_BATCH) == INDEX_BATCH:
-                    pass
+                await self.searchable()
             except Exception:
                 log.exception("full-text indexing failed; it is tried again after the next fold or search")
 
@@ -349,10 +351,10 @@ class Service:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.checkpointer is not None:  # first: the first catch-up may fold the whole log
+            self._checkpoints = asyncio.create_task(self._checkpoint_logs(self.checkpointer))
         await self.sync()
         self._poller = asyncio.create_task(self._poll())
-        if self.checkpointer is not None:
-            self._checkpoints = asyncio.create_task(self._checkpoint_logs(self.checkpointer))
         self.jobs.start()
 
     async def _checkpoint_logs(self, checkpointer: Checkpointer) -> None:

@@ -13,6 +13,8 @@ from eventsourcing.sqlite import Factory as _SQLiteFactory
 from eventsourcing.sqlite import SQLiteConnection
 from eventsourcing.utils import Environment
 
+from api.checkpoints import LOG_LIMIT_BYTES
+
 MODES = ("NORMAL", "FULL", "EXTRA")
 
 
@@ -35,6 +37,8 @@ class Factory(_SQLiteFactory):
             connection = create()
             connection._sqlite_conn.execute(f"PRAGMA synchronous={mode}")
             connection._sqlite_conn.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
+            if int(pages) == 0:  # checkpointed by `api.checkpoints`, which measures a log by its size
+                connection._sqlite_conn.execute(f"PRAGMA journal_size_limit={LOG_LIMIT_BYTES}")
             return connection
 
         pool._create_connection = create_connection  # type: ignore[method-assign]

@@ -18,7 +18,7 @@ from projections.store import ReadModels
 log = logging.getLogger(__name__)
 
 BATCH = 1000
-INDEX_BATCH = 500  # texts per full-text indexing transaction (the lock is let go between them)
+INDEX_BATCH = 100  # texts per full-text indexing transaction, a few ms (the lock is let go between them)
 
 
 class NotificationSource(Protocol):
@@ -42,13 +42,16 @@ class ProjectionRunner:
         self, until: int | None = None, progress: Callable[[int], None] | None = None, wait: bool = True
     ) -> int:
         """Fold notifications after the tracked position (up to `until`, or all); return the new position.
-        `wait=False`: if another thread is folding, return at once (the position may still be short)."""
+
+        `wait=False` (a caller that must not block, such as the event loop): only what can be folded
+        straight from the events just saved, and only if no other thread is folding; nothing is read
+        back from the store. The position may then still be short of `until`."""
         if not self._lock.acquire(blocking=wait):
             return self.position
         try:
             if until is not None and self.position < until:
                 self._fold_recent(until)
-            return self._catch_up(until, progress)
+            return self._catch_up(until, progress) if wait else self.position
         finally:
             self._lock.release()
 

@@ -41,7 +41,8 @@ TABLES = (
 SCHEMA, SCHEMA_VERSION = "schema", 6  # bump when a table changes: the read models are then rebuilt
 RUNNER = "main"
 SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
-KEPT_WHILE_LOADING = ("idx_nodes_parent_id", "idx_scene_patches_node_id_seq")  # the scene fold walks these
+# the scene fold walks the first two; text upserts need the unique key of the third
+KEPT_WHILE_LOADING = ("idx_nodes_parent_id", "idx_scene_patches_node_id_seq", "idx_node_texts_node_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +59,16 @@ class SearchHit:
 class ReadModels:
     """The read-model database. One writer (the runner's thread); readers open their own connections."""
 
-    def __init__(self, path: str | Path, autocheckpoint: bool = True) -> None:
-        """`autocheckpoint=False`: the writing connection leaves WAL checkpoints to someone else
-        (`api.checkpoints.Checkpointer`) instead of running them inside a fold's commit."""
+    def __init__(self, path: str | Path, log_limit_bytes: int | None = None) -> None:
+        """`log_limit_bytes`: the writing connection leaves WAL checkpoints to someone else
+        (`api.checkpoints.Checkpointer`) instead of running them inside a fold's commit, and a log that
+        starts over is cut back to that size. None: SQLite's automatic checkpoints."""
         self.path = str(path)
         self._local = threading.local()
         self.writer = self._connect()
-        if not autocheckpoint:
+        if log_limit_bytes is not None:
             self.writer.execute("PRAGMA wal_autocheckpoint=0")
+            self.writer.execute(f"PRAGMA journal_size_limit={int(log_limit_bytes)}")
         self.scenes = SceneTables(self.writer)
         self.jobs_added: Counter[str] = Counter()  # job rows folded by this process, per kind: sweep now
         if self._schema() not in (None, SCHEMA_VERSION):
@@ -103,12 +106,13 @@ class ReadModels:
             )  # fmt: skip
             db.table("nodes").create_index(["story_id", "parent_id"], if_not_exists=True)
             db.table("nodes").create_index(["parent_id"], if_not_exists=True)
-            db.table("node_texts").create(
-                {"node_id": str, "story_id": str, "text": str, "seq": int}, pk="node_id", if_not_exists=True
-            )
+            db.table("node_texts").create(  # `id` is the full-text index's rowid: an explicit key keeps it
+                {"id": int, "node_id": str, "story_id": str, "text": str, "seq": int}, pk="id", if_not_exists=True
+            )  # (a VACUUM may renumber implicit rowids)
+            db.table("node_texts").create_index(["node_id"], unique=True, if_not_exists=True)
             db.table("node_texts").create_index(["story_id"], if_not_exists=True)
             db.table("node_texts").create_index(["seq"], if_not_exists=True)
-            # its own copy of the terms (so a row can be deleted by rowid); rowid = node_texts.rowid
+            # its own copy of the terms (so a row can be deleted by rowid); rowid = node_texts.id
             db.execute("create virtual table if not exists node_texts_fts using fts5(terms, tokenize = 'unicode61')")
             db.table("stories").create(
                 {
@@ -165,7 +169,8 @@ class ReadModels:
         db = self.writer
         with self._transaction():
             for (name,) in db.execute(
-                "select name from sqlite_master where type = 'index' and name like 'idx_%' and name not in (?, ?)",
+                "select name from sqlite_master where type = 'index' and name like 'idx_%' and name not in"
+                f" ({', '.join('?' for _ in KEPT_WHILE_LOADING)})",
                 KEPT_WHILE_LOADING,
             ).fetchall():
                 db.execute(f"drop index {name}")

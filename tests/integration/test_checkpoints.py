@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 from uuid import uuid4
 
-from api.checkpoints import Checkpointer
+from api.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from api.service import CHECKPOINT_SECONDS, Service
 from api.settings import Settings
 from domain.values import StorySettings
@@ -17,9 +17,11 @@ from tests.builders import TENANT, a_card
 
 
 def a_log(path: Path) -> sqlite3.Connection:
+    """A writing connection set up as the service sets up its own."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute(f"PRAGMA journal_size_limit={LOG_LIMIT_BYTES}")
     conn.execute("create table t (x blob)")
     return conn
 
@@ -37,15 +39,19 @@ def wal_bytes(path: Path) -> int:
 def test_a_log_past_its_threshold_is_checkpointed_and_then_reused(tmp_path: Path) -> None:
     path = tmp_path / "a.sqlite"
     conn = a_log(path)
-    checkpointer = Checkpointer([str(path)], pages=200)
-    write_pages(conn, 100)
+    checkpointer = Checkpointer([str(path)], pages=400)  # above what LOG_LIMIT_BYTES holds, as PAGES is
+    write_pages(conn, 300)
     assert checkpointer.run() == 0 and checkpointer.checkpoints == 0  # under the threshold
     write_pages(conn, 200)
     size = wal_bytes(path)
     assert checkpointer.run() == 1
-    write_pages(conn, 250)  # the checkpointed log starts over from its beginning instead of growing
-    assert wal_bytes(path) <= size
-    assert conn.execute("select count(*) from t").fetchone()[0] == 550
+    assert checkpointer.run() == 0  # not written since
+    write_pages(conn, 1)  # the log starts over from its beginning, cut back to the limit
+    assert wal_bytes(path) <= LOG_LIMIT_BYTES < size
+    assert checkpointer.run() == 0  # so one new frame is not mistaken for a full log
+    write_pages(conn, 450)
+    assert checkpointer.run() == 1
+    assert conn.execute("select count(*) from t").fetchone()[0] == 951
     checkpointer.close()
 
 

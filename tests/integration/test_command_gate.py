@@ -15,6 +15,7 @@ import pytest
 
 from api.service import Service
 from api.settings import Settings
+from domain.application import Changji
 from domain.values import StorySettings
 from tests.builders import TENANT, a_card
 
@@ -36,6 +37,14 @@ async def test_a_command_runs_on_the_event_loop_when_the_writer_is_idle(svc: Ser
     svc.inline_commands = False
     assert (await svc.command(where)).startswith("changji-writer")
     assert (await svc.load(where)).startswith("changji-writer")  # loads always keep to the thread
+
+
+def test_commands_keep_to_the_thread_where_every_commit_waits_for_the_disk(tmp_path: Path) -> None:
+    svc = Service(Settings(data_dir=tmp_path / "data", sqlite_synchronous="FULL"), background_checkpoints=False)
+    try:
+        assert not svc.inline_commands
+    finally:
+        asyncio.run(svc.close())
 
 
 async def test_a_command_waits_its_turn_behind_a_busy_writer_thread(svc: Service) -> None:
@@ -100,6 +109,19 @@ async def test_the_fold_after_a_turn_does_not_wait_for_the_projector(svc: Servic
         release.set()
         folding.join()
     assert svc.fold_now(position) == position
+
+
+async def test_the_fold_after_a_turn_never_reads_back_what_another_process_wrote(svc: Service, tmp_path: Path) -> None:
+    other = Changji(env=Settings(data_dir=tmp_path / "data").event_store_env())  # say, the CLI
+    try:
+        other.create_card(*_card())
+    finally:
+        other.close()
+    behind = svc.runner.position
+    await svc.command(svc.app.create_card, *_card())
+    position = int(svc.app.recorder.max_notification_id() or 0)
+    assert svc.fold_now(position) == behind  # not in memory: left to sync(), off the loop
+    assert await svc.sync(position) == position
 
 
 def _card() -> tuple[Any, ...]:
