@@ -70,11 +70,13 @@ BATCH = 5_000
 
 
 def next_context(app: Changji, renders: RenderCache, story_id: UUID, at: UUID) -> Context:
-    """What the service does for GET /context?at=… (api/service.py `Service.context`)."""
+    """What the service does for GET /context?at=… (api/service.py `Service.context`). The stories here
+    are never compacted, so the service's read models say they have no summaries (`summarized=False`:
+    a context cut by the budget does not walk on to the root looking for one)."""
     story = app.story(TENANT, story_id)
     leaf = app.story_node(story, at).id
     card = app.card_of(story)
-    return assemble_context(card.data, app.settings(story), walk_up(app.node, leaf), renders)
+    return assemble_context(card.data, app.settings(story), walk_up(app.node, leaf), renders, summarized=False)
 
 
 def naive_context(app: Changji, story_id: UUID) -> tuple[Context, int]:
@@ -168,7 +170,9 @@ def main() -> None:
         assert leaf is not None
         incremental: list[float] = []
         for _ in range(plan["incremental_runs"]):
-            dt, inc_ctx = timed(lambda: assemble_context(card, settings, walk_up(app.node, leaf), renders["10k"]))
+            dt, inc_ctx = timed(
+                lambda: assemble_context(card, settings, walk_up(app.node, leaf), renders["10k"], summarized=False)
+            )
             incremental.append(dt)
         naive: list[float] = []
         events = 0
