@@ -1,18 +1,18 @@
-"""create_app(settings): the composition root."""
+"""create_app(settings): the aiohttp application over the service `bootstrap` assembles."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
+from api.bootstrap import Resource, Service, bootstrap
 from api.errors import json_dumps, problem_middleware
 from api.keys import SERVICE
 from api.middleware import auth_middleware, idempotency_middleware
 from api.openapi import build_openapi
 from api.routes import add_routes
-from api.service import Service
 from api.settings import Settings
 
 OPENAPI: web.AppKey[dict[str, object]] = web.AppKey("openapi", dict)
@@ -27,7 +27,7 @@ def package_version() -> str:
 
 async def healthz(request: web.Request) -> web.Response:
     svc = request.app[SERVICE]
-    return web.json_response({"status": "ok", "read_model_position": svc.runner.position})
+    return web.json_response({"status": "ok", "read_model_position": svc.read_side.position})
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -35,22 +35,27 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 def create_app(settings: Settings, service: Service | None = None) -> web.Application:
-    """The aiohttp application. Pass a started-elsewhere `service` to share it (tests, demo)."""
+    """The aiohttp application; `service` (default: `bootstrap(settings)`) is started and stopped with
+    it, one cleanup context per resource."""
     app = web.Application(
         middlewares=[problem_middleware, auth_middleware, idempotency_middleware],
         client_max_size=settings.max_body_bytes,
     )
     app[OPENAPI] = build_openapi(package_version())
-
-    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
-        svc = service or Service(settings)
-        app[SERVICE] = svc
-        await svc.start()
-        yield
-        await svc.close()
-
-    app.cleanup_ctx.append(service_ctx)
+    svc = service or bootstrap(settings)
+    app[SERVICE] = svc
+    for resource in svc.lifecycle():
+        app.cleanup_ctx.append(_context(resource))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/openapi.json", openapi)
     add_routes(app)
     return app
+
+
+def _context(resource: Resource) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def run(_: web.Application) -> AsyncIterator[None]:
+        await resource.start()
+        yield
+        await resource.stop()
+
+    return run

@@ -1,108 +1,31 @@
-"""API keys and idempotency records: service data that is not derived from events.
-
-Keys are 32 random bytes; only their SHA-256 is stored (a fast hash is enough for keys with that
-much entropy). Neither keys nor their hashes ever enter the event store or the logs. The idempotency
-table remembers the response of a creating POST per (tenant, key) so a retried request is answered
-from it instead of creating twice.
-"""
+"""Bearer keys → tenants, with known keys remembered for a while (a revoked key stops within that time)."""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-import sqlite3
-import threading
-from dataclasses import dataclass
-from datetime import UTC, datetime
+import time
 
-KEY_PREFIX = "cj_"
+from service.executor import Executor
+from storage.service_db import ServiceDB, hash_key
+
+KEY_CACHE_SECONDS = 30.0
 
 
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
+class Authenticator:
+    def __init__(self, keys: ServiceDB, executor: Executor, remember_seconds: float = KEY_CACHE_SECONDS) -> None:
+        self.keys, self.executor, self.remember_seconds = keys, executor, remember_seconds
+        self._tenants: dict[str, tuple[str, float]] = {}  # key hash → (tenant, until)
 
-
-@dataclass(frozen=True, slots=True)
-class StoredResponse:
-    request_hash: str
-    status: int
-    body: bytes
-    etag: str | None
-
-
-class ServiceDB:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, uri=path.startswith("file:"))
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA busy_timeout=5000")
-        self.conn.executescript(
-            """
-            create table if not exists api_keys (
-                key_hash text primary key, key_id text not null, tenant_id text not null,
-                label text not null default '', created_at text not null, revoked integer not null default 0);
-            create table if not exists idempotency (
-                tenant_id text not null, key text not null, request_hash text not null,
-                status integer not null, body blob not null, created_at text not null,
-                primary key (tenant_id, key));
-            """
-        )
-        columns = {row[1] for row in self.conn.execute("pragma table_info(idempotency)")}
-        if "etag" not in columns:  # databases made before answers kept their ETag
-            self.conn.execute("alter table idempotency add column etag text")
-
-    def create_key(self, tenant_id: str, label: str = "") -> tuple[str, str]:
-        """A new key for the tenant; returns (key id, the key itself — shown once, never stored)."""
-        key = KEY_PREFIX + secrets.token_urlsafe(32)
-        key_id = key[: len(KEY_PREFIX) + 6]
-        with self._lock, self.conn:
-            self.conn.execute(
-                "insert into api_keys (key_hash, key_id, tenant_id, label, created_at) values (?, ?, ?, ?, ?)",
-                [hash_key(key), key_id, tenant_id, label, datetime.now(UTC).isoformat()],
-            )
-        return key_id, key
-
-    def tenant_for(self, key: str) -> str | None:
-        with self._lock:
-            row = self.conn.execute(
-                "select tenant_id from api_keys where key_hash = ? and revoked = 0", [hash_key(key)]
-            ).fetchone()
-        return row[0] if row else None
-
-    def list_keys(self) -> list[tuple[str, str, str, str, bool]]:
-        with self._lock:
-            rows = self.conn.execute(
-                "select key_id, tenant_id, label, created_at, revoked from api_keys order by created_at"
-            ).fetchall()
-        return [(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
-
-    def revoke(self, key_id: str) -> bool:
-        with self._lock, self.conn:
-            cursor = self.conn.execute("update api_keys set revoked = 1 where key_id = ?", [key_id])
-        return cursor.rowcount > 0
-
-    def has_keys(self) -> bool:
-        with self._lock:
-            return self.conn.execute("select 1 from api_keys limit 1").fetchone() is not None
-
-    def recall(self, tenant_id: str, key: str) -> StoredResponse | None:
-        with self._lock:
-            row = self.conn.execute(
-                "select request_hash, status, body, etag from idempotency where tenant_id = ? and key = ?",
-                [tenant_id, key],
-            ).fetchone()
-        return StoredResponse(row[0], row[1], row[2], row[3]) if row else None
-
-    def remember(
-        self, tenant_id: str, key: str, request_hash: str, status: int, body: bytes, etag: str | None = None
-    ) -> None:
-        with self._lock, self.conn:
-            self.conn.execute(
-                "insert or ignore into idempotency (tenant_id, key, request_hash, status, body, created_at, etag)"
-                " values (?, ?, ?, ?, ?, ?, ?)",
-                [tenant_id, key, request_hash, status, body, datetime.now(UTC).isoformat(), etag],
-            )
-
-    def close(self) -> None:
-        self.conn.close()
+    async def authenticate(self, key: str) -> str | None:
+        """The tenant of an API key, or None. Known keys are remembered for `remember_seconds`, so a key
+        revoked from the CLI stops working within that time."""
+        digest = hash_key(key)
+        now = time.monotonic()
+        hit = self._tenants.get(digest)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        tenant = await self.executor.query(self.keys.tenant_for, key)
+        if tenant is not None:
+            self._tenants[digest] = (tenant, now + self.remember_seconds)
+        else:
+            self._tenants.pop(digest, None)
+        return tenant

@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -15,9 +17,9 @@ import click
 from aiohttp import web
 
 from api.app import create_app
-from api.auth import ServiceDB
-from api.service import Service
+from api.bootstrap import Service, bootstrap
 from api.settings import Settings
+from storage.service_db import ServiceDB
 
 DATA_DIR = click.option(
     "--data-dir", type=click.Path(path_type=Path), default=None, help="data directory [env CHANGJI_DATA_DIR; .changji]"
@@ -94,12 +96,11 @@ def projections() -> None:
 @DATA_DIR
 def projections_rebuild(data_dir: Path | None) -> None:
     """Drop every read model and replay all events into it (stop `serve` first)."""
-    service = Service(Settings.from_env(data_dir=data_dir), background_checkpoints=False)
-    total = service.runner.max_position()
-    with click.progressbar(length=total, label="replaying events", file=sys.stderr) as bar:
-        position = service.runner.rebuild(progress=bar.update)
+    with _offline(data_dir) as service:
+        total = service.runner.max_position()
+        with click.progressbar(length=total, label="replaying events", file=sys.stderr) as bar:
+            position = service.runner.rebuild(progress=bar.update)
     click.echo(f"rebuilt read models at position {position}")
-    service.app.close()
 
 
 @main.command()
@@ -111,16 +112,27 @@ def projections_rebuild(data_dir: Path | None) -> None:
 @click.option("--limit", type=int, default=1000)
 def replay(data_dir: Path | None, story_id: UUID, at: UUID | None, tenant: str, from_depth: int, limit: int) -> None:
     """Print the events of a path in order, with the context size after each step."""
-    service = Service(Settings.from_env(data_dir=data_dir), background_checkpoints=False)
-    _, steps, more = service.replay(tenant, story_id, at, from_depth, limit)
-    for step in steps:
+    with _offline(data_dir) as service:
+        replayed = service.views.replay(tenant, story_id, at, from_depth, limit)
+    for step in replayed.steps:
         for event in step["events"]:
             data = {k: v for k, v in event["data"].items() if k not in ("story_id", "parent_id")}
             click.echo(f"d{step['depth']:<4} v{event['version']} {event['type']:<14} {_short(data)}")
         click.echo(f"      ↳ context: {step['context_messages']} messages, {step['context_tokens']} tokens")
-    if more is not None:
-        click.echo(f"… more from depth {more} (--from-depth {more})")
-    service.app.close()
+    if replayed.next_depth is not None:
+        click.echo(f"… more from depth {replayed.next_depth} (--from-depth {replayed.next_depth})")
+
+
+@contextmanager
+def _offline(data_dir: Path | None) -> Iterator[Service]:
+    """The service for a one-shot command: built, never started (no threads, no tasks); SQLite keeps
+    its own checkpoints."""
+    service = bootstrap(Settings.from_env(data_dir=data_dir), background_checkpoints=False)
+    try:
+        yield service
+    finally:
+        service.app.close()
+        service.keys.close()
 
 
 def _short(data: dict[str, Any]) -> str:

@@ -57,7 +57,7 @@ async def _serve_and_play(settings: Settings, source: Path | None, user_name: st
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    _, key = app[SERVICE].service_db.create_key("demo", "changji demo")
+    _, key = app[SERVICE].keys.create_key("demo", "changji demo")
     headers = {"Authorization": f"Bearer {key}"}
     try:
         async with aiohttp.ClientSession(headers=headers) as session:
@@ -75,7 +75,7 @@ async def _sample(client: Client) -> str:
     sample = json.loads(resources.files("api").joinpath("samples/lighthouse.json").read_text("utf-8"))
     card = await client.call("POST", "/v1/cards", {"card": sample["card"], "settings": {"user_name": "林舟"}}, 201)
     story = await client.call("POST", "/v1/stories", {"card_id": card["id"]}, 201)
-    sid = story["id"]
+    sid: str = story["id"]
     click.echo(f"card {card['name']} → story {sid}\n")
     nodes = []
     for user, reply in sample["turns"][:2]:

@@ -10,9 +10,9 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from api.bootstrap import Service
 from api.errors import BadRequestError, RequestBodyError
 from api.keys import SERVICE, TENANT
-from api.service import Service
 
 M = TypeVar("M", bound=BaseModel)
 

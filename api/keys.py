@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from api.service import Service
+    from api.bootstrap import Service
 
 SERVICE: web.AppKey[Service] = web.AppKey("service")
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)

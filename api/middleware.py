@@ -24,7 +24,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     scheme, _, key = header.partition(" ")
     tenant = None
     if scheme.lower() == "bearer" and key:
-        tenant = await request.app[SERVICE].authenticate(key.strip())
+        tenant = await request.app[SERVICE].auth.authenticate(key.strip())
     if tenant is None:
         response = problem(401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>")
         response.headers["WWW-Authenticate"] = 'Bearer realm="changji"'
@@ -48,13 +48,13 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
         return await handler(request)
     if not 1 <= len(key) <= 255:
         return problem(400, "Bad Request", "Idempotency-Key must be 1–255 characters")
-    db = request.app[SERVICE].service_db
+    svc = request.app[SERVICE]
     tenant = request[TENANT]
     lock = _locks.setdefault((tenant, key), asyncio.Lock())
     async with lock:
         raw = request.headers.get("If-Match", "").encode() + b"\n" + await request.read()
         request_hash = fingerprint(request.method, request.path, raw)
-        stored = await request.app[SERVICE].query(db.recall, tenant, key)
+        stored = await svc.executor.query(svc.keys.recall, tenant, key)
         if stored is not None:
             if stored.request_hash != request_hash:
                 return problem(422, "Unprocessable Content", "this Idempotency-Key was used for a different request")
@@ -63,9 +63,8 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
             if stored.etag:
                 response.headers["ETag"] = stored.etag
             return response
-        response = await handler(request)
-        if isinstance(response, web.Response) and 200 <= response.status < 300 and response.body is not None:
-            body = response.body if isinstance(response.body, bytes) else bytes(response.body)  # type: ignore[arg-type]
-            etag = response.headers.get("ETag")
-            await request.app[SERVICE].query(db.remember, tenant, key, request_hash, response.status, body, etag)
-        return response
+        answer = await handler(request)
+        if isinstance(answer, web.Response) and 200 <= answer.status < 300 and isinstance(answer.body, bytes):
+            etag = answer.headers.get("ETag")
+            await svc.executor.query(svc.keys.remember, tenant, key, request_hash, answer.status, answer.body, etag)
+        return answer

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.values import CardData, NodeView
+from domain.values import CardData, JobKind, JobState, NodeView
 
 MAX_TEXT = 100_000
 
@@ -440,15 +440,12 @@ class EditSceneResponse(SceneResponse):
     warnings: list[str] = Field(description="parts of the patch the merge rules refused")
 
 
-JobStatus = Literal["pending", "retrying", "done", "skipped", "failed"]
-
-
 class JobModel(BaseModel):
     id: str = Field(description="`<kind>:<node id>`: stable, one per kind and node")
-    kind: str
+    kind: JobKind
     node_id: UUID
     story_id: UUID
-    status: JobStatus
+    status: JobState
     attempts: int = Field(description="failed attempts so far")
     detail: str = Field(description="the skip reason or the last error")
     next_at: datetime | None = Field(description="when it runs (next), if it is still due")

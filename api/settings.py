@@ -90,7 +90,7 @@ class Settings(BaseModel):
         if self.persistence == "memory":
             return {"PERSISTENCE_MODULE": "eventsourcing.popo", "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes)}
         return {
-            "PERSISTENCE_MODULE": "api.sqlite_store:Factory",
+            "PERSISTENCE_MODULE": "storage.event_store:Factory",
             "SQLITE_DBNAME": str(self.data_dir / "events.sqlite"),
             "SQLITE_SYNCHRONOUS": self.sqlite_synchronous,
             "SQLITE_LOCK_TIMEOUT": "10",

@@ -88,6 +88,12 @@ class TurnStateError(DomainError):
     """The turn is not in a state that allows this (answering when nothing was asked, …)."""
 
 
+class ScenePatchError(DomainError):
+    """A user's edit of the scene of which nothing applies (every part refused by the merge rules)."""
+
+    field = "patch"
+
+
 class SummaryError(DomainError):
     """A summary edit that does not fit the node (no episode or digest there, or neither given)."""
 

@@ -8,6 +8,16 @@ from uuid import UUID
 
 from eventsourcing.domain import AggregateCreated, AggregateEvent
 
+from domain.values import (
+    CallPurpose,
+    CompactionReason,
+    JobKind,
+    LeafCause,
+    SceneAuthor,
+    StopReason,
+    SummaryAuthor,
+)
+
 if TYPE_CHECKING:
     from eventsourcing.domain import Aggregate
 
@@ -58,7 +68,7 @@ class LeafMoved(_Folded, AggregateEvent):
     """The story's current position moved to a node (an append, a checkout, a regenerate)."""
 
     node_id: UUID
-    cause: str
+    cause: LeafCause
 
 
 class StoryConfigured(_Folded, AggregateEvent):
@@ -240,7 +250,7 @@ class AskAnswered(_Folded, AggregateEvent):
 class TurnStopped(_Folded, AggregateEvent):
     """The turn ended without a seal (stopped, disconnected, failed, runaway); the draft is kept unsealed."""
 
-    reason: str
+    reason: StopReason
     detail: str
 
 
@@ -261,7 +271,7 @@ class ReplyWithdrawn(_Folded, AggregateEvent):
 class ModelCalled(_Folded, AggregateEvent):
     """One call to a model on behalf of this node: for the cost ledger."""
 
-    purpose: str
+    purpose: CallPurpose
     model: str
     prompt_tokens: int
     completion_tokens: int
@@ -278,7 +288,7 @@ class ScenePatched(_Folded, AggregateEvent):
     spellings; `warnings` lists what the merge rules refused. The snapshot at a node is the fold of
     the patches on its path, in path order, whatever order they were written in."""
 
-    author: str
+    author: SceneAuthor
     patch: dict[str, Any]
     warnings: list[str]
 
@@ -287,7 +297,7 @@ class SideJobFailed(_Folded, AggregateEvent):
     """An attempt at background work of `kind` for this node failed; it is tried again at `retry_at`,
     or never again when `retry_at` is None."""
 
-    kind: str
+    kind: JobKind
     attempt: int
     error: str
     retry_at: datetime | None
@@ -296,7 +306,7 @@ class SideJobFailed(_Folded, AggregateEvent):
 class SideJobSkipped(_Folded, AggregateEvent):
     """Background work of `kind` for this node was settled without a result, for `reason`."""
 
-    kind: str
+    kind: JobKind
     reason: str
 
 
@@ -317,7 +327,7 @@ class EpisodeSummarized(_Folded, AggregateEvent):
     last_turn: int
     text: str
     anchors: list[UUID]
-    author: str
+    author: SummaryAuthor
 
 
 class DigestFolded(_Folded, AggregateEvent):
@@ -330,7 +340,7 @@ class DigestFolded(_Folded, AggregateEvent):
     last_turn: int
     sections: dict[str, str]
     anchors: list[UUID]
-    author: str
+    author: SummaryAuthor
 
 
 class SummaryEdited(_Folded, AggregateEvent):
@@ -346,11 +356,11 @@ class CompactionDue(_Folded, AggregateEvent):
     more than the context window fits, `reason` "budget"): a compaction job for the path is due."""
 
     uncovered: int
-    reason: str
+    reason: CompactionReason
 
 
 class SideJobDone(_Folded, AggregateEvent):
     """Background work of `kind` for this node finished; `detail` says what it did (where its result is)."""
 
-    kind: str
+    kind: JobKind
     detail: str

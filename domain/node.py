@@ -10,7 +10,6 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from domain import events as ev
-from domain.drafting import Edit, apply_edits, read_range, search
 from domain.errors import (
     DraftSealedError,
     DraftVersionConflictError,
@@ -20,7 +19,23 @@ from domain.errors import (
     SummaryError,
     TurnStateError,
 )
-from domain.values import DIGEST_SECTIONS, Digest, Episode, NodeKind, NodeView, Phase
+from domain.jobs import SETTLED, made_due, results_of
+from domain.rules.drafting import Edit, apply_edits, read_range, search
+from domain.values import (
+    DIGEST_SECTIONS,
+    CallPurpose,
+    CompactionReason,
+    Digest,
+    Episode,
+    JobKind,
+    JobState,
+    NodeKind,
+    NodeView,
+    Phase,
+    SceneAuthor,
+    StopReason,
+    SummaryAuthor,
+)
 
 ALLOWED_PARENTS: dict[NodeKind, tuple[NodeKind, ...]] = {
     "user": ("greeting", "reply"),
@@ -46,9 +61,9 @@ class Node(Aggregate):
         self.ask: ev.TurnAsked | None = None
         self.previous_read: dict[UUID, int] = {}
         self.scene_patches = 0
-        self.jobs: dict[str, str] = {}  # kind → "done" | "skipped" | "retrying" | "failed"
-        self.job_attempts: dict[str, int] = {}
-        self.compaction_reason = ""
+        self.jobs: dict[JobKind, JobState] = {}
+        self.job_attempts: dict[JobKind, int] = {}
+        self.compaction_reason: CompactionReason | None = None
         self.episode: Episode | None = None
         self.digest: Digest | None = None
         self._view: NodeView | None = None
@@ -151,7 +166,7 @@ class Node(Aggregate):
         self.trigger_event(ev.AskAnswered, ask_id=ask.ask_id, answer=answer)
         return ask
 
-    def stop(self, reason: str, detail: str = "") -> None:
+    def stop(self, reason: StopReason, detail: str = "") -> None:
         if self.phase in ("writing", "waiting"):
             self.trigger_event(ev.TurnStopped, reason=reason, detail=detail)
 
@@ -164,7 +179,13 @@ class Node(Aggregate):
         self.trigger_event(ev.ReplyWithdrawn, target_id=target_id, reason=reason)
 
     def record_call(
-        self, purpose: str, model: str, prompt_tokens: int, completion_tokens: int, latency_ms: float, outcome: str
+        self,
+        purpose: CallPurpose,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latency_ms: float,
+        outcome: str,
     ) -> None:
         self.trigger_event(
             ev.ModelCalled,
@@ -178,17 +199,17 @@ class Node(Aggregate):
 
     # --- background work ----------------------------------------------------------------------
 
-    def job_settled(self, kind: str) -> bool:
+    def job_settled(self, kind: JobKind) -> bool:
         """Whether work of `kind` for this node has its final outcome (done, skipped or given up)."""
-        return self.jobs.get(kind) in ("done", "skipped", "failed")
+        return self.jobs.get(kind) in SETTLED
 
-    def patch_scene(self, author: str, patch: dict[str, Any], warnings: list[str]) -> None:
+    def patch_scene(self, author: SceneAuthor, patch: dict[str, Any], warnings: list[str]) -> None:
         """Record a scene patch; the scribe's comes at most once per reply (a rerun changes nothing)."""
         if author == "scribe" and (self.kind != "reply" or self.job_settled("scribe")):
             raise TurnStateError(f"the scribe's work for this node is already {self.jobs.get('scribe', 'moot')}")
         self.trigger_event(ev.ScenePatched, author=author, patch=patch, warnings=warnings)
 
-    def fail_job(self, kind: str, error: str, retry_at: datetime | None) -> int:
+    def fail_job(self, kind: JobKind, error: str, retry_at: datetime | None) -> int:
         """Record a failed attempt; returns its number."""
         if self.job_settled(kind):
             raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
@@ -196,24 +217,24 @@ class Node(Aggregate):
         self.trigger_event(ev.SideJobFailed, kind=kind, attempt=attempt, error=error[:2000], retry_at=retry_at)
         return attempt
 
-    def skip_job(self, kind: str, reason: str) -> None:
+    def skip_job(self, kind: JobKind, reason: str) -> None:
         if self.job_settled(kind):
             raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
         self.trigger_event(ev.SideJobSkipped, kind=kind, reason=reason)
 
-    def finish_job(self, kind: str, detail: str) -> None:
+    def finish_job(self, kind: JobKind, detail: str) -> None:
         if self.job_settled(kind):
             raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
         self.trigger_event(ev.SideJobDone, kind=kind, detail=detail)
 
     # --- compaction ---------------------------------------------------------------------------
 
-    def announce_compaction(self, uncovered: int, reason: str) -> None:
+    def announce_compaction(self, uncovered: int, reason: CompactionReason) -> None:
         self.trigger_event(ev.CompactionDue, uncovered=uncovered, reason=reason)
 
     def summarize(
         self, episode_id: str, start_id: UUID, after_id: UUID | None, start_depth: int, first_turn: int,
-        last_turn: int, text: str, anchors: list[UUID], author: str,
+        last_turn: int, text: str, anchors: list[UUID], author: SummaryAuthor,
     ) -> None:  # fmt: skip
         self.trigger_event(
             ev.EpisodeSummarized, episode_id=episode_id, start_id=start_id, after_id=after_id,
@@ -223,7 +244,7 @@ class Node(Aggregate):
 
     def fold_digest(
         self, digest_id: str, previous_id: UUID | None, absorbed: list[str], last_turn: int,
-        sections: dict[str, str], anchors: list[UUID], author: str,
+        sections: dict[str, str], anchors: list[UUID], author: SummaryAuthor,
     ) -> None:  # fmt: skip
         self.trigger_event(
             ev.DigestFolded, digest_id=digest_id, previous_id=previous_id, absorbed=absorbed, last_turn=last_turn,
@@ -299,6 +320,14 @@ class Node(Aggregate):
         return self._view
 
     def when(self, event: Any) -> None:
+        self._evolve(event)
+        for rule in made_due(event):
+            self.jobs[rule.kind] = "pending"
+            self.job_attempts[rule.kind] = 0
+        for kind in results_of(event):
+            self.jobs[kind] = "done"
+
+    def _evolve(self, event: Any) -> None:
         match event:
             case ev.GreetingPlaced():
                 self.story_id, self.kind, self.text = event.story_id, "greeting", event.text
@@ -337,8 +366,6 @@ class Node(Aggregate):
                 self.hidden = isinstance(event, ev.NodeHidden)
             case ev.ScenePatched():
                 self.scene_patches += 1
-                if event.author == "scribe":
-                    self.jobs["scribe"] = "done"
             case ev.SideJobFailed():
                 self.job_attempts[event.kind] = event.attempt
                 self.jobs[event.kind] = "failed" if event.retry_at is None else "retrying"
@@ -347,8 +374,6 @@ class Node(Aggregate):
             case ev.SideJobDone():
                 self.jobs[event.kind] = "done"
             case ev.CompactionDue():
-                self.jobs["compact"] = "pending"
-                self.job_attempts["compact"] = 0
                 self.compaction_reason = event.reason
             case ev.EpisodeSummarized():
                 self.episode = Episode(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
+
+if TYPE_CHECKING:
+    from domain.rules.scene import Roster, SceneSnapshot
 
 
 class TokenCounter(Protocol):
@@ -25,6 +28,14 @@ class TreeIndex(Protocol):
 
     def path_ids(self, node_id: UUID, min_depth: int) -> set[UUID]:
         """`node_id` and its ancestors down to depth `min_depth` (one walk up the path)."""
+        ...
+
+
+class SceneLookup(Protocol):
+    """The scene as it stands at a node, answered by the scene read model."""
+
+    def state_at(self, node_id: UUID) -> tuple[SceneSnapshot, Roster]:
+        """The snapshot and roster at the node (empty ones when nothing on its path was patched)."""
         ...
 
 
@@ -71,6 +82,10 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
     ) -> ChatResult: ...
 
+    async def close(self) -> None:
+        """Release the client's connections."""
+        ...
+
 
 class Embedder(Protocol):
     """Text → vectors (OpenAI-compatible `/embeddings`, or an offline fallback)."""
@@ -78,3 +93,7 @@ class Embedder(Protocol):
     model: str
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    async def close(self) -> None:
+        """Release the client's connections."""
+        ...

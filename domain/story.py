@@ -9,8 +9,8 @@ from eventsourcing.domain import Aggregate
 
 from domain import events as ev
 from domain.errors import SavePointNotFoundError
-from domain.saves import SavePlan
-from domain.values import SavePoint
+from domain.rules.worldlines import SavePlan
+from domain.values import LeafCause, SavePoint
 
 
 class Story(Aggregate):
@@ -47,7 +47,7 @@ class Story(Aggregate):
         story.move_leaf(root_id, cause="start")
         return story
 
-    def move_leaf(self, node_id: UUID, cause: str) -> None:
+    def move_leaf(self, node_id: UUID, cause: LeafCause) -> None:
         if node_id != self.leaf_id:
             self.trigger_event(ev.LeafMoved, node_id=node_id, cause=cause)
 

@@ -13,6 +13,20 @@ NodeKind = Literal["greeting", "user", "reply"]
 Phase = Literal["final", "writing", "waiting", "sealed", "stopped", "withdrawn"]
 """`final`: written whole (greeting, user words, a posted reply); the rest are an engine reply's stages."""
 
+# --- the closed sets stored in events (events are forever: values may be added, never renamed) ----
+
+LeafCause = Literal["start", "append", "checkout", "turn", "regenerate", "restore", "revision"]
+SceneAuthor = Literal["scribe", "user"]
+SummaryAuthor = Literal["model", "extractive"]
+"""`model`: written by the side model; `extractive`: by the offline summarizer."""
+CompactionReason = Literal["auto", "behind", "budget"]
+"""`auto`: the path just became due; `behind`: still uncovered packs later; `budget`: a context overflowed."""
+StopReason = Literal["stopped", "disconnected", "shutdown", "runaway", "empty", "error"]
+CallPurpose = Literal["turn", "scribe", "episode", "digest"]
+JobKind = Literal["scribe", "compact"]
+"""Kinds of background work; `domain/jobs.py` declares what makes each due."""
+JobState = Literal["pending", "retrying", "done", "skipped", "failed"]
+
 
 class StorySettings(BaseModel):
     """Memory and context settings: a card sets the defaults, a story may override any of them."""

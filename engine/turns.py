@@ -2,14 +2,14 @@
 
 A turn runs as its own asyncio task and reports through a queue of `TurnEvent`s (text deltas, tool
 activity, an ask, the seal, an error), which the HTTP layer streams as SSE or folds into one JSON
-answer. Every model round is recorded by `Changji.play_round` before the next one starts, so the
+answer. Every model round is recorded by `app.turns.play_round` before the next one starts, so the
 event store always holds the draft as far as it got.
 
 Per turn, the engine's own time is kept off the model's path where it can be: `open`/`reopen` save
 the user's words and the empty reply and assemble the context in one command; each round is one
 command, and the last one folds the turn into the read models right after its save (read your
-writes). Commands go through `host.command`, which runs them on the event loop itself when the
-writer thread is idle (no thread hop; see `Service.command`). While a model call is slow to answer,
+writes). Commands go through `Executor.command`, which runs them on the event loop itself when the
+writer thread is idle (no thread hop). While a model call is slow to answer,
 the read models fold what the turn saved so far in the background (`sync_soon`), so that catch-up
 is short.
 
@@ -22,24 +22,28 @@ was streamed as an unsealed draft.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID, uuid4
 
 from domain import events as ev
 from domain.application import Changji
+from domain.commands.turns import Round
 from domain.errors import TurnStateError
 from domain.ports import ChatModel, ChatResult, ModelCallError, ToolCall
-from domain.turning import Round
-from domain.values import NodeView
-from engine.tools import ENGINE_RULES, MAX_ROUNDS, TOOLS
-from projections.context import Context
+from domain.values import NodeView, StopReason
+from engine.tool_schemas import ENGINE_RULES, MAX_ROUNDS, TOOLS
+from projections.context.records import Context
+from service.executor import W
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 DONE = "done"
 # a model call still out after this long leaves the loop idle: the read models fold the turn's saves
 # meanwhile (a quick call streams on the loop and would only compete; the turn's end folds the rest)
@@ -52,18 +56,24 @@ class TurnEvent:
     data: dict[str, Any]
 
 
-class TurnHost(Protocol):
-    """What the loop needs from the running service."""
+class Runs(Protocol):
+    """Where the loop's domain calls run (the service's `Executor`)."""
 
-    app: Changji
+    async def write(self, fn: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> W: ...
+    async def command(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
+    async def load(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
 
-    async def write(self, fn: Callable[..., Any], *args: Any) -> Any: ...
-    async def command(self, fn: Callable[..., Any], *args: Any) -> Any: ...
-    async def load(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+class Folds(Protocol):
+    """How the loop keeps the read models up with what it saved (the service's `ReadSide`)."""
+
     async def sync(self, position: int | None = None) -> int: ...
     def sync_soon(self, position: int) -> None: ...
     def fold_now(self, position: int) -> int: ...
-    def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context: ...
+
+
+ContextAt = Callable[[str, UUID, UUID | None], Context]
+"""(tenant, story, node) → the context for the next turn there (the service's `StoryViews.context`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +92,24 @@ class TurnHandle:
     reply_id: UUID
     events: asyncio.Queue[TurnEvent]
     task: asyncio.Task[NodeView] = field(init=False)
-    stop_reason: str = "stopped"
+    stop_reason: StopReason = "stopped"
     finished: bool = False  # DONE was emitted
     late_stop: asyncio.Future[Any] | None = None  # the stop recorded for a turn cancelled before it ran
     calling_since: float | None = None  # perf_counter() while a model call is in flight
 
 
 class TurnRunner:
-    def __init__(self, host: TurnHost, model: ChatModel, max_rounds: int = MAX_ROUNDS) -> None:
-        self.host, self.model, self.max_rounds = host, model, max_rounds
+    def __init__(
+        self,
+        app: Changji,
+        runs: Runs,
+        folds: Folds,
+        context: ContextAt,
+        model: ChatModel,
+        max_rounds: int = MAX_ROUNDS,
+    ) -> None:
+        self.app, self.runs, self.folds, self.context = app, runs, folds, context
+        self.model, self.max_rounds = model, max_rounds
         self.running: dict[UUID, TurnHandle] = {}
 
     async def open(
@@ -98,32 +117,28 @@ class TurnRunner:
     ) -> Opened:
         """The user's words and an empty reply under them (one transaction), and the context the model
         will get, in one command; `start` runs the turn."""
-        app, model = self.host.app, self.model.model
+        turns, model = self.app.turns, self.model.model
 
         def opening() -> Opened:
-            _, reply, position = app.open_turn(
-                tenant_id, story_id, uuid4(), uuid4(), text, parent_id, model, expected_version
-            )
-            return self._opened(tenant_id, story_id, reply, position)
+            opened = turns.open_turn(tenant_id, story_id, uuid4(), uuid4(), text, parent_id, model, expected_version)
+            return self._opened(tenant_id, story_id, opened.reply, opened.position)
 
-        opened: Opened = await self.host.command(opening)
-        return opened
+        return await self.runs.command(opening)
 
     async def reopen(self, tenant_id: str, story_id: UUID, user_id: UUID | None) -> Opened:
         """Regenerate: a new empty reply beside the others under a user node, opened like `open`."""
-        app, model = self.host.app, self.model.model
+        turns, model = self.app.turns, self.model.model
 
         def reopening() -> Opened:
-            _, reply, position = app.reopen_turn(tenant_id, story_id, uuid4(), user_id, model)
-            return self._opened(tenant_id, story_id, reply, position)
+            opened = turns.reopen_turn(tenant_id, story_id, uuid4(), user_id, model)
+            return self._opened(tenant_id, story_id, opened.reply, opened.position)
 
-        opened: Opened = await self.host.command(reopening)
-        return opened
+        return await self.runs.command(reopening)
 
     def _opened(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
         """In the opening's command, right after its transaction: the context at the user's node."""
         try:
-            context = self.host.context(tenant_id, story_id, reply.parent_id)
+            context = self.context(tenant_id, story_id, reply.parent_id)
         except Exception:  # the reply is saved already: the turn tries again and ends as an error
             context = None
         return Opened(reply, position, context)
@@ -150,12 +165,12 @@ class TurnRunner:
     def _finished(self, handle: TurnHandle, task: asyncio.Task[NodeView]) -> None:
         self.running.pop(handle.reply_id, None)
         if not handle.finished:  # cancelled before it ever ran: record the stop, and end the stream
-            write = self.host.write(self.host.app.fail_turn, handle.reply_id, handle.stop_reason, "", "")
+            write = self.runs.write(self.app.turns.fail_turn, handle.reply_id, handle.stop_reason, "", "")
             handle.late_stop = asyncio.ensure_future(write)
             handle.events.put_nowait(TurnEvent("stopped", {"reason": handle.stop_reason}))
             handle.events.put_nowait(TurnEvent(DONE, {}))
 
-    def stop(self, reply_id: UUID, reason: str = "stopped") -> bool:
+    def stop(self, reply_id: UUID, reason: StopReason = "stopped") -> bool:
         handle = self.running.get(reply_id)
         if handle is None or handle.task.done():
             return False
@@ -163,54 +178,31 @@ class TurnRunner:
         handle.task.cancel()
         return True
 
+    async def stop_all(self) -> None:
+        """Stop every running turn (shutdown): each records its stop, keeping what it wrote."""
+        for handle in list(self.running.values()):
+            handle.stop_reason = "shutdown"
+            handle.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await handle.task
+            await asyncio.sleep(0)  # let the task's done-callback record a stop it never got to
+            if handle.late_stop is not None:
+                with contextlib.suppress(Exception):
+                    await handle.late_stop
+
     async def _run(
         self, handle: TurnHandle, tenant_id: str, story_id: UUID, answer: str | None, opened: Opened | None
     ) -> NodeView:
         emit = handle.events.put_nowait
         preview: list[str] = []
         try:
-            resume: list[dict[str, Any]] = []
-            if answer is not None:  # the ask call and its answer go back to the model as a tool result,
-                # with the draft as it stands (earlier rounds live on in the draft itself)
-                try:
-                    ask, reply = await self.host.write(self.host.app.answer_ask, tenant_id, handle.reply_id, answer)
-                except TurnStateError as refused:  # answered meanwhile by someone else: leave that turn be
-                    emit(TurnEvent("error", {"outcome": "conflict", "detail": str(refused)}))
-                    return await self.host.load(self.host.app.node, handle.reply_id)  # type: ignore[no-any-return]
-                resume = _answered(ask, answer, reply)
-            elif opened is not None:
-                reply = opened.reply
-            else:
-                reply = await self.host.load(self.host.app.node, handle.reply_id)
-            emit(
-                TurnEvent(
-                    "turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}
-                )
-            )
-            context = opened.context if opened is not None and answer is None else None
-            if context is None:
-                context = await self.host.load(self.host.context, tenant_id, story_id, reply.parent_id)
-            messages = _opening(context) + resume
-            saved = opened.position if opened is not None else None  # for the read models to fold while waiting
-            for round_no in range(1, self.max_rounds + 2):
-                preview.clear()
-                result, elapsed = await self._call(handle, messages, round_no <= self.max_rounds, preview, emit, saved)
-                played: Round = await self.host.command(
-                    self._play_round, handle.reply_id, result, elapsed, round_no <= self.max_rounds
-                )
-                for outcome in played.outcomes:
-                    emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
-                if played.ends is not None:
-                    await self.host.sync(played.position)  # the client's next read sees the whole turn
-                    return self._ended(played, emit)
-                messages += [_assistant(result.text, result.tool_calls), *_tool_results(played)]
-                saved = played.position
-            raise AssertionError("the last round runs without tools and always ends the turn")
+            begun = await self._begin(handle, tenant_id, story_id, answer, opened, emit)
+            if isinstance(begun, NodeView):  # the answer was refused: that turn is someone else's now
+                return begun
+            return await self._rounds(handle, begun, opened.position if opened else None, preview, emit)
         except ModelCallError as failure:
-            view: NodeView = await self.host.write(
-                self.host.app.fail_turn, handle.reply_id, "error", f"{failure.outcome}: {failure}", "".join(preview),
-                (failure.outcome, failure.elapsed_ms),
-            )  # fmt: skip
+            detail = f"{failure.outcome}: {failure}"
+            view = await self._fail(handle, "error", detail, preview, (failure.outcome, failure.elapsed_ms))
             emit(
                 TurnEvent(
                     "error", {"outcome": failure.outcome, "detail": str(failure), "draft_version": view.draft_version}
@@ -219,30 +211,97 @@ class TurnRunner:
             return view
         except Exception as failure:  # a bug or a broken store: the turn ends as an error, the draft is kept
             log.exception("turn %s failed", handle.reply_id)
-            view = await self.host.write(
-                self.host.app.fail_turn, handle.reply_id, "error", repr(failure), "".join(preview)
-            )
+            view = await self._fail(handle, "error", repr(failure), preview)
             emit(TurnEvent("error", {"outcome": "internal", "detail": "the engine failed; the draft was kept"}))
             return view
         except asyncio.CancelledError:
             since = handle.calling_since
-            call = (handle.stop_reason, (time.perf_counter() - since) * 1000) if since is not None else None
-            view = await self.host.write(
-                self.host.app.fail_turn, handle.reply_id, handle.stop_reason, "", "".join(preview), call
+            cut: tuple[str, float] | None = (
+                (handle.stop_reason, (time.perf_counter() - since) * 1000) if since is not None else None
             )
+            view = await self._fail(handle, handle.stop_reason, "", preview, cut)
             emit(TurnEvent("stopped", {"reason": handle.stop_reason, "draft_version": view.draft_version}))
             raise
         finally:
             handle.finished = True
             emit(TurnEvent(DONE, {}))
 
+    async def _begin(
+        self,
+        handle: TurnHandle,
+        tenant_id: str,
+        story_id: UUID,
+        answer: str | None,
+        opened: Opened | None,
+        emit: Callable[[TurnEvent], None],
+    ) -> list[dict[str, Any]] | NodeView:
+        """The first request's messages (after recording the answer, when resuming); or, when the
+        answer is refused, the reply as it stands."""
+        resume: list[dict[str, Any]] = []
+        if answer is not None:  # the ask call and its answer go back to the model as a tool result,
+            # with the draft as it stands (earlier rounds live on in the draft itself)
+            try:
+                answered = await self.runs.write(self.app.turns.answer_ask, tenant_id, handle.reply_id, answer)
+            except TurnStateError as refused:  # answered meanwhile by someone else: leave that turn be
+                emit(TurnEvent("error", {"outcome": "conflict", "detail": str(refused)}))
+                return await self.runs.load(self.app.node, handle.reply_id)
+            reply = answered.reply
+            resume = _answered(answered.ask, answer, reply)
+        elif opened is not None:
+            reply = opened.reply
+        else:
+            reply = await self.runs.load(self.app.node, handle.reply_id)
+        emit(TurnEvent("turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}))
+        context = opened.context if opened is not None and answer is None else None
+        if context is None:
+            context = await self.runs.load(self.context, tenant_id, story_id, reply.parent_id)
+        return _opening(context) + resume
+
+    async def _rounds(
+        self,
+        handle: TurnHandle,
+        messages: list[dict[str, Any]],
+        saved: int | None,
+        preview: list[str],
+        emit: Callable[[TurnEvent], None],
+    ) -> NodeView:
+        """Model rounds until one ends the turn; the last round runs without tools. `saved`: the
+        position of the turn's last save, for the read models to fold while the model is working."""
+        for round_no in range(1, self.max_rounds + 2):
+            preview.clear()
+            with_tools = round_no <= self.max_rounds
+            result, elapsed = await self._call(handle, messages, with_tools, preview, emit, saved)
+            played = await self.runs.command(self._play_round, handle.reply_id, result, elapsed, with_tools)
+            for outcome in played.outcomes:
+                emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
+            if played.ends is not None:
+                await self.folds.sync(played.position)  # the client's next read sees the whole turn
+                return self._ended(played, emit)
+            messages += [_assistant(result.text, result.tool_calls), *_tool_results(played)]
+            saved = played.position
+        raise AssertionError("the last round runs without tools and always ends the turn")
+
+    async def _fail(
+        self,
+        handle: TurnHandle,
+        reason: StopReason,
+        detail: str,
+        preview: list[str],
+        call: tuple[str, float] | None = None,
+    ) -> NodeView:
+        """End the turn without a seal, keeping what was streamed as the draft."""
+        written = await self.runs.write(
+            self.app.turns.fail_turn, handle.reply_id, reason, detail, "".join(preview), call
+        )
+        return written.value
+
     def _play_round(self, reply_id: UUID, result: ChatResult, elapsed: float, tools_allowed: bool) -> Round:
         """One command: record a round and, if it ends the turn, fold it into the read models
         right there, before the loop hears of it (the turn answers only once they show it)."""
-        played = self.host.app.play_round(reply_id, result, elapsed, tools_allowed)
+        played = self.app.turns.play_round(reply_id, result, elapsed, tools_allowed)
         if played.ends is not None:
             try:
-                self.host.fold_now(played.position)
+                self.folds.fold_now(played.position)
             except Exception:  # the round is saved: the loop's sync() tries again, and reports a failure
                 log.warning("read-model catch-up after turn %s failed; retrying from the loop", reply_id)
         return played
@@ -255,7 +314,7 @@ class TurnRunner:
         preview: list[str],
         emit: Callable[[TurnEvent], None],
         saved: int | None = None,
-    ) -> tuple[Any, float]:
+    ) -> tuple[ChatResult, float]:
         """One model call. `saved`: the position of the turn's last save, which the read models fold
         in the background if the call is still out after FOLD_WHILE_WAITING."""
 
@@ -264,7 +323,7 @@ class TurnRunner:
             emit(TurnEvent("delta", {"text": delta}))
 
         loop = asyncio.get_running_loop()
-        fold = loop.call_later(FOLD_WHILE_WAITING, self.host.sync_soon, saved) if saved is not None else None
+        fold = loop.call_later(FOLD_WHILE_WAITING, self.folds.sync_soon, saved) if saved is not None else None
         start = handle.calling_since = time.perf_counter()
         try:
             result = await self.model.chat(messages, TOOLS if with_tools else None, on_text=on_text)
@@ -282,13 +341,10 @@ class TurnRunner:
     def _ended(played: Round, emit: Callable[[TurnEvent], None]) -> NodeView:
         reply = played.reply
         if played.ends == "asked":
-            assert played.ask is not None
-            ask_id, question, options = played.ask
-            emit(
-                TurnEvent(
-                    "ask", {"reply_id": str(reply.id), "ask_id": ask_id, "question": question, "options": options}
-                )
-            )
+            ask = played.ask
+            assert ask is not None
+            data = {"reply_id": str(reply.id), "ask_id": ask.ask_id, "question": ask.question, "options": ask.options}
+            emit(TurnEvent("ask", data))
         elif played.ends == "sealed":
             emit(TurnEvent("sealed", {"reply_id": str(reply.id), "version": reply.draft_version, "text": reply.text}))
         elif played.ends == "revised":

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from domain import events as ev
-from domain.drafting import Edit, apply_edits
+from domain.rules.drafting import Edit, apply_edits
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from projections.store import ReadModels
+from projections.read_models.store import ReadModels
 
 log = logging.getLogger(__name__)
 

@@ -1,1 +1,1 @@
-"""Background work derived from projections (scene patches, summaries, recaps); see the issues that add it."""
+"""Background work derived from the read models: the job system (`system.py`) and a worker per job kind."""

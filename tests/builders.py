@@ -14,10 +14,12 @@ from aiohttp.test_utils import TestClient
 from api.keys import SERVICE
 from domain.application import Changji
 from domain.ports import TreeIndex
-from domain.saves import SavePlan, plan_save
+from domain.rules.paths import walk_up
+from domain.rules.worldlines import SavePlan, plan_save
 from domain.values import CardData, NodeView, SavePoint, StorySettings
-from projections.context import Context, RenderCache, assemble_context
-from projections.path import walk_up
+from projections.context.assemble import assemble_context
+from projections.context.records import Context
+from projections.context.window import RenderCache
 from providers.tokens import EstimatingCounter
 
 TENANT = "tenant-a"
@@ -89,8 +91,8 @@ class StoryBuilder:
     @classmethod
     def start(cls, app: Changji, card: CardData | None = None, tenant: str = TENANT, **overrides: Any) -> StoryBuilder:
         card_id, story_id, root_id = uuid4(), uuid4(), uuid4()
-        app.create_card(card_id, tenant, card or a_card(), StorySettings())
-        app.start_story(story_id, root_id, tenant, card_id, 0, "", overrides)
+        app.cards.create_card(card_id, tenant, card or a_card(), StorySettings())
+        app.stories.start_story(story_id, root_id, tenant, card_id, 0, "", overrides)
         return cls(app, card_id, story_id, root_id, tenant)
 
     def user(self, text: str = "你好。", parent: UUID | None = None) -> UUID:
@@ -100,8 +102,7 @@ class StoryBuilder:
         return self.append("reply", text, parent).id
 
     def append(self, kind: str, text: str, parent: UUID | None = None) -> NodeView:
-        view, _ = self.app.append_node(self.tenant, self.story_id, uuid4(), kind, text, parent)  # type: ignore[arg-type]
-        return view
+        return self.app.stories.append_node(self.tenant, self.story_id, uuid4(), kind, text, parent).node  # type: ignore[arg-type]
 
     def turn(self, user: str = "你好。", reply: str = "嗯。", parent: UUID | None = None) -> tuple[UUID, UUID]:
         user_id = self.user(user, parent)
@@ -113,17 +114,23 @@ class StoryBuilder:
         return [self.turn(user.format(i=i), reply.format(i=i)) for i in range(1, count + 1)]
 
     def checkout(self, node_id: UUID) -> None:
-        self.app.move_leaf(self.tenant, self.story_id, node_id)
+        self.app.stories.move_leaf(self.tenant, self.story_id, node_id)
 
     def annotate(self, node_id: UUID, action: str, *args: str) -> NodeView:
-        view, _ = self.app.annotate(self.tenant, node_id, action, *args)
-        return view
+        """star / unstar / hide / unhide / revise(text, reason) by name, through the node commands."""
+        nodes = self.app.nodes
+        commands = {
+            "star": nodes.star_node, "unstar": nodes.unstar_node, "hide": nodes.hide_node,
+            "unhide": nodes.unhide_node, "revise": nodes.revise_reply,
+        }  # fmt: skip
+        return commands[action](self.tenant, node_id, *args).value
 
     def save(self, name: str, node_id: UUID | None = None, tree: TreeIndex | None = None) -> SavePoint:
         """A save point; ancestry comes from `tree` (the read models) or, by default, from the aggregates."""
         save_id = uuid4().hex[:16]
-        save, _ = self.app.mark_save(self.tenant, self.story_id, save_id, name, node_id, tree or PathIndex(self.app))
-        return save
+        return self.app.saves.mark_save(
+            self.tenant, self.story_id, save_id, name, node_id, tree or PathIndex(self.app)
+        ).value
 
     @property
     def leaf(self) -> UUID:
@@ -241,5 +248,5 @@ class Api:
 
 def api_for(client: TestClient[Any, Any], tenant: str) -> Api:
     """An Api for `tenant`, with a fresh key made in the running service's key store."""
-    _, key = client.app[SERVICE].service_db.create_key(tenant)  # type: ignore[index]
+    _, key = client.app[SERVICE].keys.create_key(tenant)  # type: ignore[index]
     return Api(client, key)

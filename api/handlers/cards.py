@@ -43,14 +43,16 @@ def _settings(overrides: dict[str, object], base: StorySettings | None = None) -
 async def create_card(request: web.Request) -> web.Response:
     req = await body(request, CreateCardRequest)
     svc, card_id = service(request), uuid4()
-    await svc.write(svc.app.create_card, card_id, tenant(request), req.card, _settings(req.settings.given()))
-    card = await svc.load(svc.app.card, tenant(request), card_id)
+    await svc.executor.write(
+        svc.app.cards.create_card, card_id, tenant(request), req.card, _settings(req.settings.given())
+    )
+    card = await svc.executor.load(svc.app.card, tenant(request), card_id)
     return respond(card_response(card), 201, card.version)
 
 
 async def get_card(request: web.Request) -> web.Response:
     svc = service(request)
-    card = await svc.load(svc.app.card, tenant(request), path_id(request, "card_id"))
+    card = await svc.executor.load(svc.app.card, tenant(request), path_id(request, "card_id"))
     return respond(card_response(card), version=card.version)
 
 
@@ -58,7 +60,7 @@ async def list_cards(request: web.Request) -> web.Response:
     svc = service(request)
     limit = query_int(request, "limit", 50, 1, 500)
     after = query_int(request, "cursor", 0, 0, 2**62)
-    rows = await svc.query(svc.store.list_rows, "cards", tenant(request), after, limit)
+    rows = await svc.executor.query(svc.store.list_rows, "cards", tenant(request), after, limit)
     items = [CardSummary.model_validate({**r, "tags": json.loads(r["tags"])}) for r in rows]
     next_cursor = str(rows[-1]["seq"]) if len(rows) == limit else None
     return respond(CardListResponse(items=items, next_cursor=next_cursor))
@@ -67,19 +69,21 @@ async def list_cards(request: web.Request) -> web.Response:
 async def update_card(request: web.Request) -> web.Response:
     req = await body(request, UpdateCardRequest)
     svc, card_id = service(request), path_id(request, "card_id")
-    current = await svc.load(svc.app.card, tenant(request), card_id)
+    current = await svc.executor.load(svc.app.card, tenant(request), card_id)
     changes, setting_changes = req.card or {}, req.settings.given() if req.settings else {}
     try:  # every invalid field reported at once; the write below merges into the card as it is then
         CardData.model_validate({**current.data.model_dump(), **changes})
     except ValidationError as exc:
         raise RequestBodyError(exc, "body.card") from None
     _settings(setting_changes, current.settings)
-    await svc.write(svc.app.revise_card, tenant(request), card_id, changes, setting_changes, if_match(request))
-    card = await svc.load(svc.app.card, tenant(request), card_id)
+    await svc.executor.write(
+        svc.app.cards.revise_card, tenant(request), card_id, changes, setting_changes, if_match(request)
+    )
+    card = await svc.executor.load(svc.app.card, tenant(request), card_id)
     return respond(card_response(card), version=card.version)
 
 
 async def delete_card(request: web.Request) -> web.Response:
     svc = service(request)
-    await svc.write(svc.app.delete_card, tenant(request), path_id(request, "card_id"))
+    await svc.executor.write(svc.app.cards.delete_card, tenant(request), path_id(request, "card_id"))
     return web.Response(status=204)

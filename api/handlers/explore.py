@@ -15,9 +15,9 @@ async def search(request: web.Request) -> web.Response:
     if not query or len(query) > 200:
         raise BadRequestError(422, "q must be 1–200 characters", "query.q")
     limit = query_int(request, "limit", 20, 1, 200)
-    await svc.load(svc.app.story, tenant(request), story_id)
-    await svc.searchable()
-    hits = await svc.query(svc.store.search, story_id, query, limit)
+    await svc.executor.load(svc.app.story, tenant(request), story_id)
+    await svc.read_side.searchable()
+    hits = await svc.executor.query(svc.store.search, story_id, query, limit)
     models = [SearchHitModel.model_validate(h, from_attributes=True) for h in hits]
     return respond(SearchResponse(story_id=story_id, query=query, hits=models))
 
@@ -26,7 +26,8 @@ async def replay(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
     from_depth = query_int(request, "from_depth", 0, 0, 2**31)
     limit = query_int(request, "limit", 50, 1, 100)
-    at, steps, more = await svc.load(svc.replay, tenant(request), story_id, query_id(request, "at"), from_depth, limit)
-    return respond(
-        ReplayResponse(story_id=story_id, at=at, steps=[ReplayStep.model_validate(s) for s in steps], next_depth=more)
+    replayed = await svc.executor.load(
+        svc.views.replay, tenant(request), story_id, query_id(request, "at"), from_depth, limit
     )
+    steps = [ReplayStep.model_validate(s) for s in replayed.steps]
+    return respond(ReplayResponse(story_id=story_id, at=replayed.end_id, steps=steps, next_depth=replayed.next_depth))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from uuid import UUID
+from collections.abc import Callable, Sequence
+from uuid import UUID, uuid4
 
 from aiohttp import web
 
@@ -16,31 +17,41 @@ from api.schemas import (
     NodeResponse,
     ReviseRequest,
 )
+from domain.commands.base import Written
+from domain.values import NodeView
+
+Annotate = Callable[[str, UUID], Written[NodeView]]
+AnnotateMany = Callable[[str, UUID, Sequence[UUID]], int]
 
 
 async def append_node(request: web.Request) -> web.Response:
     req = await body(request, AppendNodeRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    node, version, _ = await svc.write(
-        svc.append, tenant(request), story_id, req.kind, req.text, req.parent_id, if_match(request)
+    appended = await svc.executor.write(
+        svc.app.stories.append_node, tenant(request), story_id, uuid4(), req.kind, req.text, req.parent_id,
+        if_match(request),
+    )  # fmt: skip
+    node = appended.node
+    reply_to = node.parent_id if node.kind == "reply" else None
+    siblings = await svc.executor.query(svc.store.children, reply_to) if reply_to else []
+    answer = AppendNodeResponse(
+        node=NodeResponse.of(node), story_version=appended.story_version, regenerated=len(siblings) > 1
     )
-    siblings = await svc.query(svc.store.children, node.parent_id) if node.kind == "reply" else []
-    answer = AppendNodeResponse(node=NodeResponse.of(node), story_version=version, regenerated=len(siblings) > 1)
-    return respond(answer, 201, version)
+    return respond(answer, 201, appended.story_version)
 
 
 async def get_node(request: web.Request) -> web.Response:
     svc = service(request)
-    _, node = await svc.load(svc.app.owned_node, tenant(request), path_id(request, "node_id"))
+    _, node = await svc.executor.load(svc.app.owned_node, tenant(request), path_id(request, "node_id"))
     return respond(NodeResponse.of(node.view), version=node.version)
 
 
 async def _nodes(request: web.Request, of_parent: bool) -> web.Response:
     svc = service(request)
-    _, node = await svc.load(svc.app.owned_node, tenant(request), path_id(request, "node_id"))
+    _, node = await svc.executor.load(svc.app.owned_node, tenant(request), path_id(request, "node_id"))
     parent = node.id if of_parent else node.parent_id
-    rows = await svc.query(svc.store.children, parent) if parent else [{"id": str(node.id)}]
-    views = [await svc.load(svc.app.node, UUID(r["id"])) for r in rows]
+    rows = await svc.executor.query(svc.store.children, parent) if parent else [{"id": str(node.id)}]
+    views = [await svc.executor.load(svc.app.node, UUID(r["id"])) for r in rows]
     return respond(NodeListResponse(nodes=[NodeResponse.of(v) for v in views]))
 
 
@@ -53,43 +64,45 @@ async def siblings(request: web.Request) -> web.Response:
     return await _nodes(request, of_parent=False)
 
 
-async def _annotate(request: web.Request, action: str, *args: str) -> web.Response:
+async def _annotate(request: web.Request, command: Annotate) -> web.Response:
     svc = service(request)
-    node, _ = await svc.write(svc.app.annotate, tenant(request), path_id(request, "node_id"), action, *args)
-    return respond(NodeResponse.of(node), version=node.version)
+    written = await svc.executor.write(command, tenant(request), path_id(request, "node_id"))
+    return respond(NodeResponse.of(written.value), version=written.value.version)
 
 
 async def star(request: web.Request) -> web.Response:
-    return await _annotate(request, "star")
+    return await _annotate(request, service(request).app.nodes.star_node)
 
 
 async def unstar(request: web.Request) -> web.Response:
-    return await _annotate(request, "unstar")
+    return await _annotate(request, service(request).app.nodes.unstar_node)
 
 
 async def hide(request: web.Request) -> web.Response:
-    return await _annotate(request, "hide")
+    return await _annotate(request, service(request).app.nodes.hide_node)
 
 
 async def unhide(request: web.Request) -> web.Response:
-    return await _annotate(request, "unhide")
+    return await _annotate(request, service(request).app.nodes.unhide_node)
 
 
 async def revise(request: web.Request) -> web.Response:
     req = await body(request, ReviseRequest)
-    return await _annotate(request, "revise", req.text, req.reason)
-
-
-async def _annotate_many(request: web.Request, action: str) -> web.Response:
-    req = await body(request, NodeIdsRequest)
     svc = service(request)
-    await svc.write(svc.app.annotate_many, tenant(request), path_id(request, "story_id"), req.node_ids, action)
+    node_id = path_id(request, "node_id")
+    written = await svc.executor.write(svc.app.nodes.revise_reply, tenant(request), node_id, req.text, req.reason)
+    return respond(NodeResponse.of(written.value), version=written.value.version)
+
+
+async def _annotate_many(request: web.Request, command: AnnotateMany) -> web.Response:
+    req = await body(request, NodeIdsRequest)
+    await service(request).executor.write(command, tenant(request), path_id(request, "story_id"), req.node_ids)
     return respond(NodeIdsResponse(node_ids=req.node_ids))
 
 
 async def hide_many(request: web.Request) -> web.Response:
-    return await _annotate_many(request, "hide")
+    return await _annotate_many(request, service(request).app.nodes.hide_nodes)
 
 
 async def unhide_many(request: web.Request) -> web.Response:
-    return await _annotate_many(request, "unhide")
+    return await _annotate_many(request, service(request).app.nodes.unhide_nodes)

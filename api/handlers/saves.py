@@ -7,9 +7,9 @@ from uuid import UUID, uuid4
 
 from aiohttp import web
 
+from api.bootstrap import Service
 from api.http import body, path_id, respond, service, tenant
 from api.schemas import CreateSaveRequest, RenameWorldLineRequest, SaveResponse, SavesResponse, WorldLineModel
-from api.service import Service
 from domain.story import Story
 from domain.values import SavePoint
 
@@ -29,12 +29,12 @@ def _save_model(story: Story, save: SavePoint, on_path: bool) -> SaveResponse:
 
 
 async def _saves(svc: Service, tenant_id: str, story_id: UUID) -> SavesResponse:
-    story = await svc.load(svc.app.story, tenant_id, story_id)
+    story = await svc.executor.load(svc.app.story, tenant_id, story_id)
     assert story.leaf_id is not None
     leaf = story.leaf_id
     saves = sorted(story.saves.values(), key=lambda s: s.created_at)
-    shallowest = await svc.load(lambda: min((svc.app.node(s.node_id).depth for s in saves), default=0))
-    path = await svc.query(svc.store.path_ids, leaf, shallowest)
+    shallowest = await svc.executor.load(lambda: min((svc.app.node(s.node_id).depth for s in saves), default=0))
+    path = await svc.executor.query(svc.store.path_ids, leaf, shallowest)
     models = [_save_model(story, s, s.node_id in path) for s in saves]
     lines: dict[str, WorldLineModel] = {}
     for model in models:
@@ -58,29 +58,32 @@ async def create_save(request: web.Request) -> web.Response:
     req = await body(request, CreateSaveRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     name = req.name or datetime.now(UTC).strftime("存档 %m/%d %H:%M")
-    save, _ = await svc.write(
-        svc.app.mark_save, tenant(request), story_id, uuid4().hex[:16], name, req.node_id, svc.store
+    written = await svc.executor.write(
+        svc.app.saves.mark_save, tenant(request), story_id, uuid4().hex[:16], name, req.node_id, svc.store
     )
-    story = await svc.load(svc.app.story, tenant(request), story_id)
+    save = written.value
+    story = await svc.executor.load(svc.app.story, tenant(request), story_id)
     assert story.leaf_id is not None
-    on_path = await svc.query(svc.store.is_ancestor, save.node_id, story.leaf_id)
+    on_path = await svc.executor.query(svc.store.is_ancestor, save.node_id, story.leaf_id)
     return respond(_save_model(story, save, on_path), 201, story.version)
 
 
 async def restore_save(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
-    await svc.write(svc.app.restore_save, tenant(request), story_id, request.match_info["save_id"])
+    await svc.executor.write(svc.app.saves.restore_save, tenant(request), story_id, request.match_info["save_id"])
     return respond(await _saves(svc, tenant(request), story_id))
 
 
 async def delete_save(request: web.Request) -> web.Response:
     svc = service(request)
-    await svc.write(svc.app.delete_save, tenant(request), path_id(request, "story_id"), request.match_info["save_id"])
+    story_id, save_id = path_id(request, "story_id"), request.match_info["save_id"]
+    await svc.executor.write(svc.app.saves.delete_save, tenant(request), story_id, save_id)
     return web.Response(status=204)
 
 
 async def rename_worldline(request: web.Request) -> web.Response:
     req = await body(request, RenameWorldLineRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    await svc.write(svc.app.rename_worldline, tenant(request), story_id, request.match_info["worldline_id"], req.name)
+    worldline_id = request.match_info["worldline_id"]
+    await svc.executor.write(svc.app.saves.rename_worldline, tenant(request), story_id, worldline_id, req.name)
     return respond(await _saves(svc, tenant(request), story_id))

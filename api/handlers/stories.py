@@ -6,6 +6,7 @@ from uuid import UUID, uuid4
 
 from aiohttp import web
 
+from api.bootstrap import Service
 from api.http import body, if_match, json_bytes, path_id, query_id, query_int, respond, service, tenant
 from api.schemas import (
     CheckoutRequest,
@@ -20,12 +21,11 @@ from api.schemas import (
     TreeResponse,
     UpdateStoryRequest,
 )
-from api.service import Service
 from domain.story import Story
 
 
 async def story_response(svc: Service, story: Story) -> StoryResponse:
-    settings = await svc.load(svc.app.settings, story)
+    settings = await svc.executor.load(svc.app.settings, story)
     assert story.card_id and story.root_id and story.leaf_id
     return StoryResponse(
         id=story.id,
@@ -45,17 +45,17 @@ async def story_response(svc: Service, story: Story) -> StoryResponse:
 async def create_story(request: web.Request) -> web.Response:
     req = await body(request, CreateStoryRequest)
     svc, story_id = service(request), uuid4()
-    await svc.write(
-        svc.app.start_story, story_id, uuid4(), tenant(request), req.card_id, req.greeting_index, req.title,
+    await svc.executor.write(
+        svc.app.stories.start_story, story_id, uuid4(), tenant(request), req.card_id, req.greeting_index, req.title,
         req.settings.given(),
     )  # fmt: skip
-    story = await svc.load(svc.app.story, tenant(request), story_id)
+    story = await svc.executor.load(svc.app.story, tenant(request), story_id)
     return respond(await story_response(svc, story), 201, story.version)
 
 
 async def get_story(request: web.Request) -> web.Response:
     svc = service(request)
-    story = await svc.load(svc.app.story, tenant(request), path_id(request, "story_id"))
+    story = await svc.executor.load(svc.app.story, tenant(request), path_id(request, "story_id"))
     return respond(await story_response(svc, story), version=story.version)
 
 
@@ -65,7 +65,7 @@ async def list_stories(request: web.Request) -> web.Response:
     after = query_int(request, "cursor", 0, 0, 2**62)
     card_id = query_id(request, "card_id")
     where = {"card_id": str(card_id)} if card_id else {}
-    rows = await svc.query(svc.store.list_rows, "stories", tenant(request), after, limit, **where)
+    rows = await svc.executor.query(svc.store.list_rows, "stories", tenant(request), after, limit, **where)
     next_cursor = str(rows[-1]["seq"]) if len(rows) == limit else None
     return respond(StoryListResponse(items=[StorySummary.model_validate(r) for r in rows], next_cursor=next_cursor))
 
@@ -74,26 +74,26 @@ async def update_story(request: web.Request) -> web.Response:
     req = await body(request, UpdateStoryRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     overrides = req.settings.given() if req.settings else {}
-    await svc.write(svc.app.configure_story, tenant(request), story_id, overrides, req.title)
-    story = await svc.load(svc.app.story, tenant(request), story_id)
+    await svc.executor.write(svc.app.stories.configure_story, tenant(request), story_id, overrides, req.title)
+    story = await svc.executor.load(svc.app.story, tenant(request), story_id)
     return respond(await story_response(svc, story), version=story.version)
 
 
 async def delete_story(request: web.Request) -> web.Response:
     svc = service(request)
-    await svc.write(svc.app.delete_story, tenant(request), path_id(request, "story_id"))
+    await svc.executor.write(svc.app.stories.delete_story, tenant(request), path_id(request, "story_id"))
     return web.Response(status=204)
 
 
 async def checkout(request: web.Request) -> web.Response:
     req = await body(request, CheckoutRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    await svc.write(svc.app.move_leaf, tenant(request), story_id, req.node_id, if_match(request))
+    await svc.executor.write(svc.app.stories.move_leaf, tenant(request), story_id, req.node_id, if_match(request))
     return await _leaf(svc, tenant(request), story_id)
 
 
 async def _leaf(svc: Service, tenant_id: str, story_id: UUID) -> web.Response:
-    story = await svc.load(svc.app.story, tenant_id, story_id)
+    story = await svc.executor.load(svc.app.story, tenant_id, story_id)
     assert story.leaf_id is not None
     return respond(
         LeafResponse(story_id=story.id, leaf_id=story.leaf_id, story_version=story.version), version=story.version
@@ -102,10 +102,10 @@ async def _leaf(svc: Service, tenant_id: str, story_id: UUID) -> web.Response:
 
 async def tree(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
-    story = await svc.load(svc.app.story, tenant(request), story_id)
+    story = await svc.executor.load(svc.app.story, tenant(request), story_id)
     limit = query_int(request, "limit", 500, 1, 5000)
     after = query_int(request, "cursor", 0, 0, 2**62)
-    rows = await svc.query(svc.store.story_nodes, story_id, after, limit)
+    rows = await svc.executor.query(svc.store.story_nodes, story_id, after, limit)
     assert story.leaf_id is not None
     return respond(
         TreeResponse(
@@ -120,7 +120,7 @@ async def tree(request: web.Request) -> web.Response:
 async def path(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
     limit = query_int(request, "limit", 200, 1, 10_000)
-    nodes = await svc.load(svc.path, tenant(request), story_id, query_id(request, "at"), limit + 1)
+    nodes = await svc.executor.load(svc.views.path, tenant(request), story_id, query_id(request, "at"), limit + 1)
     truncated = len(nodes) > limit
     nodes = nodes[-limit:]
     return respond(
@@ -133,7 +133,7 @@ async def path(request: web.Request) -> web.Response:
 async def context(request: web.Request) -> web.Response:
     """Encoded straight from the projection's dataclasses: the hottest read (a `ContextResponse` in the schema)."""
     svc, story_id = service(request), path_id(request, "story_id")
-    ctx = await svc.load(svc.context, tenant(request), story_id, query_id(request, "at"))
+    ctx = await svc.executor.load(svc.views.context, tenant(request), story_id, query_id(request, "at"))
     payload = {
         "story_id": story_id,
         "leaf_id": ctx.leaf_id,

@@ -7,6 +7,7 @@ from uuid import UUID
 
 from aiohttp import web
 
+from api.bootstrap import Service
 from api.http import body, path_id, query_id, respond, service, tenant
 from api.schemas import (
     CompactRequest,
@@ -16,14 +17,14 @@ from api.schemas import (
     EpisodeModel,
     SummariesResponse,
 )
-from api.service import Service
 from domain.errors import NothingToCompactError
 from domain.values import Episode, NodeView
-from schedulers.jobs import Failed
+from schedulers.outcomes import Failed
 
 
 async def summary_fields(svc: Service, tenant_id: str, story_id: UUID, at: UUID | None) -> dict[str, Any]:
-    node, plan = await svc.load(svc.summaries, tenant_id, story_id, at)
+    at_node = await svc.executor.load(svc.views.summaries, tenant_id, story_id, at)
+    node, plan = at_node.node, at_node.plan
     digest = None
     if plan.layers.digest is not None:
         holder, d = plan.layers.digest
@@ -55,22 +56,24 @@ async def compact(request: web.Request) -> web.Response:
     """Pack everything but the last keep_turns now (from 500 characters), then fold as usual."""
     req = await body(request, CompactRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    node, _ = await svc.load(svc.summaries, tenant(request), story_id, req.at)
+    node = (await svc.executor.load(svc.views.summaries, tenant(request), story_id, req.at)).node
     done = await svc.compactor.compact(node.id, manual=True, job_node=node.id)
     if isinstance(done, Failed):
         raise NothingToCompactError(f"the compaction failed: {done.error}")
-    if done == "nothing due":
+    if done.nothing_due:
         raise NothingToCompactError(
             "nothing to compact: the turns before the last keep_turns hold fewer than 500 characters",
             field="at" if req.at else None,
         )
-    await svc.sync()
+    await svc.read_side.sync()
     fields = await summary_fields(svc, tenant(request), story_id, node.id)
-    return respond(CompactResponse(**fields, done=done))
+    return respond(CompactResponse(**fields, done=done.detail))
 
 
 async def edit_summary(request: web.Request) -> web.Response:
     req = await body(request, EditSummaryRequest)
     svc, node_id = service(request), path_id(request, "node_id")
-    view, _ = await svc.write(svc.app.edit_summary, tenant(request), node_id, req.text, req.sections)
+    view = (
+        await svc.executor.write(svc.app.compaction.edit_summary, tenant(request), node_id, req.text, req.sections)
+    ).value
     return respond(SummariesResponse(**await summary_fields(svc, tenant(request), view.story_id, view.id)))

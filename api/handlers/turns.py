@@ -10,6 +10,7 @@ from uuid import UUID
 import orjson
 from aiohttp import web
 
+from api.bootstrap import Service
 from api.errors import BadRequestError
 from api.http import body, if_match, path_id, respond, service, tenant
 from api.schemas import (
@@ -26,7 +27,6 @@ from api.schemas import (
     ToolActivity,
     TurnResponse,
 )
-from api.service import Service
 from domain.errors import TurnStateError
 from domain.values import NodeView
 from engine.turns import DONE, TurnEvent, TurnHandle, TurnRunner
@@ -65,7 +65,7 @@ async def answer(request: web.Request) -> web.StreamResponse:
     req = await body(request, AnswerRequest)
     svc, reply_id = service(request), path_id(request, "node_id")
     runner = _runner(svc)
-    story, reply = await svc.load(svc.app.owned_node, tenant(request), reply_id)
+    story, reply = await svc.executor.load(svc.app.owned_node, tenant(request), reply_id)
     if reply.phase != "waiting":
         raise TurnStateError("this reply is not waiting for an answer", field="node_id")
     handle = runner.start(tenant(request), story.id, reply_id, answer=req.answer)
@@ -76,7 +76,7 @@ async def stop(request: web.Request) -> web.Response:
     """Stop a running turn (its streamed text stays as an unsealed draft); a turn left waiting or writing
     by a restart is closed the same way."""
     svc, reply_id = service(request), path_id(request, "node_id")
-    reply = await svc.load(svc.app.turn_reply, tenant(request), reply_id)
+    reply = await svc.executor.load(svc.app.turns.turn_reply, tenant(request), reply_id)
     handle = svc.turns.running.get(reply_id) if svc.turns is not None else None
     running = handle is not None and svc.turns is not None and svc.turns.stop(reply_id, "stopped")
     if handle is not None and running:
@@ -84,15 +84,15 @@ async def stop(request: web.Request) -> web.Response:
         if handle.late_stop is not None:  # …or right after, if it was stopped before it began
             await handle.late_stop
     elif reply.phase in ("writing", "waiting"):
-        await svc.write(svc.app.fail_turn, reply_id, "stopped", "stopped while no turn was running", "")
-    view = await svc.load(svc.app.node, reply_id)
+        await svc.executor.write(svc.app.turns.fail_turn, reply_id, "stopped", "stopped while no turn was running", "")
+    view = await svc.executor.load(svc.app.node, reply_id)
     return respond(StopResponse(reply=NodeResponse.of(view), was_running=running))
 
 
 async def draft(request: web.Request) -> web.Response:
     svc, node_id = service(request), path_id(request, "node_id")
-    _, node = await svc.load(svc.app.owned_node, tenant(request), node_id)
-    history = project_draft(await svc.load(svc.app.events_of, node_id))
+    _, node = await svc.executor.load(svc.app.owned_node, tenant(request), node_id)
+    history = project_draft(await svc.executor.load(svc.app.events_of, node_id))
     return respond(
         DraftResponse(
             node_id=node_id, phase=node.phase, version=node.draft_version, text=node.text,
@@ -105,14 +105,14 @@ async def draft(request: web.Request) -> web.Response:
 
 async def story_costs(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
-    await svc.load(svc.app.story, tenant(request), story_id)
-    return _costs(await svc.query(svc.store.costs, story_id=story_id))
+    await svc.executor.load(svc.app.story, tenant(request), story_id)
+    return _costs(await svc.executor.query(svc.store.costs, story_id=story_id))
 
 
 async def card_costs(request: web.Request) -> web.Response:
     svc, card_id = service(request), path_id(request, "card_id")
-    await svc.load(svc.app.card, tenant(request), card_id)
-    return _costs(await svc.query(svc.store.costs, card_id=card_id))
+    await svc.executor.load(svc.app.card, tenant(request), card_id)
+    return _costs(await svc.executor.query(svc.store.costs, card_id=card_id))
 
 
 def _costs(rows: list[dict[str, Any]]) -> web.Response:
@@ -135,7 +135,7 @@ async def _answer(
     a JSON answer after the whole turn is."""
     if "text/event-stream" in request.headers.get("Accept", ""):
         if opened is not None:
-            await svc.sync(opened)
+            await svc.read_side.sync(opened)
         return await _stream(request, svc, handle)
     events = await _collect(handle)
     return respond(_turn_response(story_id, await _final_view(svc, handle), events), 201)
@@ -148,7 +148,7 @@ async def _final_view(svc: Service, handle: TurnHandle) -> NodeView:
     await asyncio.wait([task])
     if not task.cancelled() and task.exception() is None:
         return task.result()
-    return await svc.load(svc.app.node, handle.reply_id)  # type: ignore[no-any-return]
+    return await svc.executor.load(svc.app.node, handle.reply_id)
 
 
 async def _collect(handle: TurnHandle) -> list[TurnEvent]:
@@ -164,7 +164,7 @@ def _turn_response(story_id: UUID, view: Any, events: list[TurnEvent]) -> TurnRe
     return TurnResponse(
         story_id=story_id,
         reply=NodeResponse.of(view),
-        outcome=outcome,  # type: ignore[arg-type]
+        outcome=outcome,
         ask=AskModel.model_validate(final.data) if final and final.kind == "ask" else None,
         tools=[ToolActivity.model_validate(e.data) for e in events if e.kind == "tool"],
         error=final.data if final and final.kind == "error" else None,

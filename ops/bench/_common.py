@@ -5,7 +5,7 @@
   a small synthetic pool is used if the data is not there.
 - `sqlite_app(path)`: a `Changji` on an SQLite event store (the class defaults plus the SQLite env).
 - `build_story(...)`: a story of N turns with branches (a regenerated reply every ~50 turns, a short
-  side branch every ~500 turns), written through `Changji.append_node`, timing every append.
+  side branch every ~500 turns), written through `Changji.stories.append_node`, timing every append.
 - `emit(figures)`: the convention's last line — one flat JSON object of numbers on stdout.
 """
 
@@ -183,8 +183,8 @@ CARD_SETTINGS: dict[str, Any] = {}  # overrides of the sample card's story setti
 def create_card_and_story(app: Changji, tenant: str = TENANT, title: str = "bench") -> tuple[UUID, UUID, UUID]:
     """A card and a story started from it; returns (card id, story id, root node id)."""
     card_id, story_id, root_id = uuid4(), uuid4(), uuid4()
-    app.create_card(card_id, tenant, SAMPLE_CARD, StorySettings(user_name=USER_NAME, **CARD_SETTINGS))
-    app.start_story(story_id, root_id, tenant, card_id, 0, title, {})
+    app.cards.create_card(card_id, tenant, SAMPLE_CARD, StorySettings(user_name=USER_NAME, **CARD_SETTINGS))
+    app.stories.start_story(story_id, root_id, tenant, card_id, 0, title, {})
     return card_id, story_id, root_id
 
 
@@ -229,7 +229,7 @@ def build_story(
     """A story of `turns` turns on the main path, plus a regenerated reply every `regenerate_every` turns
     (the leaf follows the new sibling, as after a swipe) and, every `branch_every` turns, a side branch of
     `branch_turns` turns started `branch_back` turns back, after which the leaf is checked out back to the
-    main tip. Every node goes through `Changji.append_node` with an explicit parent.
+    main tip. Every node goes through `Changji.stories.append_node` with an explicit parent.
 
     Texts are chosen by distance from the end of the story, so the last turns of stories of any length
     (the context window) hold the same texts and ratios between sizes compare equal windows."""
@@ -239,7 +239,7 @@ def build_story(
 
     def append(kind: str, text: str, parent: UUID) -> UUID:
         t0 = clock()
-        view, _ = app.append_node(tenant, story_id, uuid4(), kind, text, parent)  # type: ignore[arg-type]
+        view = app.stories.append_node(tenant, story_id, uuid4(), kind, text, parent).node  # type: ignore[arg-type]
         dt = clock() - t0
         built.append_times.append(dt)
         built.append_seconds += dt
@@ -262,7 +262,7 @@ def build_story(
             for k in range(branch_turns):
                 u, r = pool.pair(turn + 37 * (k + 1))
                 side = append("reply", r, append("user", u, side))
-            app.move_leaf(tenant, story_id, tip)  # back to the main path (a checkout)
+            app.stories.move_leaf(tenant, story_id, tip)  # back to the main path (a checkout)
             built.side_branches += 1
         recent.append(tip)
         if turn % step == 0:

@@ -4,7 +4,7 @@
 
 Builds three stories (1k, 10k, 100k turns; --quick: 400, 2k, 10k) on SQLite event stores in a temp
 dir, each with branches (a regenerated reply every 50 turns, a 3-turn side branch every 500), by
-calling `Changji.append_node` directly; their last turns hold the same texts, so every size assembles
+calling `Changji.stories.append_node` directly; their last turns hold the same texts, so every size assembles
 an equal window. Then, on the warm applications:
 
 - assembly: the median time of the next-turn context (story → card → settings → `assemble_context`
@@ -15,7 +15,7 @@ an equal window. Then, on the warm applications:
   and assemble from it with the same function and a fresh render cache; incremental =
   `assemble_context(card, settings, walk_up(app.node, leaf), render_cache)` on the warm application;
 - cold start: a fresh `Changji` on the largest store assembling the context at its leaf;
-- append rate: events/s of `Changji.append_node` (2 events each: the node and the LeafMoved);
+- append rate: events/s of `Changji.stories.append_node` (2 events each: the node and the LeafMoved);
 - rebuild rate: `ProjectionRunner.rebuild()` over the largest store's whole log / its wall time.
 
 Progress goes to stderr; the figures are one JSON object on the last line of stdout.
@@ -23,31 +23,25 @@ Progress goes to stderr; the figures are one JSON object on the last line of std
 
 from __future__ import annotations
 
-import os
-import sys
+import gc
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
 
-# `python ops/bench/context.py` puts ops/bench first on sys.path, where http.py would shadow the
-# standard library's `http`: move the folder to the end (it is only needed for `_common`).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
+from _common import TENANT, Built, Texts, build_story, emit, log, median_ms, parse_args, sqlite_app, texts
 
-import gc  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-from uuid import UUID, uuid4  # noqa: E402
-
-from _common import TENANT, Built, Texts, build_story, emit, log, median_ms, parse_args, sqlite_app, texts  # noqa: E402
-
-from domain.application import Changji  # noqa: E402
-from projections.context import Context, RenderCache, assemble_context  # noqa: E402
-from projections.path import walk_up  # noqa: E402
-from projections.runner import ProjectionRunner  # noqa: E402
-from projections.store import ReadModels  # noqa: E402
-from providers.tokens import default_counter  # noqa: E402
+from domain.application import Changji
+from domain.rules.paths import walk_up
+from projections.context.assemble import assemble_context
+from projections.context.records import Context
+from projections.context.window import RenderCache
+from projections.read_models.store import ReadModels
+from projections.runner import ProjectionRunner
+from providers.tokens import default_counter
 
 COUNTER = default_counter()  # the tokenizer the service uses
 
@@ -70,7 +64,7 @@ BATCH = 5_000
 
 
 def next_context(app: Changji, renders: RenderCache, story_id: UUID, at: UUID) -> Context:
-    """What the service does for GET /context?at=… (api/service.py `Service.context`). The stories here
+    """What the service does for GET /context?at=… (`service/views.py` `StoryViews.context`). The stories here
     are never compacted, so the service's read models say they have no summaries (`summarized=False`:
     a context cut by the budget does not walk on to the root looking for one)."""
     story = app.story(TENANT, story_id)
@@ -150,7 +144,7 @@ def main() -> None:
             words = pool.pair(sample + 11)[0]  # the same words for every story
             for name in order:
                 b, app = built[name], apps[name]
-                user, _ = app.append_node(TENANT, b.story_id, uuid4(), "user", words, b.tip_id)
+                user = app.stories.append_node(TENANT, b.story_id, uuid4(), "user", words, b.tip_id).node
                 dt, contexts[name] = timed(next_context, app, renders[name], b.story_id, user.id)
                 samples[name].append(dt)
         for name in NAMES:

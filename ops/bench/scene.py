@@ -15,24 +15,18 @@ Last line: the figures as JSON.
 
 from __future__ import annotations
 
-import os
-import sys
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from uuid import uuid4
 
-_HERE = os.path.dirname(os.path.abspath(__file__))  # keep ops/bench/http.py from shadowing the stdlib's http
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
+from _common import TENANT, create_card_and_story, emit, log, parse_args, sqlite_app, texts
 
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from uuid import uuid4  # noqa: E402
-
-from _common import TENANT, create_card_and_story, emit, log, parse_args, sqlite_app, texts  # noqa: E402
-
-from domain.scening import SideCall  # noqa: E402
-from projections.path import walk_up  # noqa: E402
-from projections.runner import ProjectionRunner  # noqa: E402
-from projections.store import ReadModels  # noqa: E402
+from domain.commands.jobs import SideCall
+from domain.rules.paths import walk_up
+from projections.read_models.store import ReadModels
+from projections.runner import ProjectionRunner
 
 CALL = SideCall("scribe", "bench-side", 900, 60, 800.0, "ok")
 MEASURED = 200
@@ -59,12 +53,12 @@ def measure(turns: int, folder: Path) -> dict[str, float]:
     started = time.perf_counter()
     for turn in range(1, turns + 1):
         user_text, reply_text = pool.pair(turn - turns)
-        user, _ = app.append_node(TENANT, story_id, uuid4(), "user", user_text, tip)
+        user = app.stories.append_node(TENANT, story_id, uuid4(), "user", user_text, tip).node
         if turn % 50 == 0:  # a regenerate: the first answer keeps its own patch, the path moves on
-            first, _ = app.append_node(TENANT, story_id, uuid4(), "reply", reply_text, user.id)
-            app.record_scribe_patch(first.id, {"location": "别处"}, [], CALL)
-        reply, _ = app.append_node(TENANT, story_id, uuid4(), "reply", reply_text, user.id)
-        app.record_scribe_patch(reply.id, patch_for(turn), [], CALL)
+            first = app.stories.append_node(TENANT, story_id, uuid4(), "reply", reply_text, user.id).node
+            app.scenes.record_scribe_patch(first.id, {"location": "别处"}, [], CALL)
+        reply = app.stories.append_node(TENANT, story_id, uuid4(), "reply", reply_text, user.id).node
+        app.scenes.record_scribe_patch(reply.id, patch_for(turn), [], CALL)
         tip = reply.id
         if turn > turns - MEASURED:
             t0 = time.perf_counter()
@@ -74,7 +68,7 @@ def measure(turns: int, folder: Path) -> dict[str, float]:
             runner.catch_up()
         if turn % max(turns // 5, 1) == 0:
             log(f"  {turns}: {turn} turns played and folded, {time.perf_counter() - started:.1f}s")
-    leaf, _ = app.append_node(TENANT, story_id, uuid4(), "user", "然后呢？", tip)
+    leaf = app.stories.append_node(TENANT, story_id, uuid4(), "user", "然后呢？", tip).node
     runner.catch_up()
     lookups = []
     for _ in range(5 * MEASURED):
@@ -82,7 +76,7 @@ def measure(turns: int, folder: Path) -> dict[str, float]:
         scene = runner.store.scene_on_path(n.id for n in walk_up(app.node, leaf.id))
         lookups.append(time.perf_counter() - t0)
     assert scene is not None and scene.snapshot.time == f"第{turns}天" and scene.snapshot.location != "别处"
-    app.edit_scene(TENANT, story_id, root_id, {"flags": {"天气": "雨"}}, [])
+    app.scenes.record_scene_edit(TENANT, story_id, root_id, {"flags": {"天气": "雨"}}, [])
     t0 = time.perf_counter()
     runner.catch_up()
     late = time.perf_counter() - t0

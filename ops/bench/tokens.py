@@ -38,7 +38,7 @@ the same system prompt (built from one small card by `build_system_prompt`). Pol
   episode layer); the request is the summary (one user message, opened by 【前情提要】) plus the live turns.
 - `changji`: the real engine on an in-memory event store, default story settings (keep 6, pack 30,
   episodes_kept 3, min_pack_chars 2000, window 32768, reply reserve 4096): every turn is appended with
-  `Changji.append_node`; when a reply announces a compaction it is run at once with
+  `Changji.stories.append_node`; when a reply announces a compaction it is run at once with
   `CompactWorker(...).compact` and the offline extractive summarizer (no side model), then the job is
   finished; each request is `assemble_context` at the user node (render and window caches, as served).
 
@@ -58,42 +58,31 @@ Changji's own count (`Context.tokens`) go to stderr.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
-import sys
+import re
+import time
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
 
-# `python ops/bench/tokens.py` puts ops/bench first on sys.path, where http.py would shadow the
-# standard library's `http`: move the folder to the end (it is only needed for `_common`).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
+from _common import REPO, emit, log, parse_args, texts
 
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import time  # noqa: E402
-from bisect import bisect_left  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-from uuid import uuid4  # noqa: E402
-
-from _common import REPO, emit, log, parse_args, texts  # noqa: E402
-
-from domain.application import Changji  # noqa: E402
-from domain.extractive import Line, fold_digest, summarize_episode  # noqa: E402
-from domain.values import DIGEST_SECTIONS, CardData, StorySettings  # noqa: E402
-from projections.context import (  # noqa: E402
-    MESSAGE_OVERHEAD_TOKENS,
-    RenderCache,
-    WindowCache,
-    assemble_context,
-    build_system_prompt,
-)
-from projections.path import walk_up  # noqa: E402
-from projections.summaries import OPENER  # noqa: E402
-from providers.tokens import default_counter  # noqa: E402
-from schedulers.compactor import LATEST_TURNS, CompactWorker, InlineHost  # noqa: E402
-from schedulers.jobs import Failed  # noqa: E402
+from domain.application import Changji
+from domain.rules.extractive import Line, fold_digest, summarize_episode
+from domain.rules.paths import walk_up
+from domain.values import DIGEST_SECTIONS, CardData, StorySettings
+from projections.context.assemble import assemble_context
+from projections.context.summaries import OPENER
+from projections.context.system_prompt import build_system_prompt
+from projections.context.window import MESSAGE_OVERHEAD_TOKENS, RenderCache, WindowCache
+from providers.tokens import default_counter
+from schedulers.outcomes import Failed
+from schedulers.workers.compaction import LATEST_TURNS, CompactWorker, Inline
 
 LOCOMO_PATHS = (
     Path(os.environ.get("CHANGJI_SHARED", REPO.parent / "shared")) / "data" / "locomo" / "locomo10.json",
@@ -369,16 +358,16 @@ async def replay_changji(story: Story, tokens: Tokens, system: str) -> Tally:
     tally, started = Tally("changji", story), time.perf_counter()
     app = Changji(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
     card_id, story_id, root_id = uuid4(), uuid4(), uuid4()
-    app.create_card(card_id, TENANT, CARD, SETTINGS)
-    app.start_story(story_id, root_id, TENANT, card_id, 0, "tokens bench", {})
+    app.cards.create_card(card_id, TENANT, CARD, SETTINGS)
+    app.stories.start_story(story_id, root_id, TENANT, card_id, 0, "tokens bench", {})
     loaded = app.story(TENANT, story_id)
     card, settings = app.card_of(loaded).data, app.settings(loaded)
     renders, windows = RenderCache(tokens.counter), WindowCache()
-    worker = CompactWorker(InlineHost(app), None)
+    worker = CompactWorker(app, Inline(), None)
     compactions, drift = 0, 0
     for turn in range(1, story.turns + 1):
         user, reply = story.messages[2 * turn - 2], story.messages[2 * turn - 1]
-        leaf, _ = app.append_node(TENANT, story_id, uuid4(), "user", user)
+        leaf = app.stories.append_node(TENANT, story_id, uuid4(), "user", user).node
         epoch = app.render_epoch(story_id)
         context = assemble_context(card, settings, walk_up(app.node, leaf.id), renders, windows, epoch, None, app.node)
         contents = [m.content for m in context.messages]
@@ -388,12 +377,12 @@ async def replay_changji(story: Story, tokens: Tokens, system: str) -> Tally:
         if tally.checkpoint(turn):
             summary = next((c for c in contents if c.startswith(OPENER)), "")
             tally.facts_at(turn, contents, summary)
-        answer, _ = app.append_node(TENANT, story_id, uuid4(), "reply", reply)
-        if app.job_node(answer.id).jobs.get("compact") == "pending":
-            detail = await worker.compact(answer.id, False, answer.id)
-            if isinstance(detail, Failed):
-                raise RuntimeError(f"compaction at turn {turn} failed: {detail}")
-            app.finish_job(answer.id, "compact", detail)
+        answer = app.stories.append_node(TENANT, story_id, uuid4(), "reply", reply).node
+        if app.node_aggregate(answer.id).jobs.get("compact") == "pending":
+            done = await worker.compact(answer.id, False, answer.id)
+            if isinstance(done, Failed):
+                raise RuntimeError(f"compaction at turn {turn} failed: {done}")
+            app.jobs.finish_job(answer.id, "compact", done.detail)
             compactions += 1
         _progress("changji", turn, story.turns, started)
     log(f"changji: {compactions} compactions; largest gap between this count and Context.tokens: {drift} tokens")

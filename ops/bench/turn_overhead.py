@@ -19,7 +19,7 @@
 Model time is measured by a wrapper around the chat client (`TimedModel`, a `ChatModel` of its own
 that times each `await inner.chat(...)`: request encoding, the loopback round trip, the fake server's
 handler and the SSE parsing all count as model time). A second wrapper around the service
-(`TimedHost`, a `TurnHost`) times every write/load the loop makes, for the breakdown. Engine overhead
+(`TimedHost`, the loop's `Runs` and `Folds`) times every write/load the loop makes, for the breakdown. Engine overhead
 per turn = wall time from before `open_turn` to the `done` event − model time. Turns are interleaved
 across the two stories (and both kinds) in a shuffled order after a few warm-up turns each.
 
@@ -32,38 +32,32 @@ turn (`direct_*`), and the chat request's size and JSON encoding time (engine CP
 
 `--profile`: cProfile around the measured turns on the event-loop thread and on the writer and
 projector threads; the top functions go to stderr (the figures of a profiled run are slower).
-`--split`: each write in two timed steps (the command, then the read-model sync, as `Service.write`
+`--split`: each write in two timed steps (the command, then the read-model sync, as `Executor.write`
 does them), so the read-your-writes sync shows apart as `sync_median_ms_*`.
 Progress goes to stderr; the figures are one JSON object on the last line of stdout.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import gc
+import json
 import os
+import random
+import statistics
 import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
 
-# `python ops/bench/turn_overhead.py` puts ops/bench first on sys.path, where http.py would shadow the
-# standard library's `http` (aiohttp imports it): move the folder to the end (it is only needed for `_common`).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections import defaultdict  # noqa: E402
-from collections.abc import Callable, Mapping, Sequence  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from datetime import UTC, datetime  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-from uuid import UUID  # noqa: E402
-
-from _common import (  # noqa: E402
+from _common import (
     CARD_SETTINGS,
     TENANT,
     Built,
@@ -77,14 +71,14 @@ from _common import (  # noqa: E402
     texts,
 )
 
-from api.service import Service  # noqa: E402
-from api.settings import ModelSettings, Settings  # noqa: E402
-from domain.application import Changji  # noqa: E402
-from domain.ports import ChatModel, ChatResult  # noqa: E402
-from engine.turns import DONE, TurnRunner  # noqa: E402
-from projections.context import Context  # noqa: E402
-from projections.rows import job_time  # noqa: E402
-from providers.fake_server import FakeModelServer, Step, Text, ToolCalls  # noqa: E402
+from api.bootstrap import Service, bootstrap
+from api.settings import ModelSettings, Settings
+from domain.application import Changji
+from domain.ports import ChatModel, ChatResult
+from engine.turns import DONE, TurnRunner
+from projections.context.records import Context
+from projections.read_models.rows import job_time
+from providers.fake_server import FakeModelServer, Step, Text, ToolCalls
 
 FULL: dict[str, Any] = {"sizes": (1_000, 10_000), "tool_turns": 200, "direct_turns": 100, "warmup": 5}
 QUICK: dict[str, Any] = {"sizes": (200, 2_000), "tool_turns": 100, "direct_turns": 40, "warmup": 3}
@@ -133,13 +127,17 @@ class TimedModel:
             self.seconds += time.perf_counter() - t0
             self.calls += 1
 
+    async def close(self) -> None:
+        await self.inner.close()
+
 
 class TimedHost:
-    """A `TurnHost` over the service that adds up the time of each write/load by the function's name.
+    """The turn loop's `Runs` and `Folds` over the service's executor and read side, adding up the time
+    of each write/load by the function's name.
 
-    `split=True` (diagnostics): a write runs as `Service.write` does it, in two timed steps — the
-    command on the writer thread (`service.load`), then the read-model sync to its position — so the
-    sync shows apart (part `sync`). The headline run uses `Service.write` itself."""
+    `split=True` (diagnostics): a write runs as `Executor.write` does it, in two timed steps — the
+    command on the writer thread (`executor.load`), then the read-model sync to its position — so the
+    sync shows apart (part `sync`). The headline run uses `Executor.write` itself."""
 
     def __init__(self, service: Service, split: bool = False) -> None:
         self.service, self.app, self.split = service, service.app, split
@@ -150,16 +148,15 @@ class TimedHost:
             return await self._split_write(fn, *args)
         t0 = time.perf_counter()
         try:
-            return await self.service.write(fn, *args)
+            return await self.service.executor.write(fn, *args)
         finally:
             self.seconds[fn.__name__] += time.perf_counter() - t0
 
     async def _split_write(self, fn: Callable[..., Any], *args: Any) -> Any:
         t0 = time.perf_counter()
-        result = await self.service.load(fn, *args)
+        result = await self.service.executor.load(fn, *args)
         t1 = time.perf_counter()
-        position = result[-1] if isinstance(result, tuple) else getattr(result, "position", result)
-        await self.service.sync(position if isinstance(position, int) else None)
+        await self.service.read_side.sync(result if isinstance(result, int) else result.position)
         self.seconds[fn.__name__] += t1 - t0
         self.seconds["sync"] += time.perf_counter() - t1
         return result
@@ -167,38 +164,38 @@ class TimedHost:
     async def load(self, fn: Callable[..., Any], *args: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return await self.service.load(fn, *args)
+            return await self.service.executor.load(fn, *args)
         finally:
             self.seconds[fn.__name__] += time.perf_counter() - t0
 
     async def command(self, fn: Callable[..., Any], *args: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return await self.service.command(fn, *args)
+            return await self.service.executor.command(fn, *args)
         finally:
             self.seconds[fn.__name__] += time.perf_counter() - t0
 
     async def sync(self, position: int | None = None) -> int:
         t0 = time.perf_counter()
         try:
-            return await self.service.sync(position)
+            return await self.service.read_side.sync(position)
         finally:
             self.seconds["sync"] += time.perf_counter() - t0
 
     def sync_soon(self, position: int) -> None:
-        self.service.sync_soon(position)  # returns at once: the catch-up runs while the model works
+        self.service.read_side.sync_soon(position)  # returns at once: the catch-up runs while the model works
 
     def fold_now(self, position: int) -> int:
         t0 = time.perf_counter()  # inside the last round's command: shown apart as sync
         try:
-            return self.service.fold_now(position)
+            return self.service.read_side.fold_now(position)
         finally:
             self.seconds["fold_now"] += time.perf_counter() - t0
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         t0 = time.perf_counter()  # inside the opening's command
         try:
-            return self.service.context(tenant_id, story_id, at)
+            return self.service.views.context(tenant_id, story_id, at)
         finally:
             self.seconds["context"] += time.perf_counter() - t0
 
@@ -308,7 +305,7 @@ def build(data_dir: Path, sizes: Sequence[int], pool: Texts) -> dict[str, Built]
 
 async def settle_jobs(service: Service) -> None:
     while True:
-        await service.sync()
+        await service.read_side.sync()
         due = service.store.due_jobs(job_time(datetime.now(UTC)), 1)
         if not due and not service.jobs.running:
             return
@@ -322,7 +319,7 @@ async def measure(
     script = Script()
     async with FakeModelServer(fallback=script.answer) as fake:
         settings = Settings(data_dir=data_dir, main_model=ModelSettings(base_url=fake.url, model="fake"))
-        service = Service(settings)
+        service = bootstrap(settings)
         t0 = time.perf_counter()
         await service.start()
         log(f"service up (read models caught up in {time.perf_counter() - t0:.1f}s); fake model at {fake.url}")
@@ -331,7 +328,7 @@ async def measure(
         log(f"background jobs settled in {time.perf_counter() - t0:.1f}s")
         assert service.main_model is not None
         host, model = TimedHost(service, split), TimedModel(service.main_model)
-        runner = TurnRunner(host, model, settings.max_rounds)
+        runner = TurnRunner(service.app, host, host, host.context, model, settings.max_rounds)
         bench = Bench(service, host, model, runner, script)
         texts_of = drafts(pool, 64)
         try:
@@ -371,7 +368,7 @@ class Profiler:
         import cProfile
 
         self.service = service
-        self.pools = {"writer": service._writer, "projector": service._projector}  # the service's own pools
+        self.pools = {"writer": service.executor._writer, "projector": service.read_side._projector}  # its own pools
         self.profiles = {name: cProfile.Profile() for name in ("loop", *self.pools)}
 
     @classmethod

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
-from projections.store import ReadModels
+from projections.read_models.store import ReadModels
 from tests.processes import run, serving
 
 pytestmark = pytest.mark.slow

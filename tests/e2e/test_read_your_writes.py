@@ -8,8 +8,9 @@ from uuid import UUID
 
 from aiohttp.test_utils import TestClient
 
+from api.bootstrap import Service
 from api.keys import SERVICE
-from api.service import INDEX_DELAY, Service
+from service.read_side import INDEX_DELAY
 from tests.builders import Api
 
 
@@ -62,11 +63,11 @@ async def test_the_full_text_index_catches_up_in_the_background_without_a_search
     svc: Service = client.app[SERVICE]
     for i in range(5):
         await api.turn(story["id"], f"第{i}问：信鸽", f"第{i}答")
-    waiting = await svc.query(svc.store.texts_to_index)
+    waiting = await svc.executor.query(svc.store.texts_to_index)
     assert waiting == 11  # the greeting and five turns
     deadline = asyncio.get_running_loop().time() + INDEX_DELAY + 5
-    while await svc.query(svc.store.texts_to_index) and asyncio.get_running_loop().time() < deadline:
+    while await svc.executor.query(svc.store.texts_to_index) and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.1)
-    assert await svc.query(svc.store.texts_to_index) == 0
-    hits = await svc.query(svc.store.search, UUID(story["id"]), "信鸽")  # straight from the index, no catch-up
+    assert await svc.executor.query(svc.store.texts_to_index) == 0
+    hits = await svc.executor.query(svc.store.search, UUID(story["id"]), "信鸽")  # straight from the index, no catch-up
     assert len(hits) == 5

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from api.bootstrap import Service, bootstrap
 from api.keys import SERVICE
-from api.service import Service
 from api.settings import Settings
+from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
-from projections.store import ReadModels
 from providers.fake_server import Drop, FakeModelServer, Status, Text
 from tests.builders import OTHER_TENANT, Api, api_for
 from tests.fake_model import SSE, EventStream, MakeEngine, ask, calls, costs, post_turn, write
@@ -101,9 +101,9 @@ async def test_rebuilt_read_models_equal_the_live_ones_after_engine_turns(
     engine = await make_engine()
     replies = await play_every_ending(fake, engine)
     live_service: Service = engine.client.app[SERVICE]
-    await live_service.sync()
-    await live_service.searchable()
-    live = await live_service.query(live_service.store.dump)
+    await live_service.read_side.sync()
+    await live_service.read_side.searchable()
+    live = await live_service.executor.query(live_service.store.dump)
     phases = {row["id"]: row["phase"] for row in live["nodes"]}
     assert {name: phases[node_id] for name, node_id in replies.items()} == {
         "sealed": "sealed",
@@ -118,7 +118,7 @@ async def test_rebuilt_read_models_equal_the_live_ones_after_engine_turns(
     # `changji projections rebuild`: the server stopped, a fresh service replays the whole log
     data_dir = live_service.settings.data_dir
     await engine.client.close()
-    offline = Service(Settings(data_dir=data_dir))
+    offline = bootstrap(Settings(data_dir=data_dir))
     try:
         offline.runner.rebuild()
         rebuilt = offline.store.dump()
@@ -133,12 +133,12 @@ async def test_read_models_folded_from_scratch_equal_the_live_ones_while_serving
     engine = await make_engine()
     await play_every_ending(fake, engine)
     svc: Service = engine.client.app[SERVICE]
-    await svc.sync()
-    await svc.searchable()
+    await svc.read_side.sync()
+    await svc.read_side.searchable()
     fresh = ProjectionRunner(svc.app, ReadModels(tmp_path / "fresh.sqlite"))
-    await svc.load(fresh.catch_up)
-    await svc.load(fresh.index_search)
-    assert fresh.store.dump() == await svc.query(svc.store.dump)
+    await svc.executor.load(fresh.catch_up)
+    await svc.executor.load(fresh.index_search)
+    assert fresh.store.dump() == await svc.executor.query(svc.store.dump)
 
 
 async def test_costs_count_a_model_call_cut_short_by_stop(fake: FakeModelServer, engine: Api) -> None:

@@ -34,7 +34,11 @@ async def test_a_turn_stopped_before_it_runs_ends_stopped_with_its_stream_closed
     svc = client.app[SERVICE]  # type: ignore[index]
     assert svc.turns is not None
     story_id = UUID(engine_story["id"])
-    _, reply, _ = await svc.command(svc.app.open_turn, TENANT, story_id, uuid4(), uuid4(), "你好", None, "fake-main")
+    reply = (
+        await svc.executor.command(
+            svc.app.turns.open_turn, TENANT, story_id, uuid4(), uuid4(), "你好", None, "fake-main"
+        )
+    ).reply
     handle = svc.turns.start(TENANT, story_id, reply.id)
     assert svc.turns.stop(reply.id)
     kinds = []

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from domain.application import Changji
+from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
-from projections.store import ReadModels
 from tests.builders import StoryBuilder, sqlite_app
 
 

@@ -9,10 +9,10 @@ import sqlite3
 from pathlib import Path
 from uuid import uuid4
 
-from api.checkpoints import LOG_LIMIT_BYTES, Checkpointer
-from api.service import CHECKPOINT_SECONDS, Service
+from api.bootstrap import bootstrap
 from api.settings import Settings
 from domain.values import StorySettings
+from storage.checkpoints import CHECKPOINT_SECONDS, LOG_LIMIT_BYTES, Checkpointer
 from tests.builders import TENANT, a_card
 
 
@@ -65,7 +65,7 @@ def test_without_checkpoints_the_same_writes_grow_the_log(tmp_path: Path) -> Non
 
 
 async def test_a_started_service_checkpoints_both_logs_in_the_background(tmp_path: Path) -> None:
-    svc = Service(Settings(data_dir=tmp_path / "data"))
+    svc = bootstrap(Settings(data_dir=tmp_path / "data"))
     assert svc.checkpointer is not None
     svc.checkpointer.pages = 5
     await svc.start()
@@ -75,7 +75,7 @@ async def test_a_started_service_checkpoints_both_logs_in_the_background(tmp_pat
             cursor.execute("PRAGMA wal_autocheckpoint")
             assert cursor.fetchone()[0] == 0
         for _ in range(20):
-            await svc.write(svc.app.create_card, uuid4(), TENANT, a_card(), StorySettings())
+            await svc.executor.write(svc.app.cards.create_card, uuid4(), TENANT, a_card(), StorySettings())
         deadline = asyncio.get_running_loop().time() + CHECKPOINT_SECONDS + 5
         while svc.checkpointer.checkpoints < 2 and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.1)
@@ -85,7 +85,7 @@ async def test_a_started_service_checkpoints_both_logs_in_the_background(tmp_pat
 
 
 def test_one_shot_commands_keep_sqlites_own_checkpoints(tmp_path: Path) -> None:
-    svc = Service(Settings(data_dir=tmp_path / "data"), background_checkpoints=False)
+    svc = bootstrap(Settings(data_dir=tmp_path / "data"), background_checkpoints=False)
     try:
         assert svc.checkpointer is None
         assert svc.store.writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000

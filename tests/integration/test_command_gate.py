@@ -13,7 +13,7 @@ from uuid import uuid4
 
 import pytest
 
-from api.service import Service
+from api.bootstrap import Service, bootstrap
 from api.settings import Settings
 from domain.application import Changji
 from domain.values import StorySettings
@@ -22,7 +22,7 @@ from tests.builders import TENANT, a_card
 
 @pytest.fixture
 async def svc(tmp_path: Path) -> AsyncIterator[Service]:
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = bootstrap(Settings(data_dir=tmp_path / "data"))
     await service.start()
     yield service
     await service.close()
@@ -33,16 +33,16 @@ def where() -> str:
 
 
 async def test_a_command_runs_on_the_event_loop_when_the_writer_is_idle(svc: Service) -> None:
-    assert await svc.command(where) == threading.current_thread().name
-    svc.inline_commands = False
-    assert (await svc.command(where)).startswith("changji-writer")
-    assert (await svc.load(where)).startswith("changji-writer")  # loads always keep to the thread
+    assert await svc.executor.command(where) == threading.current_thread().name
+    svc.executor.inline_commands = False
+    assert (await svc.executor.command(where)).startswith("changji-writer")
+    assert (await svc.executor.load(where)).startswith("changji-writer")  # loads always keep to the thread
 
 
 def test_commands_keep_to_the_thread_where_every_commit_waits_for_the_disk(tmp_path: Path) -> None:
-    svc = Service(Settings(data_dir=tmp_path / "data", sqlite_synchronous="FULL"), background_checkpoints=False)
+    svc = bootstrap(Settings(data_dir=tmp_path / "data", sqlite_synchronous="FULL"), background_checkpoints=False)
     try:
-        assert not svc.inline_commands
+        assert not svc.executor.inline_commands
     finally:
         asyncio.run(svc.close())
 
@@ -57,14 +57,14 @@ async def test_a_command_waits_its_turn_behind_a_busy_writer_thread(svc: Service
         order.append("slow")
         return where()
 
-    busy = asyncio.ensure_future(svc.load(slow))
+    busy = asyncio.ensure_future(svc.executor.load(slow))
     await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
 
     def quick() -> str:
         order.append("quick")
         return where()
 
-    queued = asyncio.ensure_future(svc.command(quick))
+    queued = asyncio.ensure_future(svc.executor.command(quick))
     await asyncio.sleep(0.05)
     assert order == [] and not queued.done()  # neither run on the loop nor alongside `slow`
     release.set()
@@ -83,14 +83,14 @@ async def test_commands_never_overlap_whichever_thread_runs_them(svc: Service) -
             pass
         running[0] -= 1
 
-    await asyncio.gather(*(svc.command(step) if i % 2 else svc.load(step) for i in range(200)))
+    await asyncio.gather(*(svc.executor.command(step) if i % 2 else svc.executor.load(step) for i in range(200)))
     assert overlaps[0] == 0
 
 
 async def test_the_fold_after_a_turn_does_not_wait_for_the_projector(svc: Service) -> None:
-    await svc.write(svc.app.create_card, *_card())  # saved and folded
+    await svc.executor.write(svc.app.cards.create_card, *_card())  # saved and folded
     behind = svc.runner.position
-    await svc.command(svc.app.create_card, *_card())  # saved, not folded
+    await svc.executor.command(svc.app.cards.create_card, *_card())  # saved, not folded
     position = int(svc.app.recorder.max_notification_id() or 0)
     assert position > behind
     held, release = threading.Event(), threading.Event()
@@ -104,24 +104,24 @@ async def test_the_fold_after_a_turn_does_not_wait_for_the_projector(svc: Servic
     folding.start()
     held.wait(5)
     try:
-        assert svc.fold_now(position) == behind  # at once, short of the position: no waiting
+        assert svc.read_side.fold_now(position) == behind  # at once, short of the position: no waiting
     finally:
         release.set()
         folding.join()
-    assert svc.fold_now(position) == position
+    assert svc.read_side.fold_now(position) == position
 
 
 async def test_the_fold_after_a_turn_never_reads_back_what_another_process_wrote(svc: Service, tmp_path: Path) -> None:
     other = Changji(env=Settings(data_dir=tmp_path / "data").event_store_env())  # say, the CLI
     try:
-        other.create_card(*_card())
+        other.cards.create_card(*_card())
     finally:
         other.close()
     behind = svc.runner.position
-    await svc.command(svc.app.create_card, *_card())
+    await svc.executor.command(svc.app.cards.create_card, *_card())
     position = int(svc.app.recorder.max_notification_id() or 0)
-    assert svc.fold_now(position) == behind  # not in memory: left to sync(), off the loop
-    assert await svc.sync(position) == position
+    assert svc.read_side.fold_now(position) == behind  # not in memory: left to sync(), off the loop
+    assert await svc.read_side.sync(position) == position
 
 
 def _card() -> tuple[Any, ...]:

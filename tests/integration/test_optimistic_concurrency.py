@@ -9,7 +9,7 @@ from uuid import uuid4
 import pytest
 
 from domain.errors import NodeNotFoundError, VersionConflictError
-from projections.path import project_path
+from domain.rules.paths import project_path
 from tests.builders import StoryBuilder, sqlite_app
 
 
@@ -35,7 +35,7 @@ def test_losing_append_stores_no_node_when_it_conflicts(sqlite_story: StoryBuild
     first.user("先到的一句。")
     lost = uuid4()
     with pytest.raises(VersionConflictError):
-        second.app.append_node(second.tenant, second.story_id, lost, "user", "后到的一句。")
+        second.app.stories.append_node(second.tenant, second.story_id, lost, "user", "后到的一句。")
     with pytest.raises(NodeNotFoundError):
         sqlite_app(events_path).node(lost)
 
@@ -54,6 +54,6 @@ def test_stale_expected_version_is_refused(sqlite_story: StoryBuilder) -> None:
     version = sqlite_story.app.story(sqlite_story.tenant, sqlite_story.story_id).version
     sqlite_story.user("一句。")
     with pytest.raises(VersionConflictError):
-        sqlite_story.app.append_node(
+        sqlite_story.app.stories.append_node(
             sqlite_story.tenant, sqlite_story.story_id, uuid4(), "reply", "回答。", None, version
         )

@@ -8,10 +8,10 @@ from typing import Any
 from uuid import uuid4
 
 from domain.application import Changji
-from domain.scening import SideCall
+from domain.commands.jobs import SideCall
 from domain.values import StorySettings
+from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
-from projections.store import ReadModels
 from tests.builders import StoryBuilder, a_card
 from tests.compaction_support import compact_if_due
 
@@ -26,28 +26,30 @@ def a_busy_tenant(app: Changji, runner: ProjectionRunner) -> StoryBuilder:
     story.turn("分支的问题：船票呢？", "沈砚把船票收了起来。", parent=r1)
     runner.catch_up()
     doomed = story.save("追问船票", tree=runner.store)
-    story.app.annotate_many(story.tenant, story.story_id, [u1, r2], "hide")
+    story.app.nodes.hide_nodes(story.tenant, story.story_id, [u1, r2])
     story.annotate(r2, "unhide")
     story.annotate(r1, "star")
     story.annotate(r1, "revise", "改写后的第一答：天气很好。", "typo")
     call = SideCall("scribe", "side", 30, 10, 5.0, "ok")
-    app.record_scribe_patch(r1, {"location": "灯塔", "characters": {"沈砚": {"at": "灯塔"}}}, [], call)
-    app.edit_scene(story.tenant, story.story_id, story.root_id, {"time": "第一夜"}, ["a warning"])  # late, far up
-    app.record_job_failure(r2, "scribe", "http 500", datetime(2030, 1, 1, tzinfo=UTC), call)
-    app.record_job_skip(r2, "scribe", "nothing changed in this turn")
+    app.scenes.record_scribe_patch(r1, {"location": "灯塔", "characters": {"沈砚": {"at": "灯塔"}}}, [], call)
+    app.scenes.record_scene_edit(
+        story.tenant, story.story_id, story.root_id, {"time": "第一夜"}, ["a warning"]
+    )  # late, far up
+    app.jobs.record_job_failure(r2, "scribe", "http 500", datetime(2030, 1, 1, tzinfo=UTC), call)
+    app.jobs.record_job_skip(r2, "scribe", "nothing changed in this turn")
     packed = StoryBuilder.start(app, keep_turns=1, pack_turns=2, episodes_kept=0, min_pack_chars=0)
     packed.turns(3)
     compact_if_due(app, packed.leaf)  # an announced pack, an episode folded into a digest, the job done
-    story.app.delete_save(story.tenant, story.story_id, doomed.id)
-    story.app.configure_story(story.tenant, story.story_id, {"keep_turns": 4}, "灯塔")
+    story.app.saves.delete_save(story.tenant, story.story_id, doomed.id)
+    story.app.stories.configure_story(story.tenant, story.story_id, {"keep_turns": 4}, "灯塔")
     runner.catch_up()
     gone = StoryBuilder.start(app)
     gone.turn()
-    app.delete_story(gone.tenant, gone.story_id)
-    app.delete_card(gone.tenant, gone.card_id)
+    app.stories.delete_story(gone.tenant, gone.story_id)
+    app.cards.delete_card(gone.tenant, gone.card_id)
     card_id = uuid4()
-    app.create_card(card_id, story.tenant, a_card(), StorySettings())
-    app.update_card(story.tenant, card_id, a_card(name="改名的卡", tags=["海岛"]), StorySettings())
+    app.cards.create_card(card_id, story.tenant, a_card(), StorySettings())
+    app.cards.update_card(story.tenant, card_id, a_card(name="改名的卡", tags=["海岛"]), StorySettings())
     runner.catch_up()
     return story
 

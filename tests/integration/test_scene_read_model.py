@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.application import Changji
-from domain.scene import Roster, SceneSnapshot, apply_patch
-from domain.scening import SideCall
+from domain.commands.jobs import SideCall
+from domain.rules.scene import Roster, SceneSnapshot, apply_patch
+from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
-from projections.store import ReadModels
 from tests.builders import StoryBuilder, memory_app
 
 NAMES = ["沈砚", "老周", "Ann", " ann"]  # the last two meet under one spelling
@@ -90,9 +90,9 @@ def played(app: Changji, play: dict[str, Any]) -> tuple[StoryBuilder, list[UUID]
                     continue
                 if by_scribe and target and target % 2 == 0 and node not in scribed:
                     scribed.add(node)
-                    app.record_scribe_patch(node, patch, [], SideCall("scribe", "m", 1, 1, 1.0, "ok"))
+                    app.scenes.record_scribe_patch(node, patch, [], SideCall("scribe", "m", 1, 1, 1.0, "ok"))
                 else:
-                    app.edit_scene(story.tenant, story.story_id, node, patch, [])
+                    app.scenes.record_scene_edit(story.tenant, story.story_id, node, patch, [])
                 recorded.append((node, patch))
             del pending[index]
             break
@@ -159,10 +159,10 @@ def test_a_scribe_patch_is_recorded_once_however_often_the_job_runs() -> None:
     story = StoryBuilder.start(app)
     _, reply = story.turn()
     call = SideCall("scribe", "m", 10, 5, 3.0, "ok")
-    first = app.record_scribe_patch(reply, {"time": "夜"}, [], call)
-    again = app.record_scribe_patch(reply, {"time": "昼"}, [], call)
+    first = app.scenes.record_scribe_patch(reply, {"time": "夜"}, [], call)
+    again = app.scenes.record_scribe_patch(reply, {"time": "昼"}, [], call)
     assert first.recorded and not again.recorded
-    failed = app.record_job_failure(reply, "scribe", "late", None, None)
+    failed = app.jobs.record_job_failure(reply, "scribe", "late", None, None)
     assert not failed.recorded
     topics = list(the_patches(app))
     assert topics.count("ScenePatched") == 1 and topics.count("ModelCalled") == 2  # every call is paid for

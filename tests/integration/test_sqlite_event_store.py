@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from domain.rules.paths import project_path
 from domain.story import Story
-from projections.path import project_path
 from tests.builders import StoryBuilder, sqlite_app
 
 
@@ -23,8 +23,8 @@ def a_long_story_with_saves(story: StoryBuilder) -> None:
     story.checkout(r1)
     story.turn("另一条路。", "另一个结局。")
     fork = story.save("追问船票")
-    story.app.rename_worldline(story.tenant, story.story_id, fork.worldline_id, "船票线")
-    story.app.delete_save(story.tenant, story.story_id, first.id)
+    story.app.saves.rename_worldline(story.tenant, story.story_id, fork.worldline_id, "船票线")
+    story.app.saves.delete_save(story.tenant, story.story_id, first.id)
 
 
 def test_reopened_app_has_identical_story_when_a_snapshot_holds_save_points(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from domain.application import Changji
-from projections.context import Context
-from projections.path import project_path
+from domain.rules.paths import project_path
+from projections.context.records import Context
 from tests.builders import StoryBuilder, a_card
 
 

@@ -7,8 +7,9 @@ from uuid import UUID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.context import RenderCache, WindowCache, assemble_context
-from projections.path import walk_up
+from domain.rules.paths import walk_up
+from projections.context.assemble import assemble_context
+from projections.context.window import RenderCache, WindowCache
 from providers.tokens import EstimatingCounter
 from tests.builders import StoryBuilder, a_card, memory_app
 

@@ -13,8 +13,8 @@ from uuid import uuid4
 import pytest
 
 from domain.errors import TurnStateError
-from projections.store import ReadModels
-from schedulers.compactor import CompactWorker, InlineHost
+from projections.read_models.store import ReadModels
+from schedulers.workers.compaction import CompactWorker, Inline
 from tests.builders import StoryBuilder, memory_app
 from tests.compaction_support import SMALL, compact
 
@@ -24,7 +24,7 @@ def test_no_user_words_under_a_reply_still_being_written() -> None:
     user = story.user("你好。")
     app = story.app
     reply_id = uuid4()
-    app.reopen_turn(story.tenant, story.story_id, reply_id, user, "m")
+    app.turns.reopen_turn(story.tenant, story.story_id, reply_id, user, "m")
     with pytest.raises(TurnStateError, match="still writing"):
         story.user("抢答。", reply_id)
 
@@ -44,9 +44,9 @@ def test_job_rows_fold_the_same_in_one_batch_or_event_by_event() -> None:
     story = StoryBuilder.start(app, **SMALL)
     story.turns(5)
     reply = story.leaf
-    app.finish_job(reply, "compact", "nothing due")
-    app.schedule_compaction(reply, "budget")  # announced again after it settled
-    app.record_job_failure(reply, "compact", "http 500", datetime(2030, 1, 1, tzinfo=UTC), None)
+    app.jobs.finish_job(reply, "compact", "nothing due")
+    app.compaction.schedule_compaction(reply, "budget")  # announced again after it settled
+    app.jobs.record_job_failure(reply, "compact", "http 500", datetime(2030, 1, 1, tzinfo=UTC), None)
     one = _jobs_after(app, 1)
     assert one == _jobs_after(app, 10_000)
     row = next(r for r in one if r["id"] == f"compact:{reply}")
@@ -57,17 +57,17 @@ def test_a_retrying_compaction_is_not_announced_again() -> None:
     app = memory_app()
     story = StoryBuilder.start(app, **SMALL)
     story.turns(5)
-    app.record_job_failure(story.leaf, "compact", "http 500", datetime(2030, 1, 1, tzinfo=UTC), None)
-    assert app.schedule_compaction(story.leaf, "budget") == 0
-    assert app.job_node(story.leaf).job_attempts["compact"] == 1
+    app.jobs.record_job_failure(story.leaf, "compact", "http 500", datetime(2030, 1, 1, tzinfo=UTC), None)
+    assert app.compaction.schedule_compaction(story.leaf, "budget") == 0
+    assert app.node_aggregate(story.leaf).job_attempts["compact"] == 1
 
 
 def test_an_automatic_pack_keeps_min_pack_chars() -> None:
     app = memory_app()
     story = StoryBuilder.start(app, keep_turns=2, pack_turns=3, min_pack_chars=5000)
     story.turns(5)
-    assert app.job_node(story.leaf).jobs.get("compact") == "pending"  # announced by the turn count …
-    done = asyncio.run(CompactWorker(InlineHost(app), None).compact(story.leaf, False, None))  # … but too short
+    assert app.node_aggregate(story.leaf).jobs.get("compact") == "pending"  # announced by the turn count …
+    done = asyncio.run(CompactWorker(app, Inline(), None).compact(story.leaf, False, None)).detail  # … but too short
     assert done == "nothing due" and app.node(story.leaf).episode is None
 
 

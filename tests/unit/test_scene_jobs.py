@@ -10,34 +10,42 @@ import pytest
 
 from domain.application import Changji
 from domain.errors import TurnStateError
-from domain.scene import Roster, SceneSnapshot, apply_patch
-from projections.context import Context, RenderCache, WindowCache, assemble_context
-from projections.path import walk_up
-from projections.scenes import SceneAt
+from domain.rules.paths import walk_up
+from domain.rules.scene import Roster, SceneSnapshot, apply_patch
+from projections.context.assemble import assemble_context
+from projections.context.records import Context
+from projections.context.window import RenderCache, WindowCache
+from projections.read_models.scenes import SceneAt
 from providers.tokens import EstimatingCounter
-from schedulers.jobs import JobPolicy
-from schedulers.scribe import scribe_messages
+from schedulers.system import JobPolicy
+from schedulers.workers.scribe import scribe_messages
 from tests.builders import StoryBuilder
 
 
 def test_only_a_reply_takes_a_scribe_patch_and_only_once(story: StoryBuilder) -> None:
     user, reply = story.turn()
     with pytest.raises(TurnStateError):
-        story.app.record_scribe_patch(user, {"time": "夜"}, [], None)
-    assert story.app.record_scribe_patch(reply, {"time": "夜"}, [], None).recorded
-    assert not story.app.record_scribe_patch(reply, {"time": "昼"}, [], None).recorded
-    view, _ = story.app.edit_scene(story.tenant, story.story_id, user, {"time": "昼"}, [])  # the user edits any node
+        story.app.scenes.record_scribe_patch(user, {"time": "夜"}, [], None)
+    assert story.app.scenes.record_scribe_patch(reply, {"time": "夜"}, [], None).recorded
+    assert not story.app.scenes.record_scribe_patch(reply, {"time": "昼"}, [], None).recorded
+    view = story.app.scenes.record_scene_edit(
+        story.tenant, story.story_id, user, {"time": "昼"}, []
+    ).value  # the user edits any node
     assert view.id == user
 
 
 def test_failed_attempts_count_up_until_one_gives_up(story: StoryBuilder) -> None:
     _, reply = story.turn()
     later = datetime(2030, 1, 1, tzinfo=UTC)
-    assert [story.app.record_job_failure(reply, "scribe", "500", later, None).attempt for _ in range(3)] == [1, 2, 3]
-    final = story.app.record_job_failure(reply, "scribe", "500", None, None)
+    assert [story.app.jobs.record_job_failure(reply, "scribe", "500", later, None).attempt for _ in range(3)] == [
+        1,
+        2,
+        3,
+    ]
+    final = story.app.jobs.record_job_failure(reply, "scribe", "500", None, None)
     assert final.recorded and final.attempt == 4
-    assert not story.app.record_job_skip(reply, "scribe", "too late").recorded
-    assert story.app.job_node(reply).jobs == {"scribe": "failed"}
+    assert not story.app.jobs.record_job_skip(reply, "scribe", "too late").recorded
+    assert story.app.node_aggregate(reply).jobs == {"scribe": "failed"}
 
 
 def test_backoff_doubles_with_jitter_and_gives_up_at_the_last_attempt() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from projections.segment import index_terms, match_expression
+from projections.read_models.search_terms import index_terms, match_expression
 
 
 @pytest.mark.parametrize(("text", "word"), [("今天天气很好", "天气"), ("灯塔的旧日志", "日志"), ("船票", "船票")])

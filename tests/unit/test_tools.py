@@ -14,7 +14,7 @@ from domain.application import Changji
 from domain.errors import TurnStateError
 from domain.node import Node
 from domain.ports import ChatResult, ToolCall
-from domain.tools import ToolOutcome, run_tool
+from domain.rules.draft_tools import ToolOutcome, run_tool
 from tests.builders import TENANT, StoryBuilder
 
 PREVIOUS = "风很大。灯塔的门被吹开了。"
@@ -61,13 +61,13 @@ class Turn:
             for i, (name, args) in enumerate(calls)
         )
         result = ChatResult(text, tool_calls, "fake-main", 120, 30, "tool_calls" if calls else "stop")
-        return self.app.play_round(self.reply_id, result, 12.5, tools_allowed)
+        return self.app.turns.play_round(self.reply_id, result, 12.5, tools_allowed)
 
 
 @pytest.fixture
 def turn(app: Changji, story: StoryBuilder) -> Turn:
     _, previous = story.turn("灯塔怎么了？", PREVIOUS)
-    _, reply, _ = app.open_turn(TENANT, story.story_id, uuid4(), uuid4(), "再说一遍。", None, "fake-main")
+    reply = app.turns.open_turn(TENANT, story.story_id, uuid4(), uuid4(), "再说一遍。", None, "fake-main").reply
     return Turn(app, story, previous, reply.id)
 
 
@@ -283,11 +283,12 @@ def test_ask_with_two_to_four_options_pauses_the_turn(turn: Turn, count: int) ->
 
 def test_answer_resumes_writing_and_answering_twice_is_refused(turn: Turn) -> None:
     turn.run("ask", {"question": "去哪？", "options": ["灯塔", "码头"]})
-    ask, view = turn.app.answer_ask(TENANT, turn.reply_id, "灯塔")
+    answered = turn.app.turns.answer_ask(TENANT, turn.reply_id, "灯塔")
+    ask, view = answered.ask, answered.reply
     assert ask.question == "去哪？"
     assert view.phase == "writing"
     with pytest.raises(TurnStateError):
-        turn.app.answer_ask(TENANT, turn.reply_id, "码头")
+        turn.app.turns.answer_ask(TENANT, turn.reply_id, "码头")
 
 
 # --- previous_draft_read / previous_draft_edit ---------------------------------------------------
@@ -439,7 +440,7 @@ def test_revision_round_moves_the_leaf_back_to_the_previous_reply(turn: Turn) ->
 
 
 def test_fail_turn_keeps_the_streamed_preview_as_an_unsealed_draft(turn: Turn) -> None:
-    view = turn.app.fail_turn(turn.reply_id, "error", "timeout: slow", "半句话", ("timeout", 300.0))
+    view = turn.app.turns.fail_turn(turn.reply_id, "error", "timeout: slow", "半句话", ("timeout", 300.0)).value
     assert (view.phase, view.text, view.draft_version) == ("stopped", "半句话", 1)
     called = [e for e in turn.events() if isinstance(e, ev.ModelCalled)]
     assert [(c.outcome, c.prompt_tokens) for c in called] == [("timeout", 0)]

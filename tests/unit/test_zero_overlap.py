@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.values import NodeView
-from projections.context import Context
+from projections.context.records import Context
 from tests.builders import StoryBuilder, memory_app
 from tests.compaction_support import SMALL, compact, compact_if_due
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
-from domain.compaction import Layers
+from domain.rules.compaction import Layers
 from domain.values import NodeView
 
 OPENER = "【前情提要】以下是更早剧情的接力摘要，是既定事实："

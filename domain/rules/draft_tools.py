@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from domain.drafting import apply_edits, parse_edits
 from domain.errors import DomainError, DraftEditError, EmptyTextError
 from domain.node import Node
 from domain.ports import ToolCall
+from domain.rules.drafting import apply_edits, parse_edits
 
 Ending = Literal["sealed", "asked", "revised"]
 MAX_SEARCH_HITS = 50

@@ -1,6 +1,6 @@
 """HTTP load: `changji serve` on loopback, 64 concurrent BYO clients on a 10k-turn story.
 
-    python ops/bench/http.py [--quick] [--profile]
+    python ops/bench/http_load.py [--quick] [--profile]
 
 1. Builds one story of 10k turns (--quick: 1k) with branches directly with `Changji` in a temp data
    dir, catches the read models up (`ProjectionRunner`) and creates an API key for the story's tenant.
@@ -21,30 +21,24 @@ The top functions go to stderr. A profiled run's figures are slower than a plain
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
 import os
+import shutil
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
 
-# `python ops/bench/http.py` puts ops/bench first on sys.path, where this very file would shadow the
-# standard library's `http` (aiohttp and urllib import it): move the folder to the end.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE] + [_HERE]
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import collections  # noqa: E402
-import contextlib  # noqa: E402
-import json  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-from _common import TENANT, build_story, emit, log, median_ms, parse_args, percentile, texts  # noqa: E402
+from _common import TENANT, build_story, emit, log, median_ms, parse_args, percentile, texts
 
 FULL: dict[str, Any] = {"story_turns": 10_000, "turns": 3_000, "clients": 64, "time_limit": 120.0}
 QUICK: dict[str, Any] = {"story_turns": 1_000, "turns": 600, "clients": 64, "time_limit": 30.0}
@@ -290,11 +284,11 @@ def main() -> None:
         print(json.dumps(asyncio.run(drive(json.loads(args.drive)))), flush=True)
         return
 
-    from api.auth import ServiceDB
     from api.settings import Settings
     from domain.application import Changji
+    from projections.read_models.store import ReadModels
     from projections.runner import ProjectionRunner
-    from projections.store import ReadModels
+    from storage.service_db import ServiceDB
 
     plan = QUICK if args.quick else FULL
     started = time.perf_counter()

@@ -13,20 +13,26 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID, uuid4
 
 from domain.application import Changji
-from domain.compacting import CompactionPlan
-from domain.compaction import episodes_to_fold
-from domain.extractive import Line, digest_budget, fold_digest, summarize_episode
+from domain.commands.compaction import CompactionPlan
+from domain.commands.jobs import SideCall
+from domain.jobs import JOBS
 from domain.ports import ChatModel, ModelCallError
-from domain.scene import format_state
-from domain.scening import SideCall
-from domain.values import DIGEST_SECTIONS, NodeView
-from projections.context import fill_macros
-from projections.scenes import SceneAt
-from schedulers.jobs import Done, Failed, Outcome
+from domain.rules.compaction import episodes_to_fold
+from domain.rules.extractive import Line, digest_budget, fold_digest, summarize_episode
+from domain.values import DIGEST_SECTIONS, CallPurpose, JobKind, NodeView, SummaryAuthor
+from projections.context.scene import format_state
+from projections.context.system_prompt import fill_macros
+from projections.read_models.scenes import SceneAt
+from schedulers.outcomes import Done, Failed, Outcome
+from service.executor import W
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 EPISODE_TOKENS, DIGEST_TOKENS = 1024, 4096
 LATEST_TURNS = 2  # raw turns shown to the digest for 当前场景
@@ -73,29 +79,57 @@ class NoArchive:
         return None
 
 
-class CompactHost(Protocol):
-    app: Changji
+class Runs(Protocol):
+    """Where the worker's domain calls run: the service's `Executor`, or `Inline`."""
 
-    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-    async def load(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-    def scene_of(self, node_id: UUID) -> SceneAt | None: ...
+    async def write(self, fn: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> W: ...
+    async def load(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
 
 
-class InlineHost:
-    """A host that runs everything on the caller's thread, on one application, with no scene: for
-    compacting from a script or a test without the service."""
+class Inline:
+    """Runs every call on the caller's thread: for compacting from a script or a test without the service."""
 
-    def __init__(self, app: Changji) -> None:
-        self.app = app
-
-    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def write(self, fn: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> W:
         return fn(*args, **kwargs)
 
-    async def load(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def load(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return fn(*args, **kwargs)
 
-    def scene_of(self, node_id: UUID) -> SceneAt | None:
-        return None
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """One episode a compaction recorded: its turns and the node it annotates."""
+
+    first_turn: int
+    last_turn: int
+    node_id: UUID
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """What a compaction did: the episodes it packed and the digest fold it made (if any)."""
+
+    episodes: tuple[Packed, ...] = ()
+    digest: tuple[int, UUID] | None = None  # (the last turn it covers, the node it annotates)
+
+    @property
+    def nothing_due(self) -> bool:
+        return not self.episodes and self.digest is None
+
+    @property
+    def detail(self) -> str:
+        """What it did, in a line (a job's outcome detail)."""
+        done = []
+        if len(self.episodes) == 1:
+            only = self.episodes[0]
+            done.append(f"episode of turns {only.first_turn}–{only.last_turn} on {only.node_id}")
+        elif self.episodes:
+            done.append(
+                f"{len(self.episodes)} episodes of turns {self.episodes[0].first_turn}–{self.episodes[-1].last_turn}"
+            )
+        if self.digest is not None:
+            done.append(f"digest through turn {self.digest[0]} on {self.digest[1]}")
+        return "; ".join(done) or "nothing due"
 
 
 def lines_of(nodes: Sequence[NodeView], char: str, user: str) -> list[Line]:
@@ -119,48 +153,55 @@ def parse_sections(text: str, previous: Mapping[str, str] | None) -> dict[str, s
 
 
 class CompactWorker:
-    kind = "compact"
+    kind: JobKind = "compact"
     skip_reason = None  # the offline summarizer always works
 
     def __init__(
-        self, host: CompactHost, model: ChatModel | None, archive: Archive | None = None, offline_after: int = 2
+        self,
+        app: Changji,
+        runs: Runs,
+        model: ChatModel | None,
+        scene_of: Callable[[UUID], SceneAt | None] | None = None,
+        archive: Archive | None = None,
     ) -> None:
-        self.host, self.model, self.archive = host, model, archive or NoArchive()
-        self.offline_after = offline_after  # failed attempts before the offline summarizer stands in
+        """`scene_of`: the scene at a node, shown to the side model as auxiliary evidence (None: none)."""
+        self.app, self.runs, self.model, self.archive = app, runs, model, archive or NoArchive()
+        self.scene_of = scene_of
+        self.offline_after = JOBS["compact"].fallback_after or 0  # failed attempts before the offline summarizer
         self._locks: dict[UUID, asyncio.Lock] = {}
 
     async def run(self, job: Mapping[str, Any]) -> Outcome:
         node_id = UUID(job["node_id"])
         offline = int(job["attempts"]) >= self.offline_after
-        budget = await self.host.load(self.host.app.compaction_reason, node_id) == "budget"
-        detail = await self.compact(node_id, manual=False, job_node=node_id, offline=offline, budget=budget)
-        if isinstance(detail, Failed):
-            return detail
-        await self.host.write(self.host.app.finish_job, node_id, self.kind, detail)
+        budget = await self.runs.load(self.app.compaction.compaction_reason, node_id) == "budget"
+        done = await self.compact(node_id, manual=False, job_node=node_id, offline=offline, budget=budget)
+        if isinstance(done, Failed):
+            return done
+        await self.runs.write(self.app.jobs.finish_job, node_id, self.kind, done.detail)
         return Done()
 
     async def compact(
         self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool = True, budget: bool = False
-    ) -> str | Failed:
+    ) -> Compacted | Failed:
         """Bring a path's summaries up to date: pack if due (or, `manual`, everything but the last
         keep_turns), then fold episodes beyond episodes_kept. Returns what it did. When the side model
         fails, the offline summarizer stands in if `offline`, else the failure is returned (to retry).
         One compaction per story at a time (a manual one and a job never pack the same turns twice)."""
-        story_id = (await self.host.load(self.host.app.node, node_id)).story_id
+        story_id = (await self.runs.load(self.app.node, node_id)).story_id
         async with self._locks.setdefault(story_id, asyncio.Lock()):
             return await self._compact(node_id, manual, job_node, offline, budget)
 
     async def _compact(
         self, node_id: UUID, manual: bool, job_node: UUID | None, offline: bool, budget: bool
-    ) -> str | Failed:
+    ) -> Compacted | Failed:
         """Pack and fold until nothing is due: a path that fell behind (compaction just switched on, a
         long outage) is brought up to date by one job, one pack and at most one fold at a time."""
-        app = self.host.app
-        plan: CompactionPlan = await self.host.load(app.plan_compaction, node_id, manual)
+        commands, runs = self.app.compaction, self.runs
+        plan = await runs.load(commands.plan_compaction, node_id, manual)
         if plan.pack is None and budget:  # the context overflowed before a pack was due: pack all but N
-            plan = await self.host.load(app.plan_compaction, node_id, True)
-        packed: list[tuple[int, int, UUID]] = []
-        digest = ""
+            plan = await runs.load(commands.plan_compaction, node_id, True)
+        packed: list[Packed] = []
+        digest: tuple[int, UUID] | None = None
         while True:
             if plan.pack is not None:
                 await self.archive.archive(plan.story_id, plan.pack.nodes)
@@ -168,42 +209,29 @@ class CompactWorker:
                 if text is None:
                     return Failed(f"the episode summary failed ({call.outcome if call else 'empty'})", call)
                 calls = [call] if call else []
-                await self.host.write(app.record_episode, new_id(), plan.pack, text, author, job_node, calls)
-                packed.append((plan.pack.first_turn, plan.pack.last_turn, plan.pack.end.id))
-                plan = await self.host.load(app.plan_compaction, node_id, False)
+                await runs.write(commands.record_episode, new_id(), plan.pack, text, author, job_node, calls)
+                packed.append(Packed(plan.pack.first_turn, plan.pack.last_turn, plan.pack.end.id))
+                plan = await runs.load(commands.plan_compaction, node_id, False)
             folded = episodes_to_fold(plan.layers, plan.settings)
             if folded:
                 sections, author, call = await self._digest(plan, offline)
                 if sections is None:
                     return Failed(f"the digest failed ({call.outcome if call else 'no sections'})", call)
-                await self.host.write(
-                    app.record_digest,
-                    new_id(),
-                    plan.layers,
-                    plan.settings,
-                    sections,
-                    author,
-                    job_node,
-                    [call] if call else [],
-                )
-                digest = f"digest through turn {folded[-1][1].last_turn} on {folded[-1][0].id}"
-                plan = await self.host.load(app.plan_compaction, node_id, False)
+                calls = [call] if call else []
+                layers, settings = plan.layers, plan.settings
+                await runs.write(commands.record_digest, new_id(), layers, settings, sections, author, job_node, calls)
+                digest = (folded[-1][1].last_turn, folded[-1][0].id)
+                plan = await runs.load(commands.plan_compaction, node_id, False)
             if plan.pack is None:
-                break
-        done = [digest] if digest else []
-        if len(packed) == 1:
-            done.insert(0, f"episode of turns {packed[0][0]}–{packed[0][1]} on {packed[0][2]}")
-        elif packed:
-            done.insert(0, f"{len(packed)} episodes of turns {packed[0][0]}–{packed[-1][1]}")
-        return "; ".join(done) or "nothing due"
+                return Compacted(tuple(packed), digest)
 
-    async def _episode(self, plan: CompactionPlan, offline: bool) -> tuple[str | None, str, SideCall | None]:
+    async def _episode(self, plan: CompactionPlan, offline: bool) -> tuple[str | None, SummaryAuthor, SideCall | None]:
         assert plan.pack is not None
         lines = lines_of(plan.pack.nodes, plan.char_name, plan.user_name)
         names = self._names(plan)
         if self.model is None:
             return summarize_episode(lines, names) or "（这段没有可记的内容。）", "extractive", None
-        scene = await self.host.load(self.host.scene_of, plan.pack.end.id)
+        scene = await self._scene(plan.pack.end.id)
         body = "\n\n".join(f"{line.speaker}：{line.text}" for line in lines)
         user = f"【对话记录 · 第{plan.pack.first_turn}–{plan.pack.last_turn}轮】\n{body}"
         if scene is not None:
@@ -214,13 +242,15 @@ class CompactWorker:
             return summarize_episode(lines, names) or "（这段没有可记的内容。）", "extractive", call
         return text, "model", call
 
-    async def _digest(self, plan: CompactionPlan, offline: bool) -> tuple[dict[str, str] | None, str, SideCall | None]:
+    async def _digest(
+        self, plan: CompactionPlan, offline: bool
+    ) -> tuple[dict[str, str] | None, SummaryAuthor, SideCall | None]:
         folded = episodes_to_fold(plan.layers, plan.settings)
         previous = dict(plan.layers.digest[1].sections) if plan.layers.digest else None
         last_node = folded[-1][0]
-        latest = await self.host.load(self._latest_turns, last_node.id)
+        latest = await self.runs.load(self._latest_turns, last_node.id)
         lines = lines_of(latest, plan.char_name, plan.user_name)
-        scene = await self.host.load(self.host.scene_of, last_node.id)
+        scene = await self._scene(last_node.id)
         scene_text = format_state(scene.snapshot) if scene else ""
         episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
         budget = digest_budget(plan.settings.episodes_kept)
@@ -250,7 +280,7 @@ class CompactWorker:
         users = 0
         current: UUID | None = node_id
         while current is not None and users < LATEST_TURNS:
-            node = self.host.app.node(current)
+            node = self.app.node(current)
             out.append(node)
             users += node.kind == "user"
             current = node.parent_id
@@ -260,7 +290,12 @@ class CompactWorker:
     def _names(plan: CompactionPlan) -> list[str]:
         return [plan.char_name, plan.user_name]
 
-    async def _call(self, purpose: str, messages: list[dict[str, str]], max_tokens: int) -> tuple[str | None, SideCall]:
+    async def _scene(self, node_id: UUID) -> SceneAt | None:
+        return await self.runs.load(self.scene_of, node_id) if self.scene_of is not None else None
+
+    async def _call(
+        self, purpose: CallPurpose, messages: list[dict[str, str]], max_tokens: int
+    ) -> tuple[str | None, SideCall]:
         assert self.model is not None
         started = time.perf_counter()
         try:

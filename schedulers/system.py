@@ -1,9 +1,9 @@
 """The background job system: APScheduler runs a sweep; the sweep reads due jobs from the `jobs` read
 model and runs each with its kind's worker.
 
-Nothing is held only in memory. A job row is derived from the event that made the work due (a sealed
-or posted reply for the scribe) and its outcome is an event on the job's node (done, skipped with a
-reason, or failed with the error, the attempt and the next retry), so after a crash or restart the
+Nothing is held only in memory. A job row is derived from the event that made the work due (as
+`domain/jobs.py` declares per kind) and its outcome is an event on the job's node (done, skipped with
+a reason, or failed with the error, the attempt and the next retry), so after a crash or restart the
 next sweep finds exactly what is still due. Workers are idempotent: the node refuses a second final
 outcome, so a job run twice records once.
 
@@ -21,7 +21,7 @@ import contextlib
 import functools
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -30,9 +30,13 @@ from uuid import UUID
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from domain.application import Changji
-from domain.scening import SideCall
-from projections.rows import job_time
-from projections.store import ReadModels
+from domain.jobs import JOBS
+from domain.values import JobKind
+from projections.read_models.rows import job_time
+from projections.read_models.store import ReadModels
+from schedulers.outcomes import Failed, Outcome, Skipped, Waiting
+from service.executor import Executor
+from service.read_side import ReadSide
 
 log = logging.getLogger(__name__)
 SWEEP = "changji-sweep"
@@ -55,35 +59,9 @@ class JobPolicy:
         return now + timedelta(seconds=delay * random.uniform(0.5, 1.0))
 
 
-@dataclass(frozen=True, slots=True)
-class Done:
-    """The worker recorded its result."""
-
-
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    reason: str
-    call: SideCall | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    error: str
-    call: SideCall | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Waiting:
-    """Not yet: something this job depends on is not settled."""
-
-    on: str
-
-
-Outcome = Done | Skipped | Failed | Waiting
-
-
 class Worker(Protocol):
-    kind: str
+    @property
+    def kind(self) -> JobKind: ...
 
     @property
     def skip_reason(self) -> str | None:
@@ -93,21 +71,23 @@ class Worker(Protocol):
     async def run(self, job: Mapping[str, Any]) -> Outcome: ...
 
 
-class JobHost(Protocol):
-    """What the job system needs from the running service."""
-
-    app: Changji
-    store: ReadModels
-
-    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-    async def query(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-    async def sync(self, position: int | None = None) -> int: ...
-
-
 class JobSystem:
-    def __init__(self, host: JobHost, workers: list[Worker], policy: JobPolicy | None = None) -> None:
-        self.host = host
-        self.workers = {worker.kind: worker for worker in workers}
+    def __init__(
+        self,
+        app: Changji,
+        store: ReadModels,
+        executor: Executor,
+        read_side: ReadSide,
+        workers: Sequence[Worker],
+        policy: JobPolicy | None = None,
+    ) -> None:
+        """One worker per kind `domain.jobs` declares (a kind without one is refused). The job system
+        listens to the read side: new job rows a worker can do make it sweep at once."""
+        self.app, self.store, self.executor, self.read_side = app, store, executor, read_side
+        self.workers: dict[JobKind, Worker] = {worker.kind: worker for worker in workers}
+        missing = sorted(set(JOBS) - set(self.workers))
+        if missing:
+            raise ValueError(f"no worker for the job kind(s) {', '.join(missing)}")
         self.policy = policy or JobPolicy()
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.running: dict[str, asyncio.Task[None]] = {}
@@ -117,8 +97,17 @@ class JobSystem:
         self._stopping = False
         self._finishes = 0  # jobs finished in this process, and when (by that count): a job that finished
         self._finished: dict[str, int] = {}  # while the due list was being read is not started again
+        self._rows_seen = 0
+        read_side.on_synced(self._new_rows)
 
-    def start(self) -> None:
+    def _new_rows(self) -> None:
+        """After a catch-up: new job rows a worker can do now → sweep now, not at the next tick."""
+        added = sum(self.store.jobs_added[kind] for kind in self.eager_kinds)
+        if added != self._rows_seen:
+            self._rows_seen = added
+            self.kick()
+
+    async def start(self) -> None:
         # a sweep waiting on a long read-model catch-up makes the next tick "skipped": expected, not news;
         # and a line per sweep ("Running job …") would drown the service's own log
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
@@ -152,7 +141,7 @@ class JobSystem:
                 await task
 
     @property
-    def eager_kinds(self) -> list[str]:
+    def eager_kinds(self) -> list[JobKind]:
         """Kinds whose new jobs are worth a sweep right away (their worker can do the work); the others
         are skipped in batches at the regular sweep."""
         return [kind for kind, worker in self.workers.items() if worker.skip_reason is None]
@@ -181,7 +170,7 @@ class JobSystem:
             self._sweeping = False
 
     async def _sweep_once(self) -> None:
-        await self.host.sync()
+        await self.read_side.sync()
         now = job_time(datetime.now(UTC))
         for worker in self.workers.values():
             if worker.skip_reason is not None:
@@ -191,7 +180,7 @@ class JobSystem:
             return
         mark = self._finishes
         kinds = [kind for kind, worker in self.workers.items() if worker.skip_reason is None]
-        due = await self.host.query(self.host.store.due_jobs, now, room + len(self.running), kinds, True)
+        due = await self.executor.query(self.store.due_jobs, now, room + len(self.running), kinds, True)
         for job in due:
             if room <= 0 or self._stopping:
                 break
@@ -203,9 +192,11 @@ class JobSystem:
             task.add_done_callback(functools.partial(self._ended, key))
             room -= 1
 
-    async def _skip_all(self, kind: str, reason: str, now: str) -> None:
-        while due := await self.host.query(self.host.store.due_jobs, now, SKIP_BATCH, [kind]):
-            await self.host.write(self.host.app.record_job_skips, [UUID(job["node_id"]) for job in due], kind, reason)
+    async def _skip_all(self, kind: JobKind, reason: str, now: str) -> None:
+        while due := await self.executor.query(self.store.due_jobs, now, SKIP_BATCH, [kind]):
+            await self.executor.write(
+                self.app.jobs.record_job_skips, [UUID(job["node_id"]) for job in due], kind, reason
+            )
             if len(due) < SKIP_BATCH:
                 break
 
@@ -238,11 +229,11 @@ class JobSystem:
             log.exception("could not record the outcome of the %s job for node %s", kind, node_id)
         self.kick()
 
-    async def _record(self, node_id: UUID, kind: str, attempts: int, outcome: Outcome) -> None:
-        app = self.host.app
+    async def _record(self, node_id: UUID, kind: JobKind, attempts: int, outcome: Outcome) -> None:
+        jobs = self.app.jobs
         if isinstance(outcome, Skipped):
-            await self.host.write(app.record_job_skip, node_id, kind, outcome.reason, outcome.call)
+            await self.executor.write(jobs.record_job_skip, node_id, kind, outcome.reason, outcome.call)
         elif isinstance(outcome, Failed):
             retry_at = self.policy.retry_at(attempts + 1, datetime.now(UTC))
-            await self.host.write(app.record_job_failure, node_id, kind, outcome.error, retry_at, outcome.call)
+            await self.executor.write(jobs.record_job_failure, node_id, kind, outcome.error, retry_at, outcome.call)
             log.info("%s job for node %s failed (%s); retry at %s", kind, node_id, outcome.error[:200], retry_at)

@@ -1,18 +1,22 @@
 """Compaction on the write side: announcing that a path is due, planning a pack and a fold from the
 path's nodes, and recording episodes, digests and the user's edits of them on the nodes they cover.
 
-A mixin of `Changji`. Recording is idempotent: an episode already on its last node with the same first
-node, or a digest that already absorbed the same episodes, is not recorded twice.
+Recording is idempotent: an episode already on its last node with the same first node, or a digest
+that already absorbed the same episodes, is not recorded twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from domain.commanding import AppCommands
-from domain.compaction import (
+from domain.commands.base import CommandGroup, Written
+from domain.commands.jobs import Settled, SideCall, record_calls
+from domain.errors import NodeNotFoundError, SummaryError
+from domain.jobs import UNDER_WAY
+from domain.node import Node
+from domain.rules.compaction import (
     Layers,
     PackPlan,
     announce,
@@ -24,19 +28,8 @@ from domain.compaction import (
     uncovered,
     uncovered_turns,
 )
-from domain.errors import NodeNotFoundError, StoryNotFoundError, SummaryError
-from domain.node import Node
-from domain.scening import Settled, SideCall
-from domain.story import Story
-from domain.values import NodeView, StorySettings
-
-
-def ancestry(load: Callable[[UUID], NodeView], node_id: UUID | None) -> Iterator[NodeView]:
-    """The node and its ancestors, leaf → root, loaded lazily."""
-    while node_id is not None:
-        node = load(node_id)
-        yield node
-        node_id = node.parent_id
+from domain.rules.paths import walk_up
+from domain.values import CompactionReason, NodeView, StorySettings, SummaryAuthor
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +45,14 @@ class CompactionPlan:
     uncovered_turns: int
 
 
-class CompactionCommands(AppCommands):
-    """Mixed into `Changji`, which provides the loading and saving helpers declared here."""
-
-    def _announce_compaction(self, reply: Node, settings: StorySettings) -> None:
+class CompactionCommands(CommandGroup):
+    def announce_if_due(self, reply: Node, settings: StorySettings) -> None:
         """Called as a reply is added: if its path just became due (or is still due a pack later), the
         reply announces it, which makes a compaction job. Counts at most a few packs' worth of turns."""
         if settings.pack_turns == 0 or reply.parent_id is None:
             return
         limit = announce_limit(settings)
-        turns = uncovered_turns(ancestry(self.node, reply.parent_id), limit)
+        turns = uncovered_turns(walk_up(self.app.node, reply.parent_id), limit)
         if turns <= limit:
             if announce(turns, settings):
                 reply.announce_compaction(turns, "auto")
@@ -69,78 +60,87 @@ class CompactionCommands(AppCommands):
             reply.announce_compaction(turns, "behind")
 
     def plan_compaction(self, node_id: UUID, manual: bool = False) -> CompactionPlan:
-        view = self.node(node_id)
-        story = self._get(Story, view.story_id, StoryNotFoundError)
-        settings = self.settings(story)
-        below, boundary = uncovered(ancestry(self.node, node_id))
+        view = self.app.node(node_id)
+        story = self.app.story_of(view)
+        settings = self.app.settings(story)
+        below, boundary = uncovered(walk_up(self.app.node, node_id))
         return CompactionPlan(
             story.id,
             settings,
             plan_pack(below, settings, manual),
-            layers_from(boundary, self.node),
-            self.card_of(story).data.name,
+            layers_from(boundary, self.app.node),
+            self.app.card_of(story).data.name,
             settings.user_name,
             count_turns(below),
         )
 
-    def story_of(self, node: NodeView) -> Story:
-        return self._get(Story, node.story_id, StoryNotFoundError)
-
-    def compaction_reason(self, node_id: UUID) -> str:
-        """Why the node's compaction was announced: "auto", "behind" or "budget"."""
-        return self.job_node(node_id).compaction_reason
+    def compaction_reason(self, node_id: UUID) -> CompactionReason | None:
+        """Why the node's compaction was announced."""
+        return self.app.node_aggregate(node_id).compaction_reason
 
     def compaction_under_way(self, node_id: UUID) -> bool:
-        return self.job_node(node_id).jobs.get("compact") in ("pending", "retrying")
+        return self.app.node_aggregate(node_id).jobs.get("compact") in UNDER_WAY
 
-    def schedule_compaction(self, node_id: UUID, reason: str) -> int:
-        """Announce a compaction on a node (the context overflowed its budget); nothing if one is pending."""
-        node = self.job_node(node_id)
-        if node.jobs.get("compact") in ("pending", "retrying"):  # one is under way: keep its attempts
+    def schedule_compaction(self, node_id: UUID, reason: CompactionReason) -> int:
+        """Announce a compaction on a node; nothing if one is pending (it keeps its attempts)."""
+        node = self.app.node_aggregate(node_id)
+        if node.jobs.get("compact") in UNDER_WAY:
             return 0
-        with self._command(node):
+        with self.app.evicting(node):
             plan = self.plan_compaction(node_id)
             node.announce_compaction(plan.uncovered_turns, reason)
-            return self._save(node)
+            return self.app.commit(node)
+
+    def schedule_budget_pack(self, leaf_id: UUID) -> int:
+        """A context at `leaf_id` overflowed its budget: if there is something to pack beyond the kept
+        turns, a compaction is announced on the leaf's reply (once while one is pending); 0 if not."""
+        node = self.app.node(leaf_id)
+        reply = node if node.kind == "reply" else self.app.node(node.parent_id) if node.parent_id else None
+        if reply is None or reply.kind != "reply" or self.compaction_under_way(reply.id):
+            return 0
+        settings = self.app.settings(self.app.story_of(reply))
+        below, _ = uncovered(walk_up(self.app.node, reply.id), settings.keep_turns + 1)  # bounded: enough to say
+        if count_turns(below) <= settings.keep_turns:
+            return 0
+        return self.schedule_compaction(reply.id, "budget")
 
     def record_episode(
         self,
         episode_id: str,
         plan: PackPlan,
         text: str,
-        author: str,
+        author: SummaryAuthor,
         job_node: UUID | None,
         calls: Sequence[SideCall] = (),
     ) -> Settled:
         """The episode on the last node the pack covers (and the calls in the ledger of `job_node`)."""
-        end = self._get(Node, plan.end.id, NodeNotFoundError)
-        keeper = self.job_node(job_node) if job_node is not None and job_node != end.id else end
+        end = self.app.get(Node, plan.end.id, NodeNotFoundError)
+        keeper = self.app.node_aggregate(job_node) if job_node is not None and job_node != end.id else end
         touched = [end] if keeper is end else [end, keeper]
-        with self._command(*touched):
-            _record_calls(keeper, calls)
+        with self.app.evicting(*touched):
+            record_calls(keeper, calls)
             done = end.episode is not None and end.episode.start_id == plan.nodes[0].id
             if not done:
                 end.summarize(
                     episode_id, plan.nodes[0].id, plan.after_id, plan.nodes[0].depth, plan.first_turn,
                     plan.last_turn, text, list(plan.anchors), author,
                 )  # fmt: skip
-            pending = [a for a in touched if a.pending_events]
-            return Settled(not done, self._save(*pending) if pending else 0)
+            return Settled(not done, self.app.commit_changed(*touched))
 
     def record_digest(
-        self, digest_id: str, layers: Layers, settings: StorySettings, sections: dict[str, str], author: str,
-        job_node: UUID | None, calls: Sequence[SideCall] = (),
+        self, digest_id: str, layers: Layers, settings: StorySettings, sections: dict[str, str],
+        author: SummaryAuthor, job_node: UUID | None, calls: Sequence[SideCall] = (),
     ) -> Settled:  # fmt: skip
         """The digest on the last node of the last episode it absorbs (the oldest beyond episodes_kept)."""
         folded = episodes_to_fold(layers, settings)
         if not folded:
             return Settled(False, 0)
-        holder = self._get(Node, folded[-1][0].id, NodeNotFoundError)
-        keeper = self.job_node(job_node) if job_node is not None and job_node != holder.id else holder
+        holder = self.app.get(Node, folded[-1][0].id, NodeNotFoundError)
+        keeper = self.app.node_aggregate(job_node) if job_node is not None and job_node != holder.id else holder
         touched = [holder] if keeper is holder else [holder, keeper]
         absorbed = [episode.episode_id for _, episode in folded]
-        with self._command(*touched):
-            _record_calls(keeper, calls)
+        with self.app.evicting(*touched):
+            record_calls(keeper, calls)
             done = holder.digest is not None and set(absorbed) <= set(holder.digest.absorbed)
             if not done:
                 previous = layers.digest
@@ -149,31 +149,15 @@ class CompactionCommands(AppCommands):
                     digest_id, previous[0].id if previous else None, absorbed, folded[-1][1].last_turn,
                     sections, list(dict.fromkeys(anchors)), author,
                 )  # fmt: skip
-            pending = [a for a in touched if a.pending_events]
-            return Settled(not done, self._save(*pending) if pending else 0)
-
-    def finish_job(self, node_id: UUID, kind: str, detail: str) -> Settled:
-        node = self.job_node(node_id)
-        if node.job_settled(kind):
-            return Settled(False, 0)
-        with self._command(node):
-            node.finish_job(kind, detail)
-            return Settled(True, self._save(node))
+            return Settled(not done, self.app.commit_changed(*touched))
 
     def edit_summary(
         self, tenant_id: str, node_id: UUID, text: str | None, sections: dict[str, str] | None
-    ) -> tuple[NodeView, int]:
+    ) -> Written[NodeView]:
         """The user's rewrite of a node's episode (`text`) or digest (`sections`)."""
-        _, node = self.owned_node(tenant_id, node_id)
+        _, node = self.app.owned_node(tenant_id, node_id)
         if (text is None) == (sections is None):
             raise SummaryError("give either the episode's text or the digest's sections", field="text")
-        with self._command(node):
+        with self.app.evicting(node):
             node.edit_summary(text, sections)
-            return node.view, self._save(node)
-
-
-def _record_calls(node: Node, calls: Sequence[SideCall]) -> None:
-    for call in calls:
-        node.record_call(
-            call.purpose, call.model, call.prompt_tokens, call.completion_tokens, call.latency_ms, call.outcome
-        )
+            return Written(node.view, self.app.commit(node))

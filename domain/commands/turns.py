@@ -1,38 +1,64 @@
 """Engine turns on the write side: open a turn, play each model round, answer, stop.
 
-A mixin of `Changji` (it uses the application's load and save helpers); every method is one
-load → decide → save, and a round's model call, draft operations and any seal go out together.
+Every command is one load → decide → save; a round's model call, draft operations and any seal go
+out together.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 from uuid import UUID
 
 from domain import events as ev
-from domain.commanding import AppCommands
+from domain.commands.base import CommandGroup, Written, expect_version
 from domain.errors import NodeKindError, NodeNotFoundError, StoryNotFoundError, TurnStateError
 from domain.node import Node
 from domain.ports import ChatResult
+from domain.rules.draft_tools import Ending, ToolOutcome, run_tool
 from domain.story import Story
-from domain.tools import Ending, ToolOutcome, run_tool
-from domain.values import NodeView
+from domain.values import NodeView, StopReason
+
+
+class Ask(NamedTuple):
+    """The decision card a round put to the user."""
+
+    ask_id: str
+    question: str
+    options: list[str]
 
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """What a round did: the tool results to send back, and how the turn ended (if it did)."""
+    """What a round did: the tool results to send back, and how the turn ended (if it did): sealed,
+    asked (`ask` holds the question), revised, or stopped for a reason."""
 
     outcomes: tuple[ToolOutcome, ...]
-    ends: Ending | str | None
+    ends: Ending | StopReason | None
     reply: NodeView
     position: int
-    ask: tuple[str, str, list[str]] | None = None
+    ask: Ask | None = None
 
 
-class TurnCommands(AppCommands):
-    """Mixed into `Changji`, which provides the loading and saving helpers declared here."""
+@dataclass(frozen=True, slots=True)
+class OpenedTurn:
+    """The user's node and the empty reply under it, with the position of the opening's last event."""
 
+    user: NodeView
+    reply: NodeView
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """The decision card that was answered, and the reply as it stands to resume from."""
+
+    ask: ev.TurnAsked
+    reply: NodeView
+    position: int
+
+
+class TurnCommands(CommandGroup):
     def open_turn(
         self,
         tenant_id: str,
@@ -43,36 +69,34 @@ class TurnCommands(AppCommands):
         parent_id: UUID | None,
         model: str,
         expected_version: int | None = None,
-    ) -> tuple[NodeView, NodeView, int]:
+    ) -> OpenedTurn:
         """The user's words and an empty reply under them, with the leaf on the reply: one transaction."""
-        story = self.story(tenant_id, story_id)
-        self._expect(story, expected_version)
-        assert story.leaf_id is not None
-        parent = self.story_node(story, parent_id or story.leaf_id, "parent_id")
-        with self._command(story):
+        story = self.app.story(tenant_id, story_id)
+        expect_version(story, expected_version)
+        parent = self.app.leaf_or(story, parent_id, "parent_id")
+        with self.app.evicting(story):
             user = Node.attach(user_id, "user", parent, text)
             reply = Node.open_reply(reply_id, user, model)
             story.move_leaf(reply.id, cause="turn")
-            return user.view, reply.view, self._save(story, user, reply)
+            return OpenedTurn(user.view, reply.view, self.app.commit(story, user, reply))
 
     def reopen_turn(
         self, tenant_id: str, story_id: UUID, reply_id: UUID, user_id: UUID | None, model: str
-    ) -> tuple[NodeView, NodeView, int]:
+    ) -> OpenedTurn:
         """Regenerate: a new empty reply beside the others under a user node (default: the leaf's)."""
-        story = self.story(tenant_id, story_id)
-        assert story.leaf_id is not None
-        user = self.story_node(story, user_id or story.leaf_id, "user_id")
+        story = self.app.story(tenant_id, story_id)
+        user = self.app.leaf_or(story, user_id, "user_id")
         if user.kind == "reply" and user_id is None and user.parent_id is not None:
-            user = self.story_node(story, user.parent_id)
+            user = self.app.story_node(story, user.parent_id)
         if user.kind != "user":
             raise NodeKindError("regenerate answers a user node", field="user_id")
-        with self._command(story):
+        with self.app.evicting(story):
             reply = Node.open_reply(reply_id, user, model)
             story.move_leaf(reply.id, cause="regenerate")
-            return user.view, reply.view, self._save(story, reply)
+            return OpenedTurn(user.view, reply.view, self.app.commit(story, reply))
 
     def turn_reply(self, tenant_id: str, reply_id: UUID) -> Node:
-        _, node = self.owned_node(tenant_id, reply_id)
+        _, node = self.app.owned_node(tenant_id, reply_id)
         if node.kind != "reply" or node.phase == "final":
             raise NodeKindError("that node is not a reply written by the engine", field="node_id")
         return node
@@ -80,22 +104,22 @@ class TurnCommands(AppCommands):
     def _previous_reply(self, reply: Node) -> Node | None:
         """The reply (or greeting) the user answered in this turn: the one previous_draft_* may revise."""
         assert reply.parent_id is not None
-        user = self._get(Node, reply.parent_id, NodeNotFoundError)
-        previous = self._get(Node, user.parent_id, NodeNotFoundError) if user.parent_id else None
+        user = self.app.get(Node, reply.parent_id, NodeNotFoundError)
+        previous = self.app.get(Node, user.parent_id, NodeNotFoundError) if user.parent_id else None
         return previous if previous is not None and previous.phase in ("final", "sealed") else None
 
     def play_round(self, reply_id: UUID, result: ChatResult, latency_ms: float, tools_allowed: bool) -> Round:
         """Record one model round and run its tool calls (or capture its text); saved as one transaction."""
-        reply = self._get(Node, reply_id, NodeNotFoundError)
+        reply = self.app.get(Node, reply_id, NodeNotFoundError)
         if reply.phase != "writing":
             raise TurnStateError(f"the turn is {reply.phase}")
         previous = self._previous_reply(reply)
-        with self._command(reply, previous):
+        with self.app.evicting(reply, previous):
             reply.record_call(
                 "turn", result.model, result.prompt_tokens or 0, result.completion_tokens or 0, latency_ms, "ok"
             )
             outcomes: list[ToolOutcome] = []
-            ends: Ending | str | None = None
+            ends: Ending | StopReason | None = None
             if not result.tool_calls:
                 ends = self._finish_without_tools(reply, result.text)
             elif not tools_allowed:
@@ -113,17 +137,17 @@ class TurnCommands(AppCommands):
                         break
             if ends == "revised" and previous is not None:  # the leaf goes back to the revised reply
                 assert reply.story_id is not None
-                story = self._get(Story, reply.story_id, StoryNotFoundError)
-                with self._command(story):
+                story = self.app.get(Story, reply.story_id, StoryNotFoundError)
+                with self.app.evicting(story):
                     story.move_leaf(previous.id, cause="revision")
-                    position = self._save(reply, previous, story)
+                    position = self.app.commit(reply, previous, story)
             else:
-                position = self._save(reply)
-            ask = (reply.ask.ask_id, reply.ask.question, list(reply.ask.options)) if reply.ask else None
+                position = self.app.commit(reply)
+            ask = Ask(reply.ask.ask_id, reply.ask.question, list(reply.ask.options)) if reply.ask else None
             return Round(tuple(outcomes), ends, reply.view, position, ask)
 
     @staticmethod
-    def _finish_without_tools(reply: Node, text: str) -> str:
+    def _finish_without_tools(reply: Node, text: str) -> Ending | StopReason:
         """A round without tool calls ends the turn: its text joins the draft, which is sealed."""
         _capture(reply, text)
         if reply.text.strip():
@@ -133,25 +157,24 @@ class TurnCommands(AppCommands):
         return "stopped"
 
     def fail_turn(
-        self, reply_id: UUID, reason: str, detail: str, preview: str, call: tuple[str, float] | None = None
-    ) -> NodeView:
-        """End a turn that broke (model error, stop, disconnect): keep streamed text as an unsealed draft."""
-        reply = self._get(Node, reply_id, NodeNotFoundError)
-        with self._command(reply):
+        self, reply_id: UUID, reason: StopReason, detail: str, preview: str, call: tuple[str, float] | None = None
+    ) -> Written[NodeView]:
+        """End a turn that broke (model error, stop, disconnect): keep streamed text as an unsealed draft.
+        `call`: the model call that was cut short, as (outcome, milliseconds), for the ledger."""
+        reply = self.app.get(Node, reply_id, NodeNotFoundError)
+        with self.app.evicting(reply):
             if call is not None:
                 reply.record_call("turn", reply.model, 0, 0, call[1], call[0])
             if reply.phase == "writing":
                 _capture(reply, preview)
             reply.stop(reason, detail)
-            self._save(reply)
-            return reply.view
+            return Written(reply.view, self.app.commit(reply))
 
-    def answer_ask(self, tenant_id: str, reply_id: UUID, answer: str) -> tuple[ev.TurnAsked, NodeView]:
+    def answer_ask(self, tenant_id: str, reply_id: UUID, answer: str) -> Answered:
         reply = self.turn_reply(tenant_id, reply_id)
-        with self._command(reply):
+        with self.app.evicting(reply):
             ask = reply.answer(answer)
-            self._save(reply)
-            return ask, reply.view
+            return Answered(ask, reply.view, self.app.commit(reply))
 
 
 def _capture(reply: Node, text: str) -> None:

@@ -30,9 +30,9 @@ from uuid import UUID
 
 import sqlite_utils
 
-from projections.rows import RowChanges, job_time
-from projections.scenes import SceneAt, SceneTables
-from projections.segment import index_terms, match_expression, story_term
+from projections.read_models.rows import RowChanges, job_time
+from projections.read_models.scenes import SceneAt, SceneTables
+from projections.read_models.search_terms import index_terms, match_expression, story_term
 
 TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",

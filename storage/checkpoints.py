@@ -5,7 +5,7 @@ default): that commit copies the log back into the database file and syncs it, 8
 machines, and the request that made it waits. `changji serve` turns the automatic checkpoint off on
 the connections that write (the event store's and the read models') and checkpoints here instead, on
 its own thread and connections, whenever a log has grown past the same 1,000 pages, so the files are
-checkpointed as often as before and durability is unchanged (see `api/sqlite_store.py`).
+checkpointed as often as before and durability is unchanged (see `storage/event_store.py`).
 
 PASSIVE checkpoints never wait for readers or writers: frames still needed by a reader stay in the log
 for the next round. Processes that do not run a `Checkpointer` (the CLI) keep the automatic one.
@@ -18,17 +18,20 @@ is left alone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import sqlite3
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 
 PAGES = 1000  # SQLite's own default for wal_autocheckpoint
 LOG_LIMIT_BYTES = 1 << 20  # what a reused log is cut back to (a quarter of the threshold at 4 KiB pages)
+CHECKPOINT_SECONDS = 1.0  # how often the logs are looked at, once started
 
 
 class Checkpointer:
@@ -42,6 +45,8 @@ class Checkpointer:
         self._checkpointed: dict[str, tuple[int, int]] = {}  # path → (size, mtime) of its log when last done
         self._lock = threading.Lock()  # one round at a time, whichever thread asks
         self.checkpoints = 0  # completed checkpoint calls, for tests and diagnostics
+        self._pool: ThreadPoolExecutor | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def run(self) -> int:
         """Checkpoint every log past its threshold; return how many were checkpointed."""
@@ -86,3 +91,29 @@ class Checkpointer:
             for conn in self._connections.values():
                 conn.close()
             self._connections.clear()
+
+    # --- as a resource of the running service ---------------------------------------------------
+
+    async def start(self, seconds: float = CHECKPOINT_SECONDS) -> None:
+        """Look at the logs every `seconds`, on a thread of their own."""
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-checkpoint")
+        self._task = asyncio.create_task(self._every(seconds))
+
+    async def _every(self, seconds: float) -> None:
+        assert self._pool is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await loop.run_in_executor(self._pool, self.run)
+            except Exception:
+                log.exception("checkpoint failed; trying again in %s s", seconds)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self.close()

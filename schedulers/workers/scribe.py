@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 from uuid import UUID
 
 from domain.application import Changji
+from domain.commands.jobs import SideCall
 from domain.ports import ChatModel, ModelCallError
-from domain.scene import Roster, SceneSnapshot, apply_patch, canonical_patch, parse_scribe_output
-from domain.scening import SideCall
-from projections.store import ReadModels
-from schedulers.jobs import Done, Failed, Outcome, Skipped, Waiting
+from domain.rules.scene import Roster, SceneSnapshot, apply_patch, canonical_patch, parse_scribe_output
+from domain.values import JobKind
+from projections.read_models.store import ReadModels
+from schedulers.outcomes import Done, Failed, Outcome, Skipped, Waiting
+from service.executor import Executor
 
 MAX_TOKENS = 2048
 UNSETTLED = ("pending", "retrying")
@@ -93,22 +95,16 @@ def scribe_messages(
     ]
 
 
-class ScribeHost(Protocol):
-    app: Changji
-    store: ReadModels
-
-    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-    async def load(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-    async def query(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-
-
 class ScribeWorker:
-    kind = "scribe"
+    kind: JobKind = "scribe"
 
-    def __init__(self, host: ScribeHost, model: ChatModel | None, language: str = "zh") -> None:
+    def __init__(
+        self, app: Changji, store: ReadModels, executor: Executor, model: ChatModel | None, language: str = "zh"
+    ) -> None:
         if language not in PROMPTS:
             raise ValueError(f"scribe language {language!r}: choose one of {', '.join(PROMPTS)}")
-        self.host, self.model, self.language = host, model, language
+        self.app, self.store, self.executor = app, store, executor
+        self.model, self.language = model, language
 
     @property
     def skip_reason(self) -> str | None:
@@ -118,15 +114,15 @@ class ScribeWorker:
         node_id = UUID(job["node_id"])
         if self.model is None:
             return Skipped("no side model")
-        brief = await self.host.load(self.host.app.scribe_brief, node_id)
+        brief = await self.executor.load(self.app.scenes.scribe_brief, node_id)
         if brief is None:
             return Skipped("not a finished reply")
         if not brief.reply.text.strip():
             return Skipped("the reply has no text")
-        before = await self.host.query(self.host.store.predecessor_job, node_id, self.kind)
+        before = await self.executor.query(self.store.predecessor_job, node_id, self.kind)
         if before is not None and before[1] in UNSETTLED:
             return Waiting(f"{self.kind}:{before[0]}")
-        scene = await self.host.query(self.host.store.scene, brief.user.id)
+        scene = await self.executor.query(self.store.scene, brief.user.id)
         snapshot, roster = (scene.snapshot, scene.roster) if scene else (SceneSnapshot(), Roster())
         known = [brief.card_name, brief.user_name, *snapshot.characters, *roster.characters]
         messages = scribe_messages(
@@ -138,11 +134,11 @@ class ScribeWorker:
         except ModelCallError as failure:
             elapsed = (time.perf_counter() - started) * 1000
             return Failed(
-                f"{failure.outcome}: {failure}", SideCall(self.kind, self.model.model, 0, 0, elapsed, failure.outcome)
+                f"{failure.outcome}: {failure}", SideCall("scribe", self.model.model, 0, 0, elapsed, failure.outcome)
             )
         elapsed = (time.perf_counter() - started) * 1000
         call = SideCall(
-            self.kind, result.model or self.model.model, result.prompt_tokens or 0, result.completion_tokens or 0,
+            "scribe", result.model or self.model.model, result.prompt_tokens or 0, result.completion_tokens or 0,
             elapsed, "ok",
         )  # fmt: skip
         parsed = parse_scribe_output(result.text)
@@ -153,5 +149,5 @@ class ScribeWorker:
             return Skipped("nothing changed in this turn", call)
         patch = canonical_patch(parsed["patch"], known)
         merged = apply_patch(snapshot, roster, patch, known)
-        await self.host.write(self.host.app.record_scribe_patch, node_id, patch, merged.warnings, call)
+        await self.executor.write(self.app.scenes.record_scribe_patch, node_id, patch, merged.warnings, call)
         return Done()

@@ -18,7 +18,7 @@ from typing import Any
 import sqlite_utils
 
 from domain import events as ev
-from domain.scene import Roster, SceneSnapshot, apply_patch
+from domain.rules.scene import Roster, SceneSnapshot, apply_patch
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,14 @@ from eventsourcing.sqlite import Factory as _SQLiteFactory
 from eventsourcing.sqlite import SQLiteConnection
 from eventsourcing.utils import Environment
 
-from api.checkpoints import LOG_LIMIT_BYTES
+from storage.checkpoints import LOG_LIMIT_BYTES
 
 MODES = ("NORMAL", "FULL", "EXTRA")
 
 
 class Factory(_SQLiteFactory):
     SQLITE_SYNCHRONOUS = "SQLITE_SYNCHRONOUS"
-    SQLITE_WAL_AUTOCHECKPOINT = "SQLITE_WAL_AUTOCHECKPOINT"  # "0": checkpoints are left to `api.checkpoints`
+    SQLITE_WAL_AUTOCHECKPOINT = "SQLITE_WAL_AUTOCHECKPOINT"  # "0": checkpoints are left to `storage.checkpoints`
 
     def __init__(self, env: Environment) -> None:
         super().__init__(env)
@@ -37,7 +37,7 @@ class Factory(_SQLiteFactory):
             connection = create()
             connection._sqlite_conn.execute(f"PRAGMA synchronous={mode}")
             connection._sqlite_conn.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
-            if int(pages) == 0:  # checkpointed by `api.checkpoints`, which measures a log by its size
+            if int(pages) == 0:  # checkpointed by `storage.checkpoints`, which measures a log by its size
                 connection._sqlite_conn.execute(f"PRAGMA journal_size_limit={LOG_LIMIT_BYTES}")
             return connection
 

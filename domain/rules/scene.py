@@ -1,5 +1,5 @@
-"""Scene state: the scribe's patches merged by fixed rules, the roster of everything that appeared, and both
-rendered for the prompt. Pure functions (Liyuan §2)."""
+"""Scene state: the scribe's patches merged by fixed rules and the roster of everything that appeared.
+Pure functions (Liyuan §2); how both are rendered into the prompt is `projections/context/scene.py`."""
 
 from __future__ import annotations
 
@@ -13,13 +13,9 @@ from typing import Any
 STATE_KEYS = ("time", "location", "characters", "inventory", "flags", "plot_threads")
 ROSTER_TABLES = ("characters", "places", "items", "events")
 ROSTER_CAPS: Mapping[str, int] = {"characters": 100, "places": 60, "items": 100, "events": 60}
-ROSTER_LABELS: Mapping[str, str] = {"characters": "人物", "places": "地点", "items": "物品", "events": "剧情线"}
-ROSTER_SECTION_BUDGET = 1200
 ROSTER_TIME_CHARS = 30
 ROSTER_EDIT_CHARS = 60
 AFFINITY_MIN, AFFINITY_MAX = -100, 100
-EMPTY_STATE = "（尚无记录）"
-EMPTY_ROSTER = "（尚无登记）"
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,44 +366,6 @@ def _balanced_end(text: str, start: int) -> int | None:
             if depth == 0:
                 return i + 1
     return None
-
-
-def format_state(snapshot: SceneSnapshot) -> str:
-    """The body of the 【世界状态】 block."""
-    lines = [f"时间：{snapshot.time}"] if snapshot.time else []
-    if snapshot.location:
-        lines.append(f"地点：{snapshot.location}")
-    lines += [_character_line(name, c, snapshot.location) for name, c in snapshot.characters.items()]
-    if snapshot.inventory:
-        lines.append("物品：" + "、".join(snapshot.inventory))
-    lines += [f"{key}：{value}" for key, value in snapshot.flags.items()]
-    if snapshot.plot_threads:
-        lines.append("剧情线：" + " ".join(f"「{thread}」" for thread in snapshot.plot_threads))
-    return "\n".join(lines) or EMPTY_STATE
-
-
-def _character_line(name: str, character: CharacterState, location: str) -> str:
-    parts = [f"好感 {character.affinity}"]
-    if character.status:
-        parts.append(f"状态：{character.status}")
-    if character.at:
-        parts.append("在场" if character.at == location else f"在：{character.at}")
-    if character.notes:
-        parts.append(f"备注：{character.notes}")
-    return f"{name}：" + "；".join(parts)
-
-
-def format_roster(roster: Roster) -> str:
-    """The body of the 【登场名录】 block."""
-    sections = [_roster_section(ROSTER_LABELS[table], entries) for table, entries in roster.tables().items()]
-    return "；".join(section for section in sections if section) or EMPTY_ROSTER
-
-
-def _roster_section(label: str, entries: Mapping[str, str]) -> str:
-    if not entries:
-        return ""
-    full = f"{label}：" + "、".join(f"{name}（{time}）" if time else name for name, time in entries.items())
-    return full if len(full) <= ROSTER_SECTION_BUDGET else f"{label}：" + "、".join(entries)
 
 
 def present(snapshot: SceneSnapshot, name: str) -> bool:

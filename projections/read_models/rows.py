@@ -14,7 +14,9 @@ from typing import Any, get_type_hints
 from uuid import UUID
 
 from domain import events as ev
-from domain.drafting import Edit, apply_edits
+from domain.jobs import made_due, results_of
+from domain.rules.drafting import Edit, apply_edits
+from domain.values import JobKind, JobState
 
 Row = dict[str, Any]
 
@@ -52,10 +54,16 @@ class RowChanges:
         self.texts[node_id] = {"node_id": node_id, "story_id": story_id, "text": text, "seq": seq}
 
     def fold(self, event: Any, seq: int) -> None:
-        """Fold one event; events no read model cares about pass through."""
+        """Fold one event; events no read model cares about pass through. A job row is made or settled
+        as `domain.jobs` declares, after the tables the event changes."""
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event, seq)
+        for rule in made_due(event):
+            node_id = str(event.originator_id)
+            self._job(rule.kind, node_id, self._current(node_id)[0], event, seq, rule.detail(event))
+        for kind in results_of(event):
+            self._settle_job(kind, event, "done", "")
 
     def _on_card_created(self, e: ev.CardCreated, seq: int) -> None:
         self.inserts["cards"].append(
@@ -138,7 +146,6 @@ class RowChanges:
 
     def _on_reply_sealed(self, e: ev.ReplySealed, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="sealed")
-        self._job("scribe", str(e.originator_id), self._current(str(e.originator_id))[0], e, seq)
 
     def _on_turn_asked(self, e: ev.TurnAsked, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="waiting")
@@ -170,11 +177,10 @@ class RowChanges:
 
     def _on_reply_posted(self, e: ev.ReplyPosted, seq: int) -> None:
         self._node(e, "reply", e.parent_id, e.depth, e.turn, seq, e.text)
-        self._job("scribe", str(e.originator_id), str(e.story_id), e, seq)
 
     # --- background work: a job row per (kind, node), due from the event that made it due ----------
 
-    def _job(self, kind: str, node_id: str, story_id: str, e: Any, seq: int, detail: str = "") -> None:
+    def _job(self, kind: JobKind, node_id: str, story_id: str, e: Any, seq: int, detail: str) -> None:
         """A job row, due now. Rows made in this batch are kept by key and settled in place, so a batch
         folds them in event order wherever the log was cut into batches."""
         at, key = job_time(e.timestamp), f"{kind}:{node_id}"
@@ -184,10 +190,6 @@ class RowChanges:
             "attempts": 0, "detail": detail, "next_at": at, "created_at": at, "updated_at": at, "seq": seq,
         }  # fmt: skip
 
-    def _on_compaction_due(self, e: ev.CompactionDue, seq: int) -> None:
-        node_id = str(e.originator_id)
-        self._job("compact", node_id, self._current(node_id)[0], e, seq, e.reason)
-
     def _on_episode_summarized(self, e: ev.EpisodeSummarized, seq: int) -> None:
         self._increment("stories", self._current(str(e.originator_id))[0], "summaries")
 
@@ -196,18 +198,16 @@ class RowChanges:
 
     def _on_scene_patched(self, e: ev.ScenePatched, seq: int) -> None:
         self.scene_patches.append((seq, e))
-        if e.author == "scribe":
-            self._settle_job("scribe", e, "done", "")
 
     def _on_side_job_failed(self, e: ev.SideJobFailed, seq: int) -> None:
-        status = "failed" if e.retry_at is None else "retrying"
+        status: JobState = "failed" if e.retry_at is None else "retrying"
         next_at = job_time(e.retry_at) if e.retry_at is not None else None
         self._settle_job(e.kind, e, status, e.error, attempts=e.attempt, next_at=next_at)
 
     def _on_side_job_skipped(self, e: ev.SideJobSkipped, seq: int) -> None:
         self._settle_job(e.kind, e, "skipped", e.reason)
 
-    def _settle_job(self, kind: str, e: Any, status: str, detail: str, **more: Any) -> None:
+    def _settle_job(self, kind: JobKind, e: Any, status: JobState, detail: str, **more: Any) -> None:
         if status != "retrying":
             more["next_at"] = None
         key = f"{kind}:{e.originator_id}"

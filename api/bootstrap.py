@@ -1,0 +1,155 @@
+"""The composition root: every resource of the running service built from settings, each one
+injectable (tests pass their own), and started and stopped in order.
+
+`bootstrap(settings)` builds; `Service.lifecycle()` lists each resource's start and stop, which the
+aiohttp app runs as one cleanup context per resource (and `Service.start`/`close` in one go, for
+scripts). Nothing here decides anything about stories: it only wires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from api.auth import Authenticator
+from api.settings import Settings
+from domain.application import Changji
+from domain.ports import ChatModel, TokenCounter
+from engine.turns import TurnRunner
+from projections.read_models.store import ReadModels
+from projections.runner import ProjectionRunner
+from providers.openai import OpenAIChat
+from providers.tokens import default_counter
+from schedulers.system import JobPolicy, JobSystem, Worker
+from schedulers.workers.compaction import CompactWorker
+from schedulers.workers.scribe import ScribeWorker
+from service.executor import Executor
+from service.read_side import ReadSide
+from service.views import StoryViews
+from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
+from storage.service_db import ServiceDB
+
+Step = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One part of the service with its own start and stop (either may do nothing)."""
+
+    name: str
+    start: Step
+    stop: Step
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass
+class Service:
+    """The assembled service: one field per resource."""
+
+    settings: Settings
+    app: Changji
+    store: ReadModels
+    runner: ProjectionRunner
+    read_side: ReadSide
+    executor: Executor
+    views: StoryViews
+    keys: ServiceDB
+    auth: Authenticator
+    counter: TokenCounter
+    main_model: ChatModel | None
+    side_model: ChatModel | None
+    turns: TurnRunner | None
+    compactor: CompactWorker
+    jobs: JobSystem
+    checkpointer: Checkpointer | None
+
+    def lifecycle(self) -> list[Resource]:
+        """The resources in the order they start; they stop in the reverse order."""
+
+        async def close_app() -> None:
+            self.app.close()
+
+        async def close_keys() -> None:
+            self.keys.close()
+
+        turns = self.turns
+        return [
+            Resource("key store", _nothing, close_keys),
+            Resource("event store", _nothing, close_app),
+            Resource("checkpoints", self.checkpointer.start, self.checkpointer.stop)
+            if self.checkpointer
+            else Resource("checkpoints", _nothing, _nothing),
+            Resource("read side", self.read_side.start, self.read_side.stop),
+            Resource("executor", _nothing, self.executor.stop),
+            Resource("main model", _nothing, self.main_model.close if self.main_model else _nothing),
+            Resource("side model", _nothing, self.side_model.close if self.side_model else _nothing),
+            Resource("turns", _nothing, turns.stop_all if turns else _nothing),
+            Resource("jobs", self.jobs.start, self.jobs.stop),
+        ]
+
+    async def start(self) -> None:
+        for resource in self.lifecycle():
+            await resource.start()
+
+    async def close(self) -> None:
+        for resource in reversed(self.lifecycle()):
+            await resource.stop()
+
+
+def bootstrap(
+    settings: Settings,
+    *,
+    app: Changji | None = None,
+    store: ReadModels | None = None,
+    keys: ServiceDB | None = None,
+    counter: TokenCounter | None = None,
+    main_model: ChatModel | None = None,
+    side_model: ChatModel | None = None,
+    background_checkpoints: bool = True,
+) -> Service:
+    """Build the service from settings; any resource given is used instead of the one settings describe.
+
+    `background_checkpoints`: once started, checkpoint the SQLite logs on a thread of their own rather
+    than inside whichever commit crosses the threshold (`storage/checkpoints.py`). One-shot CLI
+    commands that never start the service pass False and keep SQLite's automatic checkpoints."""
+    env = settings.event_store_env()
+    checkpointer = None
+    if settings.persistence == "sqlite":
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if background_checkpoints:
+            env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
+            checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
+    app = app or Changji(env=env)
+    store = store or ReadModels(settings.read_models_path, LOG_LIMIT_BYTES if checkpointer else None)
+    runner = ProjectionRunner(app, store)
+    read_side = ReadSide(runner, settings.poll_interval)
+    # where every commit waits for the disk, a command on the loop would hold it that long
+    inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
+    executor = Executor(read_side, inline_commands=inline)
+    counter = counter or default_counter()
+    views = StoryViews(app, store, counter)
+    keys = keys or ServiceDB(settings.service_db_path)
+    main_model = main_model or _model(settings, "main")
+    side_model = side_model or _model(settings, "side")
+    turns = TurnRunner(app, executor, read_side, views.context, main_model, settings.max_rounds) if main_model else None
+    compactor = CompactWorker(app, executor, side_model, views.scene_of)
+    workers: list[Worker] = [ScribeWorker(app, store, executor, side_model, settings.scribe_language), compactor]
+    policy = JobPolicy(
+        sweep_seconds=settings.job_sweep_seconds,
+        retry_seconds=settings.job_retry_seconds,
+        max_attempts=settings.job_max_attempts,
+        concurrency=settings.job_concurrency,
+    )
+    jobs = JobSystem(app, store, executor, read_side, workers, policy)
+    return Service(
+        settings, app, store, runner, read_side, executor, views, keys, Authenticator(keys, executor), counter,
+        main_model, side_model, turns, compactor, jobs, checkpointer,
+    )  # fmt: skip
+
+
+def _model(settings: Settings, role: str) -> OpenAIChat | None:
+    model = settings.main_model if role == "main" else settings.side_model
+    return OpenAIChat(model.endpoint()) if model.configured else None

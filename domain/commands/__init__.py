@@ -1,0 +1,1 @@
+"""The application's commands, one group per capability; each is one load → decide → save."""

@@ -1,0 +1,88 @@
+"""Stories: start one at a card's greeting, configure, delete; append a node and move the leaf."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from domain.commands.base import CommandGroup, expect_version
+from domain.errors import GreetingIndexError
+from domain.node import Node
+from domain.story import Story
+from domain.values import NodeKind, NodeView
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """A node appended at the end of a story's path: the node, the story's new version, the position."""
+
+    node: NodeView
+    story_version: int
+    position: int
+
+
+class StoryCommands(CommandGroup):
+    def start_story(
+        self,
+        story_id: UUID,
+        root_id: UUID,
+        tenant_id: str,
+        card_id: UUID,
+        greeting_index: int,
+        title: str,
+        settings: Mapping[str, Any],
+    ) -> int:
+        card = self.app.card(tenant_id, card_id)
+        if not 0 <= greeting_index < card.data.greeting_count:
+            raise GreetingIndexError(
+                f"the card has {card.data.greeting_count} greeting(s); index {greeting_index} is out of range"
+            )
+        card.settings.merged(dict(settings))  # validates the overrides against the card's settings
+        root = Node.place_greeting(root_id, story_id, card.data.greeting(greeting_index), greeting_index)
+        story = Story.start(story_id, tenant_id, card_id, title or card.data.name, root_id, dict(settings))
+        return self.app.commit(story, root)
+
+    def configure_story(self, tenant_id: str, story_id: UUID, settings: Mapping[str, Any], title: str | None) -> int:
+        story = self.app.story(tenant_id, story_id)
+        self.app.settings(story).merged(dict(settings))
+        with self.app.evicting(story):
+            story.configure({**story.settings, **settings})
+            if title is not None:
+                story.retitle(title)
+            return self.app.commit(story)
+
+    def delete_story(self, tenant_id: str, story_id: UUID) -> int:
+        story = self.app.story(tenant_id, story_id)
+        with self.app.evicting(story):
+            story.delete()
+            return self.app.commit(story)
+
+    def append_node(
+        self,
+        tenant_id: str,
+        story_id: UUID,
+        node_id: UUID,
+        kind: NodeKind,
+        text: str,
+        parent_id: UUID | None = None,
+        expected_version: int | None = None,
+    ) -> Appended:
+        """Attach a node (under `parent_id`, default the leaf) and move the leaf to it, atomically."""
+        story = self.app.story(tenant_id, story_id)
+        expect_version(story, expected_version)
+        parent = self.app.leaf_or(story, parent_id, "parent_id")
+        with self.app.evicting(story):
+            node = Node.attach(node_id, kind, parent, text)
+            story.move_leaf(node.id, cause="append")
+            position = self.app.commit(story, node)
+            return Appended(node.view, story.version, position)
+
+    def move_leaf(self, tenant_id: str, story_id: UUID, node_id: UUID, expected_version: int | None = None) -> int:
+        story = self.app.story(tenant_id, story_id)
+        expect_version(story, expected_version)
+        self.app.story_node(story, node_id)
+        with self.app.evicting(story):
+            story.move_leaf(node_id, cause="checkout")
+            return self.app.commit(story)

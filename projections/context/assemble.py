@@ -1,0 +1,209 @@
+"""The context for the next turn: OpenAI `messages` plus an explain list of where every part came from.
+
+Layers: the system prompt built from the card; once the story is compacted, one user message of
+summary layers (`summaries.py`); the greeting and the verbatim path (hidden nodes left out); and in
+the last user message, before the user's words, the scene at the leaf (`scene.py`) and the card's
+post-history instructions. The path is walked from the leaf upward only as far as the token budget
+(window − reply reserve) allows (`window.py`), so the cost of an assembly depends on the window,
+never on the story's length. A cut is reported, never silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import islice
+from operator import attrgetter, eq
+from uuid import UUID
+
+from domain.rules.compaction import NO_LAYERS, layers_from
+from domain.values import CardData, NodeView, StorySettings
+from projections.context.records import Context, ExplainBlock, Message
+from projections.context.scene import TailBlock, tail_blocks
+from projections.context.summaries import SummaryBlock, summary_blocks
+from projections.context.system_prompt import build_system_prompt, fill_macros
+from projections.context.window import (
+    MESSAGE_OVERHEAD_TOKENS,
+    RenderCache,
+    Rendered,
+    Verbatim,
+    WindowCache,
+    WindowKey,
+    extend_window,
+    fit_window,
+)
+from projections.read_models.scenes import SceneAt
+
+_ROLE = attrgetter("role")
+_ID = attrgetter("id")
+
+
+@dataclass(frozen=True, slots=True)
+class _CountedSummary:
+    block: SummaryBlock
+    tokens: int
+
+
+def assemble_context(
+    card: CardData,
+    settings: StorySettings,
+    upward: Iterable[NodeView],
+    cache: RenderCache,
+    windows: WindowCache | None = None,
+    epoch: int = 0,
+    scene: SceneAt | None = None,
+    load: Callable[[UUID], NodeView] | None = None,
+    summarized: bool = True,
+) -> Context:
+    """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
+
+    Whole turns are taken newest first while they fit the budget; the first turn that does not fit
+    and everything older is cut from this request (and reported). With `windows`, the walk stops at
+    the nearest ancestor whose window is cached and extends it. The walk also stops at the last
+    summarized node; `summarized=False` (the story has no summary anywhere) spares a cut context the
+    walk further up that looks for one."""
+    char, user = card.name, settings.user_name
+    budget = max(settings.context_window - settings.reply_reserve, 0)
+    system = build_system_prompt(card, user)
+    instructions = fill_macros(card.post_history_instructions, char, user)
+    tail = f"【卡作者末端指令】{instructions}" if instructions else ""
+    iterator = iter(upward)
+    leaf = next(iterator, None)
+    if leaf is None:
+        raise ValueError("a context needs at least the root node")
+    ends_with_user = leaf.kind == "user" and not leaf.hidden
+    tails = tail_blocks(scene, tail) if ends_with_user else []
+    fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
+    key = WindowKey(budget - fixed, char, user, epoch)
+    window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows)
+    if windows is not None and window.settled:
+        windows.put(leaf.id, window)
+    layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
+    summaries = [
+        _CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
+        for i, block in enumerate(summary_blocks(layers, load, char, user, fill_macros) if load else [])
+    ]
+    scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
+    extra = scene_tokens + sum(summary.tokens for summary in summaries)
+    if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
+        window = extend_window(window, [], key._replace(budget=key.budget - extra))
+    assembly = _Assembly(cache, budget)
+    assembly.open(system, summaries, window.cut_at, layers.covered_depth, window.kept)
+    body = window.kept[:-1] if ends_with_user else window.kept  # the leaf's own words are added last, below
+    assembly.add_path(body, leaf if ends_with_user else None)
+    assembly.add_summaries(summaries)
+    if ends_with_user:
+        assembly.add_leaf(tails, window.kept[-1])  # the leaf's turn is always kept, and the leaf ends it
+    return assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers.covered_depth, window.kept)
+
+
+@dataclass
+class _Assembly:
+    """The messages and the explain list, built block by block in order."""
+
+    cache: RenderCache
+    budget: int
+    messages: list[Message] = field(default_factory=list)
+    explain: list[ExplainBlock] = field(default_factory=list)
+
+    def open(
+        self,
+        system: str,
+        summaries: list[_CountedSummary],
+        cut_at: NodeView | None,
+        covered_depth: int,
+        kept: tuple[Rendered, ...],
+    ) -> None:
+        """The system prompt, then the explain blocks of a budget cut and of the summary layers."""
+        self.messages.append(Message("system", system))
+        self.explain.append(
+            ExplainBlock("system", "card identity and user persona", (), len(system), self.cache.count(system), 0)
+        )
+        if cut_at is not None:
+            why = f"over the token budget ({self.budget}): turns up to {cut_at.turn} left out of this request only"
+            cut_depths = (covered_depth + 1, kept[0].node.depth - 1)  # everything between the summaries and the window
+            self.explain.append(ExplainBlock("cut", why, (cut_at.id,), covers=cut_depths))
+        for summary in summaries:
+            block = summary.block
+            self.explain.append(
+                ExplainBlock(block.what, block.why, block.node_ids, len(block.text), summary.tokens, 1, block.covers)
+            )
+
+    def add_path(self, body: tuple[Rendered, ...], leaf: NodeView | None) -> None:
+        """The greeting and the verbatim turns; `leaf`, if given, is left for `add_leaf`."""
+        shown = [m for item in body if (m := item.message) is not None]
+        roles = list(map(_ROLE, shown)) if len(shown) == len(body) else []
+        if roles and not any(map(eq, roles, islice(roles, 1, None))):
+            self._add_alternating(body, shown)
+        else:
+            self._add_merging(body, leaf)
+
+    def _add_alternating(self, body: tuple[Rendered, ...], shown: list[Message]) -> None:
+        """The usual path: every node shown, roles alternating (nothing to skip or merge), in bulk."""
+        self.messages += shown
+        if body[0].node.kind == "greeting":
+            self._greeting(body[0])
+            body = body[1:]
+        self._verbatim([item.node for item in body], sum(len(item.text) for item in body), sum(i.tokens for i in body))
+
+    def _add_merging(self, body: tuple[Rendered, ...], leaf: NodeView | None) -> None:
+        """Hidden nodes left out (and listed), adjacent messages of one role merged into one."""
+        verbatim: list[NodeView] = []
+        hidden: list[UUID] = []
+        chars = tokens = 0
+        for item in body:
+            node, message = item.node, item.message
+            if node.hidden:
+                hidden.append(node.id)
+                continue
+            if message is None or node is leaf:
+                continue
+            if len(self.messages) > 1 and self.messages[-1].role == message.role:
+                self.messages[-1] = Message(message.role, self.messages[-1].content + "\n\n" + item.text)
+            else:
+                self.messages.append(message)  # made once per node when its turn entered a window
+            if node.kind == "greeting":
+                self._greeting(item)
+            else:
+                verbatim.append(node)
+                chars += len(item.text)
+                tokens += item.tokens
+        self._verbatim(verbatim, chars, tokens)
+        if hidden:
+            self.explain.append(
+                ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden))
+            )
+
+    def _greeting(self, item: Rendered) -> None:
+        self.explain.append(ExplainBlock("greeting", "the opening line", (item.node.id,), len(item.text), item.tokens))
+
+    def _verbatim(self, nodes: list[NodeView], chars: int, tokens: int) -> None:
+        if nodes:
+            why = f"turns {nodes[0].turn}–{nodes[-1].turn} word for word"
+            self.explain.append(ExplainBlock("verbatim", why, tuple(map(_ID, nodes)), chars, tokens))
+
+    def add_summaries(self, summaries: list[_CountedSummary]) -> None:
+        """One user message right after the system prompt."""
+        if summaries:
+            self.messages.insert(1, Message("user", "\n\n".join(summary.block.text for summary in summaries)))
+
+    def add_leaf(self, tails: list[TailBlock], leaf: Rendered) -> None:
+        """The last user message: the tail blocks, then the user's words."""
+        content = "\n\n".join([*(block.text for block in tails), leaf.text])
+        if len(self.messages) > 1 and self.messages[-1].role == "user":
+            self.messages[-1] = Message("user", self.messages[-1].content + "\n\n" + content)
+        else:
+            self.messages.append(Message("user", content))
+        last = len(self.messages) - 1
+        for block in tails:
+            counted = self.cache.count(block.text) if block.what == "instructions" else self.cache.count_raw(block.text)
+            self.explain.append(ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last))
+        self.explain.append(
+            ExplainBlock("user", "the user's words, last", (leaf.node.id,), len(leaf.text), leaf.tokens, last)
+        )
+
+    def context(
+        self, leaf: NodeView, used: int, cut_at: NodeView | None, covered_depth: int, kept: tuple[Rendered, ...]
+    ) -> Context:
+        cut_turns, cut_nodes = (cut_at.turn, kept[0].node.depth - 1 - covered_depth) if cut_at else (0, 0)
+        return Context(tuple(self.messages), tuple(self.explain), used, self.budget, leaf.id, cut_turns, cut_nodes)

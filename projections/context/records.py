@@ -1,0 +1,39 @@
+"""What an assembled context is made of: OpenAI messages and the explain list of where each part came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from uuid import UUID
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainBlock:
+    """One part of an assembled context: what it is, why it is there, which nodes, how big."""
+
+    what: str
+    why: str
+    node_ids: tuple[UUID, ...] = ()
+    chars: int = 0
+    tokens: int = 0
+    message_index: int | None = None
+    covers: tuple[int, int] | None = None  # summaries and cuts: the depth range of the path they stand for
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    messages: tuple[Message, ...]
+    explain: tuple[ExplainBlock, ...]
+    tokens: int
+    budget: int
+    leaf_id: UUID
+    cut_turns: int = 0
+    cut_nodes: int = 0

@@ -1,0 +1,200 @@
+"""The verbatim window: whole turns taken newest first while they fit a token budget, walked from the
+leaf up to the last summarized node, and cached by leaf so the next leaf below extends it.
+
+Per-node renderings (macros filled, tokens counted) are cached by (node id, node version), so an
+assembly counts only what is new; a window at a new leaf extends its parent's window with the few
+nodes in between and drops whole turns from the front. The cost of a window depends on its size,
+never on the story's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import NamedTuple
+from uuid import UUID
+
+from domain.ports import TokenCounter
+from domain.rules.compaction import summary_of
+from domain.values import NodeView
+from projections.context.records import Message
+from projections.context.system_prompt import fill_macros
+
+MESSAGE_OVERHEAD_TOKENS = 4
+COUNTED_TEXTS = 1024  # distinct system prompts and instructions whose counts are kept
+UNSETTLED = ("writing", "waiting")
+
+
+class Rendered(NamedTuple):
+    """One node as a window holds it: its text with macros filled, its tokens, and its message
+    (None: it shows nothing — hidden, or empty)."""
+
+    node: NodeView
+    text: str
+    tokens: int
+    message: Message | None
+
+
+class WindowKey(NamedTuple):
+    """What a cached window was fitted for: the tokens its turns may take, the names, the render epoch."""
+
+    budget: int
+    char: str
+    user: str
+    epoch: int
+
+
+class RenderCache:
+    """Per-node rendered text and token count, keyed by (node id, node version): a node's rendering
+    changes only when the node does (or when the story's names do, which is checked on every hit), so
+    an assembly counts only what is new. Bounded: the oldest entries go first."""
+
+    def __init__(self, counter: TokenCounter, maxsize: int = 200_000) -> None:
+        self.counter = counter
+        self.maxsize = maxsize
+        self._items: dict[tuple[int, int], tuple[str, str, str, int]] = {}  # → (char, user, text, tokens)
+        self._counts: dict[str, int] = {}
+
+    def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
+        key = (node.id.int, node.version)
+        hit = self._items.get(key)
+        if hit is None or hit[0] != char or hit[1] != user:
+            text = fill_macros(node.text, char, user)
+            hit = self._items[key] = (char, user, text, self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS)
+            if len(self._items) > self.maxsize:
+                del self._items[next(iter(self._items))]
+        return hit[2], hit[3]
+
+    def count_raw(self, text: str) -> int:
+        """Tokens of a text that is part of a message (summaries, scene blocks), remembered by text."""
+        key = "\x00" + text
+        tokens = self._counts.get(key)
+        if tokens is None:
+            tokens = self._counts[key] = self.counter.count(text)
+            if len(self._counts) > COUNTED_TEXTS:
+                del self._counts[next(iter(self._counts))]
+        return tokens
+
+    def count(self, text: str) -> int:
+        """A message's tokens; remembered by text (system prompts and card instructions recur every turn)."""
+        tokens = self._counts.get(text)
+        if tokens is None:
+            tokens = self._counts[text] = self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS
+            if len(self._counts) > COUNTED_TEXTS:
+                del self._counts[next(iter(self._counts))]
+        return tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The whole turns a context kept at some leaf (root→leaf order), for the next leaf below to extend."""
+
+    key: WindowKey
+    kept: tuple[Rendered, ...]
+    tokens: int
+    cut_at: NodeView | None  # the newest turn left out for the budget (None: nothing cut)
+    settled: bool = True  # no node of the window is a draft still being written
+    boundary: NodeView | None = None  # the last summarized node above the window (None: none found)
+
+
+class WindowCache:
+    """Windows by leaf. A context at a new leaf extends the window of its nearest cached ancestor with
+    the few nodes in between and drops whole turns from the front, instead of walking the path again.
+
+    A window is reused only for the same key (turn budget, names and `epoch`: the caller bumps the
+    epoch when a node's rendering changes — hide, unhide, revise), and only windows whose nodes are
+    all settled are kept (a draft still being written may change)."""
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self.maxsize = maxsize
+        self._items: dict[UUID, Window] = {}
+
+    def get(self, node_id: UUID, key: WindowKey) -> Window | None:
+        window = self._items.get(node_id)
+        return window if window is not None and window.key == key else None
+
+    def put(self, node_id: UUID, window: Window) -> None:
+        if len(self._items) >= self.maxsize:
+            del self._items[next(iter(self._items))]
+        self._items[node_id] = window
+
+
+class Verbatim:
+    """The path leaf→root up to, not including, the first node that carries a summary (the boundary).
+    `seek()` reads on, without rendering, to find the boundary above a budget cut — only when the story
+    has summaries at all (`summarized`): a story without any is never walked to its root."""
+
+    def __init__(self, leaf: NodeView, rest: Iterator[NodeView], summarized: bool) -> None:
+        self.nodes, self.summarized = _chain(leaf, rest), summarized
+        self.boundary: NodeView | None = None
+        self.done = False
+
+    def __iter__(self) -> Verbatim:
+        return self
+
+    def __next__(self) -> NodeView:
+        if self.done:
+            raise StopIteration
+        node = next(self.nodes, None)
+        if node is None or summary_of(node):
+            self.boundary, self.done = node, True
+            raise StopIteration
+        return node
+
+    def seek(self) -> NodeView | None:
+        if self.summarized:
+            for _ in self:
+                pass
+        return self.boundary
+
+
+def fit_window(upward: Verbatim, key: WindowKey, cache: RenderCache, windows: WindowCache | None) -> Window:
+    """Whole turns newest first while they fit `key.budget`; the first turn that does not fit and
+    everything older is cut. Stops early at the nearest ancestor whose window is cached, and extends it."""
+    kept: list[Rendered] = []  # newest first
+    turn: list[Rendered] = []
+    turn_tokens = used = 0
+    for node in upward:
+        base = windows.get(node.id, key) if windows is not None else None
+        if base is not None:
+            return extend_window(base, [*reversed(turn), *reversed(kept)], key)
+        text, tokens = cache.render(node, key.char, key.user) if node.text and not node.hidden else ("", 0)
+        message = Message("user" if node.kind == "user" else "assistant", text) if text else None
+        turn.append(Rendered(node, text, tokens, message))
+        turn_tokens += tokens
+        if node.kind in ("user", "greeting"):
+            if kept and used + turn_tokens > key.budget:
+                kept.reverse()
+                return Window(key, tuple(kept), used, node, _settled(kept), upward.seek())
+            kept.extend(turn)
+            used += turn_tokens
+            turn, turn_tokens = [], 0
+    kept.extend(turn)  # only a hand-made gap leaves a turn without its user node
+    used += turn_tokens
+    kept.reverse()
+    return Window(key, tuple(kept), used, None, _settled(kept), upward.boundary)
+
+
+def extend_window(base: Window, below: list[Rendered], key: WindowKey) -> Window:
+    """The base window with the nodes below it appended, then whole turns dropped from the front
+    until the rest fits `key.budget` (the newest turn always stays)."""
+    items = base.kept + tuple(below)
+    tokens = base.tokens + sum(item.tokens for item in below)
+    starts = (i for i, item in enumerate(items) if item.node.kind in ("user", "greeting"))  # read only as far as cut
+    cut_at, first = base.cut_at, 0
+    for start, next_start in pairwise(starts):
+        if tokens <= key.budget:
+            break
+        tokens -= sum(item.tokens for item in items[start:next_start])
+        cut_at, first = items[start].node, next_start
+    return Window(key, items[first:], tokens, cut_at, base.settled and _settled(below), base.boundary)
+
+
+def _settled(items: Iterable[Rendered]) -> bool:
+    return not any(item.node.phase in UNSETTLED for item in items)
+
+
+def _chain(first: NodeView, rest: Iterator[NodeView]) -> Iterator[NodeView]:
+    yield first
+    yield from rest

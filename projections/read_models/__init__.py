@@ -1,0 +1,1 @@
+"""The read models: SQLite tables folded from the event log (rebuildable from position 0)."""

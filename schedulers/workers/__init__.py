@@ -1,0 +1,1 @@
+"""One worker per job kind (`domain/jobs.py` declares the kinds): what the work is, and its prompts."""

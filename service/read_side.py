@@ -1,0 +1,131 @@
+"""The read side kept up with the event store: catch-ups on a projector thread, the full-text index a
+step behind, and a poll for events other processes wrote.
+
+Read your writes: a command returns the notification position of its last event, and `sync(position)`
+returns only once the read models have folded at least that far. Concurrent callers share one
+catch-up. Listeners (`on_synced`) hear of every catch-up: the job system looks for new work there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from projections.runner import INDEX_BATCH, ProjectionRunner
+
+log = logging.getLogger(__name__)
+# the full-text index catches up this long after a fold, in the background (a search does at once):
+# turns in quick succession then share one indexing transaction, and none waits for it
+INDEX_DELAY = 1.0
+
+
+class ReadSide:
+    def __init__(self, runner: ProjectionRunner, poll_interval: float = 1.0, index_delay: float = INDEX_DELAY) -> None:
+        self.runner = runner
+        self.poll_interval, self.index_delay = poll_interval, index_delay
+        self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
+        self._catch_up: asyncio.Future[int] | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._indexer: asyncio.Task[None] | None = None
+        self._index_due, self._index_seen, self._closing = False, 0, False
+        self._listeners: list[Callable[[], None]] = []
+
+    @property
+    def position(self) -> int:
+        return self.runner.position
+
+    def on_synced(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (on the event loop) after every catch-up."""
+        self._listeners.append(listener)
+
+    async def sync(self, position: int | None = None) -> int:
+        """Catch the read models up (to at least `position`). Concurrent callers share one catch-up."""
+        while position is None or self.runner.position < position:
+            await asyncio.shield(self._fold())
+            if position is None:
+                break
+        if self.runner.position != self._index_seen:  # new texts, perhaps: index them in a while
+            self._index_seen = self.runner.position
+            self._index_later()
+        for listener in self._listeners:
+            listener()
+        return self.runner.position
+
+    def sync_soon(self, position: int) -> None:
+        """Start catching the read models up to `position` without waiting (a turn calls it once its
+        model request is on its way); a later `sync()` shares the catch-up in flight."""
+        if self.runner.position < position:
+            self._fold()
+
+    def fold_now(self, position: int) -> int:
+        """Catch the read models up to `position` on the calling thread, right after the last save of
+        a turn, so the turn's answer needs no hop to the projector thread. If the projector is folding
+        just then, this does not wait for it (the caller may be the event loop): the turn's `sync()`
+        then shares that catch-up."""
+        return self.runner.catch_up(position, wait=False)
+
+    async def searchable(self) -> None:
+        """Bring the full-text index up to date with the read models (so with every write that
+        returned): a search calls it first. A batch per hop to the projector thread, so folds (and
+        the writes waiting on them) go on in between."""
+        loop = asyncio.get_running_loop()
+        while await loop.run_in_executor(self._projector, self.runner.index_search, INDEX_BATCH) == INDEX_BATCH:
+            pass
+
+    def _fold(self) -> asyncio.Future[int]:
+        """The catch-up in flight on the projector thread, or a new one."""
+        if self._catch_up is None or self._catch_up.done():
+            self._catch_up = asyncio.get_running_loop().run_in_executor(self._projector, self.runner.catch_up)
+            self._catch_up.add_done_callback(self._caught_up)
+        return self._catch_up
+
+    def _caught_up(self, future: asyncio.Future[int]) -> None:
+        if self._catch_up is future:
+            self._catch_up = None
+        if not future.cancelled():
+            future.exception()  # retrieved here: a catch-up nobody waited for fails quietly; the next retries
+
+    def _index_later(self) -> None:
+        self._index_due = True
+        if self._closing:
+            return
+        if self._indexer is None or self._indexer.done():
+            self._indexer = asyncio.ensure_future(self._index_in_background())
+
+    async def _index_in_background(self) -> None:
+        """Index the texts folded since the last time, `index_delay` after a fold, a batch per hop to the
+        projector thread (folds go on in between); again if more were folded meanwhile."""
+        while self._index_due:
+            await asyncio.sleep(self.index_delay)
+            self._index_due = False
+            try:
+                await self.searchable()
+            except Exception:
+                log.exception("full-text indexing failed; it is tried again after the next fold or search")
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fold everything already in the log, then poll for events written by other processes."""
+        await self.sync()
+        self._poller = asyncio.create_task(self._poll())
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                await self.sync()
+            except Exception:
+                log.exception("read-model catch-up failed; retrying at the next poll")
+
+    async def stop(self) -> None:
+        self._closing = True  # no background indexing starts from here on
+        for task in (self._poller, self._indexer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._projector.shutdown(wait=True)

@@ -1,0 +1,126 @@
+"""Composite reads of a story, over the aggregates and the read models: the context for the next turn,
+the summary layers, the scene at a node, the path, a replay. They load aggregates, so they run where
+commands do (`Executor.load`); the render and window caches they keep are theirs alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from itertools import takewhile
+from typing import Any
+from uuid import UUID
+
+from domain.application import Changji
+from domain.commands.compaction import CompactionPlan
+from domain.ports import TokenCounter
+from domain.rules.paths import project_path, walk_up
+from domain.rules.scene import Roster, SceneSnapshot
+from domain.story import Story
+from domain.values import NodeView
+from projections.context.assemble import assemble_context
+from projections.context.records import Context
+from projections.context.window import RenderCache, WindowCache
+from projections.read_models.scenes import SceneAt
+from projections.read_models.store import ReadModels
+
+log = logging.getLogger(__name__)
+VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
+
+
+@dataclass(frozen=True, slots=True)
+class SummariesAt:
+    """The summary layers on the path to `node`, as compaction sees them there."""
+
+    node: NodeView
+    plan: CompactionPlan
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A page of a path's replay: where it ends, its steps, and the depth the next page starts at."""
+
+    end_id: UUID
+    steps: list[dict[str, Any]]
+    next_depth: int | None
+
+
+class StoryViews:
+    def __init__(self, app: Changji, store: ReadModels, counter: TokenCounter) -> None:
+        self.app, self.store, self.counter = app, store, counter
+        self.renders = RenderCache(counter)
+        self.windows = WindowCache()
+
+    def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
+        story = self.app.story(tenant_id, story_id)
+        leaf = self.app.leaf_or(story, at, "at").id
+        ctx = self._assemble(story, leaf)
+        if ctx.cut_turns:
+            try:  # never fail a read for it
+                self.app.compaction.schedule_budget_pack(leaf)
+            except Exception:
+                log.exception("could not schedule a compaction for %s", leaf)
+        return ctx
+
+    def _assemble(self, story: Story, leaf: UUID) -> Context:
+        return assemble_context(
+            self.app.card_of(story).data,
+            self.app.settings(story),
+            walk_up(self.app.node, leaf),
+            self.renders,
+            self.windows,
+            self.app.render_epoch(story.id),
+            self.scene_of(leaf),
+            self.app.node,
+            self.store.has_summaries(story.id),
+        )
+
+    def summaries(self, tenant_id: str, story_id: UUID, at: UUID | None) -> SummariesAt:
+        """The summary layers on the path to a node of the story (default: the leaf)."""
+        node = self.app.leaf_or(self.app.story(tenant_id, story_id), at, "at").view
+        return SummariesAt(node, self.app.compaction.plan_compaction(node.id))
+
+    def scene_of(self, node_id: UUID) -> SceneAt | None:
+        """The scene at a node, also right after a write the read models have not folded yet."""
+        return self.store.scene_on_path(n.id for n in walk_up(self.app.node, node_id))
+
+    def state_at(self, node_id: UUID) -> tuple[SceneSnapshot, Roster]:
+        """The snapshot and roster at a node (empty when nothing on its path was patched)."""
+        scene = self.scene_of(node_id)
+        return (scene.snapshot, scene.roster) if scene else (SceneSnapshot(), Roster())
+
+    def path(self, tenant_id: str, story_id: UUID, at: UUID | None, limit: int | None) -> list[NodeView]:
+        leaf = self.app.leaf_or(self.app.story(tenant_id, story_id), at, "at").id
+        return project_path(self.app.node, leaf, limit)
+
+    def replay(self, tenant_id: str, story_id: UUID, at: UUID | None, from_depth: int, limit: int) -> Replayed:
+        """The path's node events in order (depths from_depth…), each with the context after that step."""
+        story = self.app.story(tenant_id, story_id)
+        end = self.app.leaf_or(story, at, "at").view
+        steps = list(takewhile(lambda n: n.depth >= from_depth, walk_up(self.app.node, end.id)))
+        steps = steps[::-1][:limit]
+        out = []
+        for node in steps:  # each step's window extends the one before: a page costs about one walk
+            ctx = self._assemble(story, node.id)
+            out.append(
+                {
+                    "node_id": node.id, "kind": node.kind, "depth": node.depth, "turn": node.turn,
+                    "events": [event_record(e) for e in self.app.events_of(node.id)],
+                    "context_messages": len(ctx.messages), "context_tokens": ctx.tokens,
+                    "visible_nodes": sum(len(b.node_ids) for b in ctx.explain if b.what in VISIBLE_BLOCKS),
+                }
+            )  # fmt: skip
+        more = steps[-1].depth + 1 if steps and steps[-1].depth < end.depth else None
+        return Replayed(end.id, out, more)
+
+
+def event_record(event: Any) -> dict[str, Any]:
+    """A stored event as plain data: its type, position in its aggregate, and its own fields."""
+    skip = {"originator_id", "originator_version", "timestamp", "originator_topic"}
+    return {
+        "type": type(event).__name__,
+        "originator_id": event.originator_id,
+        "version": event.originator_version,
+        "timestamp": event.timestamp,
+        "data": {k: v for k, v in vars(event).items() if k not in skip},
+    }
