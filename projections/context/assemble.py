@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
-from operator import attrgetter, eq
+from operator import attrgetter, eq, itemgetter
 from uuid import UUID
 
 from domain.rules.compaction import NO_LAYERS, layers_from
@@ -23,7 +23,11 @@ from projections.context.scene import TailBlock, tail_blocks
 from projections.context.summaries import SummaryBlock, summary_blocks
 from projections.context.system_prompt import build_system_prompt, fill_macros
 from projections.context.window import (
+    MESSAGE,
     MESSAGE_OVERHEAD_TOKENS,
+    NODE,
+    TEXT,
+    TOKENS,
     RenderCache,
     Rendered,
     Verbatim,
@@ -34,8 +38,8 @@ from projections.context.window import (
 )
 from projections.read_models.scenes import SceneAt
 
-_ROLE = attrgetter("role")
-_ID = attrgetter("id")
+_ROLE, _ID = attrgetter("role"), attrgetter("id")
+_NODE, _TEXT, _TOKENS, _MESSAGE = itemgetter(NODE), itemgetter(TEXT), itemgetter(TOKENS), itemgetter(MESSAGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +125,7 @@ class _Assembly:
         )
         if cut_at is not None:
             why = f"over the token budget ({self.budget}): turns up to {cut_at.turn} left out of this request only"
-            cut_depths = (covered_depth + 1, kept[0].node.depth - 1)  # everything between the summaries and the window
+            cut_depths = (covered_depth + 1, kept[0][NODE].depth - 1)  # everything between the summaries and the window
             self.explain.append(ExplainBlock("cut", why, (cut_at.id,), covers=cut_depths))
         for summary in summaries:
             block = summary.block
@@ -131,7 +135,7 @@ class _Assembly:
 
     def add_path(self, body: tuple[Rendered, ...], leaf: NodeView | None) -> None:
         """The greeting and the verbatim turns; `leaf`, if given, is left for `add_leaf`."""
-        shown = [m for item in body if (m := item.message) is not None]
+        shown = [m for m in map(_MESSAGE, body) if m is not None]
         roles = list(map(_ROLE, shown)) if len(shown) == len(body) else []
         if roles and not any(map(eq, roles, islice(roles, 1, None))):
             self._add_alternating(body, shown)
@@ -141,41 +145,40 @@ class _Assembly:
     def _add_alternating(self, body: tuple[Rendered, ...], shown: list[Message]) -> None:
         """The usual path: every node shown, roles alternating (nothing to skip or merge), in bulk."""
         self.messages += shown
-        if body[0].node.kind == "greeting":
-            self._greeting(body[0])
+        if body[0][NODE].kind == "greeting":
+            self._greeting(*body[0][:3])
             body = body[1:]
-        self._verbatim([item.node for item in body], sum(len(item.text) for item in body), sum(i.tokens for i in body))
+        self._verbatim(list(map(_NODE, body)), sum(map(len, map(_TEXT, body))), sum(map(_TOKENS, body)))
 
     def _add_merging(self, body: tuple[Rendered, ...], leaf: NodeView | None) -> None:
         """Hidden nodes left out (and listed), adjacent messages of one role merged into one."""
         verbatim: list[NodeView] = []
         hidden: list[UUID] = []
         chars = tokens = 0
-        for item in body:
-            node, message = item.node, item.message
+        for node, text, item_tokens, message in body:
             if node.hidden:
                 hidden.append(node.id)
                 continue
             if message is None or node is leaf:
                 continue
             if len(self.messages) > 1 and self.messages[-1].role == message.role:
-                self.messages[-1] = Message(message.role, self.messages[-1].content + "\n\n" + item.text)
+                self.messages[-1] = Message(message.role, self.messages[-1].content + "\n\n" + text)
             else:
                 self.messages.append(message)  # made once per node when its turn entered a window
             if node.kind == "greeting":
-                self._greeting(item)
+                self._greeting(node, text, item_tokens)
             else:
                 verbatim.append(node)
-                chars += len(item.text)
-                tokens += item.tokens
+                chars += len(text)
+                tokens += item_tokens
         self._verbatim(verbatim, chars, tokens)
         if hidden:
             self.explain.append(
                 ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden))
             )
 
-    def _greeting(self, item: Rendered) -> None:
-        self.explain.append(ExplainBlock("greeting", "the opening line", (item.node.id,), len(item.text), item.tokens))
+    def _greeting(self, node: NodeView, text: str, tokens: int) -> None:
+        self.explain.append(ExplainBlock("greeting", "the opening line", (node.id,), len(text), tokens))
 
     def _verbatim(self, nodes: list[NodeView], chars: int, tokens: int) -> None:
         if nodes:
@@ -189,7 +192,8 @@ class _Assembly:
 
     def add_leaf(self, tails: list[TailBlock], leaf: Rendered) -> None:
         """The last user message: the tail blocks, then the user's words."""
-        content = "\n\n".join([*(block.text for block in tails), leaf.text])
+        node, words, tokens, _ = leaf
+        content = "\n\n".join([*(block.text for block in tails), words])
         if len(self.messages) > 1 and self.messages[-1].role == "user":
             self.messages[-1] = Message("user", self.messages[-1].content + "\n\n" + content)
         else:
@@ -198,12 +202,10 @@ class _Assembly:
         for block in tails:
             counted = self.cache.count(block.text) if block.what == "instructions" else self.cache.count_raw(block.text)
             self.explain.append(ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last))
-        self.explain.append(
-            ExplainBlock("user", "the user's words, last", (leaf.node.id,), len(leaf.text), leaf.tokens, last)
-        )
+        self.explain.append(ExplainBlock("user", "the user's words, last", (node.id,), len(words), tokens, last))
 
     def context(
         self, leaf: NodeView, used: int, cut_at: NodeView | None, covered_depth: int, kept: tuple[Rendered, ...]
     ) -> Context:
-        cut_turns, cut_nodes = (cut_at.turn, kept[0].node.depth - 1 - covered_depth) if cut_at else (0, 0)
+        cut_turns, cut_nodes = (cut_at.turn, kept[0][NODE].depth - 1 - covered_depth) if cut_at else (0, 0)
         return Context(tuple(self.messages), tuple(self.explain), used, self.budget, leaf.id, cut_turns, cut_nodes)
