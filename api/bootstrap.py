@@ -119,7 +119,7 @@ def bootstrap(
     checkpointer = None
     if settings.persistence == "sqlite":
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        if background_checkpoints:
+        if background_checkpoints and app is None and store is None:
             env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
             checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
     app = app or Changji(env=env)

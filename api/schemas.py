@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.values import CardData, JobKind, JobState, NodeView
+from domain.values import CardData, JobKind, JobState, NodeView, SceneAuthor
 
 MAX_TEXT = 100_000
 
@@ -405,7 +405,7 @@ class CostsResponse(BaseModel):
 
 class ScenePatchModel(BaseModel):
     seq: int
-    author: Literal["scribe", "user"]
+    author: SceneAuthor
     patch: dict[str, Any]
     warnings: list[str]
     at: datetime

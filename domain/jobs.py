@@ -1,5 +1,7 @@
 """Background work as the domain declares it: for each kind of job, the events that make it due for
-their node, the event that is its result, and how its retries go.
+their node, the event that is its result, and after how many failed attempts its worker falls back
+to its offline way. (How often and how long failures are retried is the job system's policy, from
+the settings: `schedulers/system.py`.)
 
 This table is the one place a job kind is named. The `Node` aggregate and the `jobs` read model both
 fold it (a job is due on the node whose event made it due, and settled by that node's own outcome
@@ -35,7 +37,6 @@ class JobRule:
     """One kind of background work."""
 
     kind: JobKind
-    does: str
     due_on: tuple[type[AggregateEvent], ...]
     """Events that make the work due for the node they happened to (again, if it had settled)."""
     detail: Callable[[Any], str] = _no_detail
@@ -57,16 +58,14 @@ def _compaction_reason(event: Any) -> str:
 
 
 JOBS: Mapping[JobKind, JobRule] = {
-    "scribe": JobRule(
+    "scribe": JobRule(  # the scene patch of a finished reply, by the side model
         "scribe",
-        "the scene patch of a finished reply, by the side model",
         due_on=(ev.ReplySealed, ev.ReplyPosted),
         result_on=(ev.ScenePatched,),
         result=_by_scribe,
     ),
-    "compact": JobRule(
+    "compact": JobRule(  # pack a path's oldest uncovered turns into an episode, fold old episodes into the digest
         "compact",
-        "pack a path's oldest uncovered turns into an episode and fold old episodes into the digest",
         due_on=(ev.CompactionDue,),
         detail=_compaction_reason,
         fallback_after=2,

@@ -293,6 +293,8 @@ class TurnRunner:
         written = await self.runs.write(
             self.app.turns.fail_turn, handle.reply_id, reason, detail, "".join(preview), call
         )
+        if not written.position:  # nothing left to record (the turn had ended): its end may not be folded yet
+            await self.folds.sync()
         return written.value
 
     def _play_round(self, reply_id: UUID, result: ChatResult, elapsed: float, tools_allowed: bool) -> Round:

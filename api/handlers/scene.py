@@ -8,8 +8,10 @@ from uuid import UUID
 from aiohttp import web
 
 from api.bootstrap import Service
+from api.errors import BadRequestError
 from api.http import body, path_id, query_id, respond, service, tenant
 from api.schemas import EditSceneRequest, EditSceneResponse, ScenePatchModel, SceneResponse, SceneText
+from domain.errors import ScenePatchError
 from domain.rules.scene import Roster, SceneSnapshot, present
 from projections.context.scene import format_roster, format_state
 
@@ -39,8 +41,11 @@ async def get_scene(request: web.Request) -> web.Response:
 async def edit_scene(request: web.Request) -> web.Response:
     req = await body(request, EditSceneRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    edited = await svc.executor.write(
-        svc.app.scenes.edit_scene, tenant(request), story_id, req.at, req.patch, svc.views
-    )
+    try:
+        edited = await svc.executor.write(
+            svc.app.scenes.edit_scene, tenant(request), story_id, req.at, req.patch, svc.views
+        )
+    except ScenePatchError as refused:  # a request problem at its field, like any invalid body
+        raise BadRequestError(422, str(refused), "body.patch") from None
     fields = await scene_fields(svc, story_id, edited.node.id)
     return respond(EditSceneResponse(**fields, applied=edited.merged.applied, warnings=edited.merged.warnings))

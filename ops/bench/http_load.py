@@ -308,7 +308,7 @@ def main() -> None:
         close() if callable(close) else store.writer.conn.close()
         app.close()
         db = ServiceDB(settings.service_db_path)
-        _, key = db.create_key(TENANT, "ops/bench/http.py")
+        _, key = db.create_key(TENANT, "ops/bench/http_load.py")
         db.close()
 
         port = free_port()

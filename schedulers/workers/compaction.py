@@ -167,12 +167,12 @@ class CompactWorker:
         """`scene_of`: the scene at a node, shown to the side model as auxiliary evidence (None: none)."""
         self.app, self.runs, self.model, self.archive = app, runs, model, archive or NoArchive()
         self.scene_of = scene_of
-        self.offline_after = JOBS["compact"].fallback_after or 0  # failed attempts before the offline summarizer
+        self.offline_after = JOBS["compact"].fallback_after  # failed attempts before the offline summarizer
         self._locks: dict[UUID, asyncio.Lock] = {}
 
     async def run(self, job: Mapping[str, Any]) -> Outcome:
         node_id = UUID(job["node_id"])
-        offline = int(job["attempts"]) >= self.offline_after
+        offline = self.offline_after is not None and int(job["attempts"]) >= self.offline_after
         budget = await self.runs.load(self.app.compaction.compaction_reason, node_id) == "budget"
         done = await self.compact(node_id, manual=False, job_node=node_id, offline=offline, budget=budget)
         if isinstance(done, Failed):
