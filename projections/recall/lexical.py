@@ -1,0 +1,40 @@
+"""BM25 over a story's passages (bm25s: sparse matrices, numpy scoring)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bm25s
+import numpy as np
+
+from projections.recall.terms import lexical_terms
+
+
+class LexicalIndex:
+    """Built once over the passages' texts; `search` ranks them for a query. Rebuilt, never updated in
+    place (bm25s indexes are static): a story's index grows by rebuilding it in the background."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.size = len(texts)
+        self._bm25 = bm25s.BM25()
+        corpus = [lexical_terms(text) or ["\u2400"] for text in texts]  # an empty passage still has a row
+        if self.size:
+            self._bm25.index(corpus, show_progress=False)
+
+    def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """(passage position, score) for the best `k` passages with a positive score; `allowed` is a
+        0/1 mask over the passages (None: all)."""
+        terms = lexical_terms(query)
+        if not self.size or not terms or k <= 0:
+            return []
+        vocab = self._bm25.vocab_dict
+        known = [t for t in terms if t in vocab]
+        if not known:
+            return []
+        scores = self._bm25.get_scores(known)
+        if allowed is not None:
+            scores = np.where(allowed > 0, scores, 0.0)
+        k = min(k, self.size)
+        top = np.argpartition(-scores, k - 1)[:k]
+        ranked = sorted(((int(i), float(scores[i])) for i in top if scores[i] > 0), key=lambda hit: -hit[1])
+        return ranked
