@@ -18,6 +18,7 @@ from domain.ports import ChatModel, TokenCounter
 from engine.turns import TurnRunner
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
+from providers.embedders import E5Embedder, HashingEmbedder, e5_available
 from providers.openai import OpenAIChat
 from providers.tokens import default_counter
 from schedulers.system import JobPolicy, JobSystem, Worker
@@ -25,6 +26,7 @@ from schedulers.workers.compaction import CompactWorker
 from schedulers.workers.scribe import ScribeWorker
 from service.executor import Executor
 from service.read_side import ReadSide
+from service.recall import Recall
 from service.views import StoryViews
 from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from storage.service_db import ServiceDB
@@ -56,6 +58,7 @@ class Service:
     read_side: ReadSide
     executor: Executor
     views: StoryViews
+    recall: Recall
     keys: ServiceDB
     auth: Authenticator
     counter: TokenCounter
@@ -84,6 +87,7 @@ class Service:
             else Resource("checkpoints", _nothing, _nothing),
             Resource("read side", self.read_side.start, self.read_side.stop),
             Resource("executor", _nothing, self.executor.stop),
+            Resource("recall", _nothing, self.recall.stop),
             Resource("main model", _nothing, self.main_model.close if self.main_model else _nothing),
             Resource("side model", _nothing, self.side_model.close if self.side_model else _nothing),
             Resource("turns", _nothing, turns.stop_all if turns else _nothing),
@@ -130,7 +134,8 @@ def bootstrap(
     inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
     executor = Executor(read_side, inline_commands=inline)
     counter = counter or default_counter()
-    views = StoryViews(app, store, counter)
+    recall = Recall(store, _embedder(settings.embedder))
+    views = StoryViews(app, store, counter, recall)
     keys = keys or ServiceDB(settings.service_db_path)
     main_model = main_model or _model(settings, "main")
     side_model = side_model or _model(settings, "side")
@@ -145,9 +150,17 @@ def bootstrap(
     )
     jobs = JobSystem(app, store, executor, read_side, workers, policy)
     return Service(
-        settings, app, store, runner, read_side, executor, views, keys, Authenticator(keys, executor), counter,
+        settings, app, store, runner, read_side, executor, views, recall, keys, Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer,
     )  # fmt: skip
+
+
+def _embedder(choice: str) -> HashingEmbedder | E5Embedder | None:
+    """Recall's embedder. Measured on LoCoMo (`ops/bench/locomo_recall.py`): BM25 fused with e5 finds
+    more than BM25 alone, BM25 fused with the hashing embedder less, so without e5 recall is BM25 alone."""
+    if choice == "e5" or (choice == "auto" and e5_available()):
+        return E5Embedder()
+    return HashingEmbedder() if choice == "hashing" else None
 
 
 def _model(settings: Settings, role: str) -> OpenAIChat | None:

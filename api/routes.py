@@ -9,7 +9,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from api import schemas as s
-from api.handlers import cards, explore, jobs, nodes, saves, scene, stories, summaries, turns
+from api.handlers import cards, explore, jobs, nodes, recall, saves, scene, stories, summaries, turns
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -73,6 +73,8 @@ ROUTES = (
     Route("GET", "/v1/stories/{story_id}/summaries", summaries.get_summaries, "The summary layers (digest, episodes) of the path to the leaf or a node", None, s.SummariesResponse, query=("at",)),
     Route("POST", "/v1/stories/{story_id}/compact", summaries.compact, "Compact now: pack everything but the last keep_turns turns, then fold", s.CompactRequest, s.CompactResponse),
     Route("PATCH", "/v1/nodes/{node_id}/summary", summaries.edit_summary, "Rewrite the episode or digest this node carries (later folds use the edit)", s.EditSummaryRequest, s.SummariesResponse),
+    Route("GET", "/v1/stories/{story_id}/recall", recall.recall, "Recall: the archived passages of the path to the leaf (or a node) that match a query, with their scores", None, s.RecallResponse, query=("q", "k", "at")),
+    Route("GET", "/v1/stories/{story_id}/index", recall.index, "The story's recall index: passages indexed, how far behind, the embedder", None, s.IndexResponse),
     Route("GET", "/v1/jobs", jobs.list_jobs, "Background jobs and their outcomes", None, s.JobListResponse, query=("story_id", "kind", "status", "limit", "cursor")),
 )  # fmt: skip
 

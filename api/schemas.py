@@ -26,6 +26,8 @@ class SettingsOverrides(Strict):
     min_pack_chars: int | None = Field(None, ge=0, le=1_000_000)
     context_window: int | None = Field(None, ge=512, le=4_000_000)
     reply_reserve: int | None = Field(None, ge=0, le=1_000_000)
+    recall_k: int | None = Field(None, ge=0, le=50)
+    recall_tokens: int | None = Field(None, ge=0, le=1_000_000)
     user_name: str | None = Field(None, min_length=1, max_length=100)
 
     def given(self) -> dict[str, Any]:
@@ -224,6 +226,7 @@ class ExplainModel(BaseModel):
     covers: list[int] | None = Field(
         None, description="summaries and cuts: the path depths [first, last] they stand for"
     )
+    scores: list[float] = Field(default_factory=list, description="recall: each passage's fused score")
 
 
 class ContextResponse(BaseModel):
@@ -508,6 +511,44 @@ class EditSummaryRequest(Strict):
 
 
 # --- errors -----------------------------------------------------------------------------------
+
+
+# --- recall -----------------------------------------------------------------------------------
+
+
+class FoundBy(BaseModel):
+    rank: int = Field(description="the passage's rank in that retriever's list (1 = first)")
+    score: float = Field(description="that retriever's own score (BM25, or cosine similarity)")
+
+
+class RecallHitModel(BaseModel):
+    passage_id: str
+    node_id: UUID = Field(description="the reply of the turn the passage is from")
+    user_id: UUID = Field(description="the user's words of that turn")
+    turn: int
+    depth: int
+    text: str
+    user_part: int = Field(description="how many leading characters of `text` are the user's words")
+    hidden: bool = Field(description="the user hid the turn: out of the window, still recallable")
+    score: float = Field(description="the fused score (reciprocal rank fusion)")
+    found_by: dict[str, FoundBy] = Field(description="the retrievers that found it: bm25, dense")
+
+
+class RecallResponse(BaseModel):
+    story_id: UUID
+    query: str
+    at: UUID | None
+    hits: list[RecallHitModel]
+
+
+class IndexResponse(BaseModel):
+    story_id: UUID
+    passages: int = Field(description="passages in the story's recall index")
+    index_seq: int = Field(description="the archive position the index reflects")
+    archive_seq: int = Field(description="the archive's position now")
+    behind: bool
+    embedder: str
+    building: bool = Field(description="a newer index is being built")
 
 
 class FieldError(BaseModel):

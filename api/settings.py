@@ -61,6 +61,9 @@ class Settings(BaseModel):
     job_max_attempts: int = Field(5, ge=1, le=100, description="attempts before a job fails for good")
     job_concurrency: int = Field(4, ge=1, le=64, description="jobs running at once")
     scribe_language: Literal["zh", "en"] = Field("zh", description="language of the scribe's instructions")
+    embedder: Literal["auto", "e5", "hashing", "none"] = Field(
+        "auto", description="recall's dense vectors: auto = e5 when installed, else none (BM25 alone)"
+    )
     sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
         "NORMAL", description="event-store commits: NORMAL survives kill -9, FULL also power loss"
     )
@@ -79,6 +82,7 @@ class Settings(BaseModel):
             "job_max_attempts": os.environ.get("CHANGJI_JOB_MAX_ATTEMPTS"),
             "job_concurrency": os.environ.get("CHANGJI_JOB_CONCURRENCY"),
             "scribe_language": os.environ.get("CHANGJI_SCRIBE_LANGUAGE"),
+            "embedder": os.environ.get("CHANGJI_EMBEDDER"),
         }
         values: dict[str, object] = {k: v for k, v in env.items() if v is not None}
         for role, key in (("main", "main_model"), ("side", "side_model"), ("embed", "embeddings")):

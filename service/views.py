@@ -6,6 +6,8 @@ commands do (`Executor.load`); the render and window caches they keep are theirs
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
 from typing import Any
@@ -23,9 +25,13 @@ from projections.context.records import Context
 from projections.context.window import RenderCache, WindowCache
 from projections.read_models.scenes import SceneAt
 from projections.read_models.store import ReadModels
+from projections.recall.story_index import Hit
+from service.recall import Recall
 
 log = logging.getLogger(__name__)
 VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
+RECALL_SECONDS = 5.0  # a recall still running after this long is given up: the turn goes on without it
+MAX_LINEAGES = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +51,46 @@ class Replayed:
     next_depth: int | None
 
 
+class Lineage:
+    """One story's current path root→tip, as node ids by depth: moved to another leaf by walking up from
+    it only as far as the fork (the next turn: a step or two; a branch switch: to the branch point)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.depth_of: dict[str, int] = {}
+
+    def move_to(self, leaf: NodeView, load: Callable[[UUID], NodeView]) -> None:
+        chain: list[NodeView] = []
+        node: NodeView | None = leaf
+        while node is not None and self.depth_of.get(str(node.id)) != node.depth:
+            chain.append(node)
+            node = load(node.parent_id) if node.parent_id is not None else None
+        keep = node.depth + 1 if node is not None else 0
+        for gone in self.ids[keep:]:
+            del self.depth_of[gone]
+        del self.ids[keep:]
+        for step in reversed(chain):
+            self.ids.append(str(step.id))
+            self.depth_of[self.ids[-1]] = step.depth
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self.depth_of
+
+
 class StoryViews:
-    def __init__(self, app: Changji, store: ReadModels, counter: TokenCounter) -> None:
-        self.app, self.store, self.counter = app, store, counter
+    def __init__(
+        self,
+        app: Changji,
+        store: ReadModels,
+        counter: TokenCounter,
+        recall: Recall | None = None,
+        recall_seconds: float = RECALL_SECONDS,
+    ) -> None:
+        self.app, self.store, self.counter, self.recall = app, store, counter, recall
+        self.recall_seconds = recall_seconds
         self.renders = RenderCache(counter)
         self.windows = WindowCache()
+        self._lineages: OrderedDict[UUID, Lineage] = OrderedDict()
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         story = self.app.story(tenant_id, story_id)
@@ -63,9 +104,10 @@ class StoryViews:
         return ctx
 
     def _assemble(self, story: Story, leaf: UUID) -> Context:
+        settings = self.app.settings(story)
         return assemble_context(
             self.app.card_of(story).data,
-            self.app.settings(story),
+            settings,
             walk_up(self.app.node, leaf),
             self.renders,
             self.windows,
@@ -73,7 +115,39 @@ class StoryViews:
             self.scene_of(leaf),
             self.app.node,
             self.store.has_summaries(story.id),
+            self._recaller(story.id, leaf, settings.recall_k) if self.recall is not None else None,
         )
+
+    def _recaller(self, story_id: UUID, leaf: UUID, k: int) -> Callable[[int], Sequence[Hit]]:
+        """Recall for the leaf's words, over passages on its path (the lineage is moved there first)."""
+
+        def recall(before_depth: int) -> Sequence[Hit]:
+            assert self.recall is not None
+            node = self.app.node(leaf)
+            lineage = self.lineage(story_id, node)
+            return self.recall.search_within(
+                self.recall_seconds, story_id, node.text, k, before_depth, lineage.__contains__
+            )
+
+        return recall
+
+    def lineage(self, story_id: UUID, leaf: NodeView) -> Lineage:
+        lineage = self._lineages.pop(story_id, None) or Lineage()
+        lineage.move_to(leaf, self.app.node)
+        self._lineages[story_id] = lineage
+        if len(self._lineages) > MAX_LINEAGES:
+            self._lineages.popitem(last=False)
+        return lineage
+
+    def recall_at(self, tenant_id: str, story_id: UUID, query: str, k: int, at: UUID | None) -> list[Hit]:
+        """What recall finds for `query` on the path to a node (default: the leaf), whatever the window:
+        every archived turn of the path up to that node."""
+        story = self.app.story(tenant_id, story_id)
+        node = self.app.leaf_or(story, at, "at").view
+        if self.recall is None:
+            return []
+        lineage = self.lineage(story.id, node)
+        return self.recall.search_within(self.recall_seconds, story.id, query, k, node.depth + 1, lineage.__contains__)
 
     def summaries(self, tenant_id: str, story_id: UUID, at: UUID | None) -> SummariesAt:
         """The summary layers on the path to a node of the story (default: the leaf)."""

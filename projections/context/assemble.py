@@ -10,7 +10,7 @@ never on the story's length. A cut is reported, never silent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter, eq, itemgetter
@@ -18,8 +18,9 @@ from uuid import UUID
 
 from domain.rules.compaction import NO_LAYERS, Layers, layers_from
 from domain.values import CardData, NodeView, StorySettings
-from projections.context.records import Context, ExplainBlock, Message
-from projections.context.scene import TailBlock, tail_blocks
+from projections.context.recall import recall_block
+from projections.context.records import Context, ExplainBlock, Message, TailBlock
+from projections.context.scene import tail_blocks
 from projections.context.summaries import SummaryBlock, summary_blocks
 from projections.context.system_prompt import build_system_prompt, fill_macros
 from projections.context.window import (
@@ -37,6 +38,7 @@ from projections.context.window import (
     fit_window,
 )
 from projections.read_models.scenes import SceneAt
+from projections.recall.story_index import Hit
 
 _ROLE, _ID = attrgetter("role"), attrgetter("id")
 _NODE, _TEXT, _TOKENS, _MESSAGE = itemgetter(NODE), itemgetter(TEXT), itemgetter(TOKENS), itemgetter(MESSAGE)
@@ -58,6 +60,7 @@ def assemble_context(
     scene: SceneAt | None = None,
     load: Callable[[UUID], NodeView] | None = None,
     summarized: bool = True,
+    recall: Callable[[int], Sequence[Hit]] | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -65,7 +68,11 @@ def assemble_context(
     and everything older is cut from this request (and reported). With `windows`, the walk stops at
     the nearest ancestor whose window is cached and extends it. The walk also stops at the last
     summarized node; `summarized=False` (the story has no summary anywhere) spares a cut context the
-    walk further up that looks for one."""
+    walk further up that looks for one.
+
+    `recall(before_depth)`: passages recalled for the user's words from outside the window (the window
+    starts at `before_depth`), asked for only when something of the path is outside it; they take up
+    to `settings.recall_tokens` from the window's share, in the last user message."""
     char, user = card.name, settings.user_name
     budget = max(settings.context_window - settings.reply_reserve, 0)
     system = build_system_prompt(card, user)
@@ -91,6 +98,14 @@ def assemble_context(
     extra = scene_tokens + sum(summary.tokens for summary in summaries)
     if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
         window = extend_window(window, [], key._replace(budget=key.budget - extra))
+    outside = window.cut_at is not None or window.boundary is not None
+    if ends_with_user and recall is not None and settings.recall_k and settings.recall_tokens and outside:
+        share = settings.recall_tokens
+        window = extend_window(window, [], key._replace(budget=key.budget - extra - share))
+        block = recall_block(recall(window.kept[0][NODE].depth), char, user, share, cache.count_raw, fill_macros)
+        if block is not None:
+            tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
+            extra += cache.count_raw(block.text)
     assembly = _Assembly(cache, budget)
     assembly.open(system, summaries, window.cut_at, layers.covered_depth, window.kept)
     body = window.kept[:-1] if ends_with_user else window.kept  # the leaf's own words are added last, below
@@ -208,7 +223,9 @@ class _Assembly:
         last = len(self.messages) - 1
         for block in tails:
             counted = self.cache.count(block.text) if block.what == "instructions" else self.cache.count_raw(block.text)
-            self.explain.append(ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last))
+            self.explain.append(
+                ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last, scores=block.scores)
+            )
         self.explain.append(ExplainBlock("user", "the user's words, last", (node.id,), len(words), tokens, last))
 
     def context(

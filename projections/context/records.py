@@ -26,6 +26,18 @@ class ExplainBlock:
     tokens: int = 0
     message_index: int | None = None
     covers: tuple[int, int] | None = None  # summaries and cuts: the depth range of the path they stand for
+    scores: tuple[float, ...] = ()  # recall: each passage's fused score, in the order of node_ids
+
+
+@dataclass(frozen=True, slots=True)
+class TailBlock:
+    """A block put into the last user message, before the user's words."""
+
+    what: str
+    why: str
+    text: str
+    node_ids: tuple[UUID, ...] = ()
+    scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

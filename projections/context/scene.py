@@ -4,26 +4,16 @@ user message they go into, before the card's post-history instructions and the u
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from uuid import UUID
 
 from domain.rules.scene import CharacterState, Roster, SceneSnapshot
+from projections.context.records import TailBlock
 from projections.read_models.scenes import SceneAt
 
 ROSTER_LABELS: Mapping[str, str] = {"characters": "人物", "places": "地点", "items": "物品", "events": "剧情线"}
 ROSTER_SECTION_BUDGET = 1200
 EMPTY_STATE = "（尚无记录）"
 EMPTY_ROSTER = "（尚无登记）"
-
-
-@dataclass(frozen=True, slots=True)
-class TailBlock:
-    """A block put into the last user message, before the user's words."""
-
-    what: str
-    why: str
-    text: str
-    node_ids: tuple[UUID, ...] = ()
 
 
 def tail_blocks(scene: SceneAt | None, instructions: str) -> list[TailBlock]:

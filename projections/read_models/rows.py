@@ -17,6 +17,7 @@ from domain import events as ev
 from domain.jobs import made_due, results_of
 from domain.rules.drafting import Edit, apply_edits
 from domain.values import JobKind, JobState
+from projections.read_models.archive import ArchiveChanges, Turn, turn_passages
 
 Row = dict[str, Any]
 
@@ -32,10 +33,12 @@ def job_time(when: datetime) -> str:
 
 class RowChanges:
     """What one batch of events does to the tables. `lookup(node_id)` gives (story id, text) of a node
-    folded in an earlier batch."""
+    folded in an earlier batch, `node_lookup(node_id)` its `nodes` row."""
 
-    def __init__(self, lookup: Callable[[str], tuple[str, str]]) -> None:
-        self.lookup = lookup
+    def __init__(self, lookup: Callable[[str], tuple[str, str]], node_lookup: Callable[[str], Row]) -> None:
+        self.lookup, self.node_lookup = lookup, node_lookup
+        self.node_rows: dict[str, Row] = {}  # nodes inserted in this batch
+        self.archive = ArchiveChanges.empty()
         self.inserts: defaultdict[str, list[Row]] = defaultdict(list)
         self.updates: defaultdict[str, defaultdict[str, Row]] = defaultdict(lambda: defaultdict(dict))
         self.increments: defaultdict[str, defaultdict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
@@ -106,6 +109,7 @@ class RowChanges:
 
     def _on_story_deleted(self, e: ev.StoryDeleted, seq: int) -> None:
         self._update("stories", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
+        self.archive.dropped_stories.append(str(e.originator_id))
 
     def _node(
         self, e: Any, kind: str, parent: UUID | None, depth: int, turn: int, seq: int, text: str, phase: str = "final"
@@ -118,6 +122,7 @@ class RowChanges:
                 "chars": len(text), "phase": phase, "created_at": _ts(e.timestamp), "seq": seq, "scene_at": None,
             }
         )  # fmt: skip
+        self.node_rows[node_id] = self.inserts["nodes"][-1]
         self._text(node_id, story_id, text, seq)
         self._increment("stories", story_id, "nodes")
 
@@ -146,6 +151,7 @@ class RowChanges:
 
     def _on_reply_sealed(self, e: ev.ReplySealed, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="sealed")
+        self._archive(str(e.originator_id), seq)
 
     def _on_turn_asked(self, e: ev.TurnAsked, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="waiting")
@@ -177,6 +183,31 @@ class RowChanges:
 
     def _on_reply_posted(self, e: ev.ReplyPosted, seq: int) -> None:
         self._node(e, "reply", e.parent_id, e.depth, e.turn, seq, e.text)
+        self._archive(str(e.originator_id), seq)
+
+    # --- the archive: a finished turn's passages, keyed by its reply -------------------------------
+
+    def _node_now(self, node_id: str) -> Row:
+        """A node's row as this batch has left it so far."""
+        row = self.node_rows.get(node_id) or self.node_lookup(node_id)
+        changed = self.updates["nodes"].get(node_id)
+        return {**row, **changed} if changed else row
+
+    def _archive(self, reply_id: str, seq: int) -> None:
+        reply = self._node_now(reply_id)
+        user = self._node_now(reply["parent_id"])
+        story_id, reply_text = self._current(reply_id)
+        turn = Turn(
+            story_id, user["id"], reply_id, self._current(user["id"])[1], reply_text, reply["depth"], reply["turn"],
+            bool(user["hidden"]), bool(reply["hidden"]),
+        )  # fmt: skip
+        self.archive.replaced[reply_id] = turn_passages(turn, seq)
+
+    def _flag(self, e: Any, hidden: int, seq: int) -> None:
+        node_id = str(e.originator_id)
+        kind = self._node_now(node_id)["kind"]
+        if kind != "greeting":
+            self.archive.flags.append(("reply_hidden" if kind == "reply" else "user_hidden", node_id, hidden, seq))
 
     # --- background work: a job row per (kind, node), due from the event that made it due ----------
 
@@ -224,6 +255,8 @@ class RowChanges:
         self._update("nodes", node_id, chars=len(e.text))
         self._increment("nodes", node_id, "revisions")
         self._text(node_id, story_id, e.text, seq)
+        if self._node_now(node_id)["kind"] == "reply":  # only finished replies are revised
+            self._archive(node_id, seq)
 
     def _on_node_starred(self, e: ev.NodeStarred, seq: int) -> None:
         self._update("nodes", e.originator_id, starred=1)
@@ -233,9 +266,11 @@ class RowChanges:
 
     def _on_node_hidden(self, e: ev.NodeHidden, seq: int) -> None:
         self._update("nodes", e.originator_id, hidden=1)
+        self._flag(e, 1, seq)
 
     def _on_node_unhidden(self, e: ev.NodeUnhidden, seq: int) -> None:
         self._update("nodes", e.originator_id, hidden=0)
+        self._flag(e, 0, seq)
 
 
 def _handlers() -> dict[type, Callable[[RowChanges, Any, int], None]]:

@@ -30,19 +30,26 @@ from uuid import UUID
 
 import sqlite_utils
 
+from projections.read_models import archive
 from projections.read_models.rows import RowChanges, job_time
 from projections.read_models.scenes import SceneAt, SceneTables
 from projections.read_models.search_terms import index_terms, match_expression, story_term
 
 TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
-    "positions",
+    "passages", "positions",
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 6  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 7  # bump when a table changes: the read models are then rebuilt
 RUNNER = "main"
 SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
 # the scene fold walks the first two; text upserts need the unique key of the third
-KEPT_WHILE_LOADING = ("idx_nodes_parent_id", "idx_scene_patches_node_id_seq", "idx_node_texts_node_id")
+KEPT_WHILE_LOADING = (
+    "idx_nodes_parent_id",
+    "idx_scene_patches_node_id_seq",
+    "idx_node_texts_node_id",
+    "idx_passages_node_id",
+    "idx_passages_user_id",
+)  # fmt: skip (the archive replaces a reply's passages and flags them by these)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +158,7 @@ class ReadModels:
             db.table("jobs").create_index(["story_id", "seq"], if_not_exists=True)
             db.table("jobs").create_index(["story_id", "kind", "status", "seq"], if_not_exists=True)
             self.scenes.create()
+            archive.create(db)
             db.table("positions").upsert({"name": SCHEMA, "position": SCHEMA_VERSION}, pk="name")
 
     def drop(self) -> None:
@@ -195,7 +203,7 @@ class ReadModels:
 
     def apply(self, batch: Iterable[tuple[int, Any]], name: str = RUNNER) -> int:
         """Fold a batch of (notification id, event) into the tables and advance the position, atomically."""
-        changes = RowChanges(self._lookup)
+        changes = RowChanges(self._lookup, self._node_row)
         last = None
         for seq, event in batch:
             changes.fold(event, seq)
@@ -224,6 +232,13 @@ class ReadModels:
             raise
         conn.execute("COMMIT")
 
+    def _node_row(self, node_id: str) -> dict[str, Any]:
+        cursor = self.writer.execute("select * from nodes where id = ?", [node_id])
+        row = cursor.fetchone()
+        if row is None:
+            raise LookupError(f"read models have no node {node_id}")
+        return dict(zip([c[0] for c in cursor.description], row, strict=True))
+
     def _lookup(self, node_id: str) -> tuple[str, str]:
         row = self.writer.execute("select story_id, text from node_texts where node_id = ?", [node_id]).fetchone()
         if row is None:
@@ -247,6 +262,7 @@ class ReadModels:
         _insert_many(db, "node_texts", list(changes.texts.values()), upsert_on="node_id")
         for seq, patched in changes.scene_patches:
             self.scenes.patched(seq, patched, job_time(patched.timestamp))
+        changes.archive.write(db)
 
     # --- the full-text index --------------------------------------------------------------------
 
@@ -365,6 +381,19 @@ class ReadModels:
         """The scene at a node (None when nothing on its path was ever patched)."""
         return self.scenes.at(str(node_id), self.db)
 
+    def passages(self, story_id: UUID, after_seq: int = 0) -> list[dict[str, Any]]:
+        """The story's archived passages changed after `after_seq`, in the order of their last change."""
+        return list(
+            self.db.query(
+                "select * from passages where story_id = ? and seq > ? order by seq, id", [str(story_id), after_seq]
+            )
+        )
+
+    def archive_seq(self, story_id: UUID) -> int:
+        """The position of the last change to the story's archive (0: nothing archived)."""
+        row = self.db.execute("select max(seq) from passages where story_id = ?", [str(story_id)]).fetchone()
+        return int(row[0] or 0)
+
     def has_summaries(self, story_id: UUID) -> bool:
         row = self.db.execute("select summaries from stories where id = ?", [str(story_id)]).fetchone()
         return bool(row and row[0])
@@ -440,7 +469,12 @@ class ReadModels:
         """Every row of every table (for comparing a rebuild with the live tables)."""
         out = {}
         for name in TABLES:
-            out[name] = list(self.writer.query(f"select rowid, * from {name} order by rowid"))
+            order = (
+                "select * from passages order by id"
+                if name == "passages"
+                else f"select rowid, * from {name} order by rowid"
+            )
+            out[name] = list(self.writer.query(order))
         return out
 
 

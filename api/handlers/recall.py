@@ -1,0 +1,47 @@
+"""Recall seen from outside: what the archive finds for a query on a path, and how far its index is."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from aiohttp import web
+
+from api.errors import BadRequestError
+from api.http import path_id, query_id, query_int, respond, service, tenant
+from api.schemas import FoundBy, IndexResponse, RecallHitModel, RecallResponse
+
+MAX_QUERY = 500
+
+
+async def recall(request: web.Request) -> web.Response:
+    svc, story_id = service(request), path_id(request, "story_id")
+    query = request.query.get("q", "").strip()
+    if not query or len(query) > MAX_QUERY:
+        raise BadRequestError(422, f"q must be 1–{MAX_QUERY} characters", "query.q")
+    k = query_int(request, "k", 5, 1, 50)
+    at = query_id(request, "at")
+    await svc.executor.load(svc.app.story, tenant(request), story_id)  # 404 for someone else's story
+    await svc.recall.refresh(story_id)  # whatever was written before this request is searched
+    hits = await svc.executor.load(svc.views.recall_at, tenant(request), story_id, query, k, at)
+    models = [
+        RecallHitModel(
+            passage_id=hit.row["id"], node_id=UUID(hit.row["node_id"]), user_id=UUID(hit.row["user_id"]),
+            turn=hit.row["turn"], depth=hit.row["depth"], text=hit.row["text"], user_part=hit.row["user_part"],
+            hidden=hit.hidden, score=round(hit.score, 6),
+            found_by={name: FoundBy(rank=rank, score=round(score, 6)) for name, (rank, score) in hit.found_by.items()},
+        )
+        for hit in hits
+    ]  # fmt: skip
+    return respond(RecallResponse(story_id=story_id, query=query, at=at, hits=models))
+
+
+async def index(request: web.Request) -> web.Response:
+    svc, story_id = service(request), path_id(request, "story_id")
+    await svc.executor.load(svc.app.story, tenant(request), story_id)
+    state = await svc.executor.query(svc.recall.state, story_id)
+    return respond(
+        IndexResponse(
+            story_id=story_id, passages=state.passages, index_seq=state.index_seq, archive_seq=state.archive_seq,
+            behind=state.index_seq < state.archive_seq, embedder=state.embedder, building=state.building,
+        )
+    )  # fmt: skip

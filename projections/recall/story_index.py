@@ -1,0 +1,70 @@
+"""One story's archive, indexed: BM25 over every passage and, with an embedder, their dense vectors.
+
+An index is built whole from the archive rows as of `seq` and never changed; a newer one replaces it.
+`search` looks only at passages older than the verbatim window (`before_depth`) whose nodes are on
+the current path (`on_path`), fuses the two rankings and returns the best `k`, best first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from projections.recall.fusion import fuse
+from projections.recall.lexical import LexicalIndex
+from projections.recall.vectors import VectorIndex
+
+CANDIDATES = 40  # each retriever's list before the path filter and the fusion
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A recalled passage, with the fused score and each retriever's (rank, score)."""
+
+    row: dict[str, Any]
+    score: float
+    found_by: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    @property
+    def hidden(self) -> bool:
+        return bool(self.row["user_hidden"] or self.row["reply_hidden"])
+
+
+class StoryIndex:
+    def __init__(self, seq: int, rows: Sequence[dict[str, Any]], vectors: np.ndarray | None) -> None:
+        """`rows`: the story's archive rows; `vectors`: their embeddings, row for row (None: BM25 only)."""
+        self.seq = seq
+        self.rows = list(rows)
+        self.depths = np.array([row["depth"] for row in self.rows], dtype=np.int64)
+        self.lexical = LexicalIndex([row["text"] for row in self.rows])
+        self.vectors: VectorIndex | None = None
+        if vectors is not None and len(self.rows):
+            self.vectors = VectorIndex(vectors.shape[1])
+            self.vectors.add(vectors)
+
+    def search(
+        self,
+        query: str,
+        query_vector: np.ndarray | None,
+        k: int,
+        before_depth: int,
+        on_path: Callable[[str], bool],
+    ) -> list[Hit]:
+        if not self.rows or k <= 0:
+            return []
+        allowed = (self.depths < before_depth).astype(np.float32)
+        if not allowed.any():
+            return []
+        rankings = {"bm25": self._on_path(self.lexical.search(query, CANDIDATES, allowed), on_path)}
+        if self.vectors is not None and query_vector is not None:
+            dense = self.vectors.search(query_vector, CANDIDATES, allowed)
+            rankings["dense"] = self._on_path(dense, on_path)
+        fused = fuse(rankings)[:k]
+        return [Hit(self.rows[hit.position], hit.score, hit.found_by) for hit in fused]
+
+    def _on_path(self, ranked: list[tuple[int, float]], on_path: Callable[[str], bool]) -> list[tuple[int, float]]:
+        rows = self.rows
+        return [(p, s) for p, s in ranked if on_path(rows[p]["node_id"]) and on_path(rows[p]["user_id"])]

@@ -1,0 +1,158 @@
+"""Recall as the running service keeps it: one index per story over its archive, built on a thread of
+its own whenever the archive moved on, never on a turn's path.
+
+A recall uses the story's index as it stands, however far behind (the newest turns it may lack are
+in the verbatim window anyway) and asks for a fresh one in the background. Embeddings are cached by
+(embedder, text) so a rebuilt index embeds only what is new. Indexes live in memory, at most
+`max_stories` of them (the least recently used goes first); a story whose archive is empty (none yet,
+or deleted) has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal, Protocol
+from uuid import UUID
+
+import numpy as np
+
+from projections.read_models.store import ReadModels
+from projections.recall.story_index import Hit, StoryIndex
+
+log = logging.getLogger(__name__)
+EMBED_BATCH = 64
+
+
+class LocalEmbedder(Protocol):
+    """An embedder that runs in this process (`providers/embedders.py`)."""
+
+    model: str
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """What `GET …/index` reports: the passages indexed, how far behind the archive, the embedder."""
+
+    passages: int
+    index_seq: int
+    archive_seq: int
+    embedder: str
+    building: bool
+
+
+class Recall:
+    def __init__(self, store: ReadModels, embedder: LocalEmbedder | None, max_stories: int = 64) -> None:
+        self.store, self.embedder, self.max_stories = store, embedder, max_stories
+        self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
+        self._vectors: dict[str, np.ndarray] = {}  # sha256 of (model, text) → vector
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
+        self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # searches, time-limited
+        self._building: dict[UUID, Future[StoryIndex | None]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def embedder_name(self) -> str:
+        return self.embedder.model if self.embedder is not None else "none (BM25 only)"
+
+    def index(self, story_id: UUID) -> StoryIndex | None:
+        with self._lock:
+            index = self._indexes.get(story_id)
+            if index is not None:
+                self._indexes.move_to_end(story_id)
+            return index
+
+    def refresh_soon(self, story_id: UUID) -> Future[StoryIndex | None]:
+        """Rebuild the story's index in the background if its archive moved on (one build at a time)."""
+        with self._lock:
+            running = self._building.get(story_id)
+            if running is not None and not running.done():
+                return running
+            future = self._pool.submit(self._rebuild, story_id)
+            self._building[story_id] = future
+            return future
+
+    async def refresh(self, story_id: UUID) -> StoryIndex | None:
+        """Bring the story's index up to date with the archive and wait for it."""
+        return await asyncio.wrap_future(self.refresh_soon(story_id))
+
+    def state(self, story_id: UUID) -> IndexState:
+        index = self.index(story_id)
+        running = self._building.get(story_id)
+        return IndexState(
+            len(index.rows) if index else 0,
+            index.seq if index else 0,
+            self.store.archive_seq(story_id),
+            self.embedder_name,
+            running is not None and not running.done(),
+        )
+
+    def search(
+        self, story_id: UUID, query: str, k: int, before_depth: int, on_path: Callable[[str], bool]
+    ) -> list[Hit]:
+        """The best `k` passages for `query` older than `before_depth` on the path, from the index as it
+        is now; a fresh index is asked for when the archive moved on."""
+        index = self.index(story_id)
+        if index is None or index.seq < self.store.archive_seq(story_id):
+            self.refresh_soon(story_id)
+        if index is None or not query.strip():
+            return []
+        vector = self.embedder.encode([query], "query")[0] if self.embedder is not None and index.vectors else None
+        return index.search(query, vector, k, before_depth, on_path)
+
+    def _rebuild(self, story_id: UUID) -> StoryIndex | None:
+        seq = self.store.archive_seq(story_id)
+        current = self.index(story_id)
+        rows = self.store.passages(story_id) if seq and (current is None or current.seq < seq) else []
+        if not seq or (current is None and not rows):  # nothing archived (yet, or any more)
+            with self._lock:
+                self._indexes.pop(story_id, None)
+            return None
+        if current is not None and current.seq >= seq:
+            return current
+        try:
+            index = StoryIndex(seq, rows, self._embed([row["text"] for row in rows]))
+        except Exception:
+            log.exception("indexing story %s failed; its recall stays as it was", story_id)
+            return current
+        with self._lock:
+            self._indexes[story_id] = index
+            self._indexes.move_to_end(story_id)
+            while len(self._indexes) > self.max_stories:
+                self._indexes.popitem(last=False)
+        return index
+
+    def _embed(self, texts: list[str]) -> np.ndarray | None:
+        if self.embedder is None:
+            return None
+        model = self.embedder.model
+        keys = [hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest() for text in texts]
+        missing = [i for i, key in enumerate(keys) if key not in self._vectors]
+        for start in range(0, len(missing), EMBED_BATCH):
+            batch = missing[start : start + EMBED_BATCH]
+            for i, vector in zip(batch, self.embedder.encode([texts[i] for i in batch], "passage"), strict=True):
+                self._vectors[keys[i]] = vector
+        return np.stack([self._vectors[key] for key in keys])
+
+    def search_within(
+        self, seconds: float, story_id: UUID, query: str, k: int, before_depth: int, on_path: Callable[[str], bool]
+    ) -> list[Hit]:
+        """`search`, given up after `seconds` (the turn goes on without recall; the search finishes unseen)."""
+        future = self._queries.submit(self.search, story_id, query, k, before_depth, on_path)
+        try:
+            return future.result(timeout=seconds)
+        except TimeoutError:
+            log.warning("recall for story %s took over %s s: this turn goes on without it", story_id, seconds)
+            return []
+
+    async def stop(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._queries.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,172 @@
+"""Recall over a story's archive, as the context and the recall query see it: only passages on the path
+and outside the verbatim window, hidden ones included and marked, a revised reply by its new text, an
+abandoned branch never; a rebuilt index answers as the live one; a slow recall is given up."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+from uuid import UUID
+
+import numpy as np
+import pytest
+
+from domain.application import Changji
+from projections.context.records import Context
+from projections.read_models.store import ReadModels
+from projections.runner import ProjectionRunner
+from providers.embedders import HashingEmbedder
+from providers.tokens import EstimatingCounter
+from service.recall import Recall
+from service.views import StoryViews
+from tests.builders import StoryBuilder
+
+TIGHT = {"context_window": 600, "reply_reserve": 150, "pack_turns": 0, "recall_tokens": 150, "keep_turns": 1}
+FILLER = (
+    "今天也在修灯塔的窗户，玻璃上全是盐霜，擦了一遍又一遍还是看不清外面的海。",
+    "“窗框又松了，风一吹就响，明天得找几颗新钉子来，顺便把门轴也上点油。”",
+)
+
+
+@pytest.fixture
+def recall(read_models: ReadModels) -> Recall:
+    return Recall(read_models, HashingEmbedder())
+
+
+@pytest.fixture
+def views(sqlite_changji: Changji, read_models: ReadModels, recall: Recall) -> StoryViews:
+    return StoryViews(sqlite_changji, read_models, EstimatingCounter(), recall)
+
+
+def indexed(runner: ProjectionRunner, recall: Recall, story: StoryBuilder) -> None:
+    runner.catch_up()
+    recall.refresh_soon(story.story_id).result(timeout=30)
+
+
+def recalled(ctx: Context) -> list[UUID]:
+    return [n for b in ctx.explain if b.what == "recall" for n in b.node_ids]
+
+
+def verbatim(ctx: Context) -> set[UUID]:
+    return {n for b in ctx.explain if b.what == "verbatim" for n in b.node_ids}
+
+
+def filler(story: StoryBuilder, turns: int) -> None:
+    for _ in range(turns):
+        story.turn(*FILLER)
+
+
+def test_an_old_turn_comes_back_for_the_users_words_and_nothing_in_the_window(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    _, treasure = story.turn("地下室里有什么？", "“一箱旧银币，是守塔人的宝藏。”")
+    filler(story, 20)
+    story.turn("银币还在吗？", "“在，宝藏没动过。”")  # the same words, inside the window
+    story.user("那箱银币宝藏现在在哪里？")
+    indexed(runner, recall, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    block = next(b for b in ctx.explain if b.what == "recall")
+    assert treasure in block.node_ids and block.scores and len(block.scores) == len(block.node_ids)
+    assert not set(recalled(ctx)) & verbatim(ctx)
+    last = ctx.messages[-1].content
+    assert "【剧情记忆】" in last and "旧银币" in last and last.endswith("那箱银币宝藏现在在哪里？")
+    assert block.message_index == len(ctx.messages) - 1
+
+
+def test_an_abandoned_branch_is_never_recalled(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    user, abandoned = story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
+    kept = story.reply("“只有几桶灯油。”", parent=user)  # a regenerate: the leaf moves to the sibling
+    filler(story, 20)
+    story.user("地下室的银币宝藏呢？")
+    indexed(runner, recall, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    assert abandoned not in recalled(ctx)
+    hits = views.recall_at(story.tenant, story.story_id, "银币宝藏", 10, None)
+    assert str(abandoned) not in {h.row["node_id"] for h in hits}
+    assert kept in {UUID(h.row["node_id"]) for h in views.recall_at(story.tenant, story.story_id, "灯油", 10, None)}
+
+
+def test_a_hidden_turn_is_recalled_and_marked(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    _, secret = story.turn("你藏了什么？", "“一封没寄出的信。”")
+    story.annotate(secret, "hide")
+    filler(story, 20)
+    story.user("那封没寄出的信呢？")
+    indexed(runner, recall, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    assert secret in recalled(ctx) and "（已隐藏）" in ctx.messages[-1].content
+
+
+def test_a_revised_reply_is_recalled_by_its_new_text_only(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    _, reply = story.turn("钥匙在哪？", "“在蓝色花瓶里。”")
+    filler(story, 3)
+    story.annotate(reply, "revise", "“在铁皮饼干盒里。”", "rewrite")
+    indexed(runner, recall, story)
+    new = views.recall_at(story.tenant, story.story_id, "铁皮饼干盒", 3, None)
+    old = views.recall_at(story.tenant, story.story_id, "蓝色花瓶", 3, None)
+    assert new and new[0].row["node_id"] == str(reply) and "饼干盒" in new[0].row["text"]
+    assert all("花瓶" not in h.row["text"] for h in old)
+
+
+def test_an_index_rebuilt_from_events_answers_as_the_live_one(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews, tmp_path: Path
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    for i in range(20):
+        story.turn(f"第{i}天去了哪里？", f"“第{i}天去了{'码头' if i % 3 else '山顶的灯塔'}。”")
+    indexed(runner, recall, story)
+    fresh_store = ReadModels(tmp_path / "fresh.sqlite")
+    ProjectionRunner(sqlite_changji, fresh_store).rebuild()
+    fresh = StoryViews(sqlite_changji, fresh_store, EstimatingCounter(), Recall(fresh_store, HashingEmbedder()))
+    assert fresh.recall is not None
+    fresh.recall.refresh_soon(story.story_id).result(timeout=30)
+    for query in ("山顶的灯塔", "码头", "第7天"):
+        live = views.recall_at(story.tenant, story.story_id, query, 5, None)
+        rebuilt = fresh.recall_at(story.tenant, story.story_id, query, 5, None)
+        assert [(h.row, h.score) for h in live] == [(h.row, h.score) for h in rebuilt]
+
+
+class SlowEmbedder(HashingEmbedder):
+    """A local embedder that takes its time over queries."""
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray:
+        if purpose == "query":
+            time.sleep(1.0)
+        return super().encode(texts, purpose)
+
+
+def test_a_recall_that_takes_too_long_is_given_up_and_the_turn_goes_on(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    slow = Recall(read_models, SlowEmbedder())
+    views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), slow, recall_seconds=0.1)
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
+    filler(story, 20)
+    story.user("银币宝藏呢？")
+    indexed(runner, slow, story)
+    started = time.perf_counter()
+    ctx = views.context(story.tenant, story.story_id, None)
+    assert time.perf_counter() - started < 0.9 and recalled(ctx) == []
+    assert ctx.messages[-1].content.endswith("银币宝藏呢？")
+
+
+def test_a_deleted_storys_index_is_gone(sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall) -> None:
+    story = StoryBuilder.start(sqlite_changji)
+    story.turns(3)
+    indexed(runner, recall, story)
+    assert recall.index(story.story_id) is not None and recall.state(story.story_id).passages == 3
+    sqlite_changji.stories.delete_story(story.tenant, story.story_id)
+    indexed(runner, recall, story)
+    assert recall.index(story.story_id) is None and recall.state(story.story_id).passages == 0
