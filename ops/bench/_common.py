@@ -275,6 +275,18 @@ def build_story(
     return built
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lowercased ASCII alphanumeric words of 4+ characters, and bigrams of consecutive CJK characters."""
+    words = {w for w in _WORD.findall(text.lower()) if len(w) >= 4}
+    for run in _HAN_RUN.findall(text):
+        words.update(run[i : i + 2] for i in range(len(run) - 1))
+    return frozenset(words)
+
+
 # --- LoCoMo (shared/data/locomo, CC BY-NC 4.0: read at run time, never copied) -------------------
 
 LOCOMO_PATHS = (

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from _common import REPO, emit, log, parse_args, texts
+from _common import REPO, content_words, emit, log, parse_args, texts
 
 from domain.application import Changji
 from domain.rules.extractive import Line, fold_digest, summarize_episode
@@ -103,19 +103,9 @@ LIYUAN_KEEP, LIYUAN_PERIOD, LIYUAN_MIN_CHARS = 6, 30, 2000
 CHECKPOINT_EVERY = 100
 
 _DIA = re.compile(r"D:?(\d+):(\d+)")
-_WORD = re.compile(r"[a-z0-9]+")
-_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 
 # --- the story and its facts --------------------------------------------------------------------
-
-
-def content_words(text: str) -> frozenset[str]:
-    """Lowercased ASCII alphanumeric words of 4+ characters, and bigrams of consecutive CJK characters."""
-    words = {w for w in _WORD.findall(text.lower()) if len(w) >= 4}
-    for run in _HAN_RUN.findall(text):
-        words.update(run[i : i + 2] for i in range(len(run) - 1))
-    return frozenset(words)
 
 
 @dataclass(frozen=True, slots=True)

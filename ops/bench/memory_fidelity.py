@@ -1,0 +1,227 @@
+"""Memory fidelity end to end: when the user refers back to something, is it in what the model receives,
+and at what token cost — against a window of recent turns of the same size, and full replay.
+
+    python ops/bench/memory_fidelity.py [--quick]
+
+The service runs in this process behind a real HTTP server on loopback, with default settings, no side
+model (compaction writes its offline summaries) and the default embedder. Each LoCoMo conversation (10;
+--quick: 2) is played through the HTTP API in bring-your-own mode — speaker A as the user, B as the
+character, a run of one speaker's messages as one node — once per prompt budget (2k, 4k, 8k, 16k
+tokens: `context_window` = the budget, `reply_reserve` 0). Once the compaction jobs and the recall index
+have caught up, each of the conversation's questions with evidence is posted as the user's words on a
+branch of its own at the story's end, and the context for it (`GET …/context?at=`) is checked:
+
+- word for word: the share of evidence messages whose text is in the context verbatim (the window,
+  a recalled passage or a quoted anchor);
+- content words: the same, also counting an evidence message half of whose content words appear in
+  a summary block.
+
+The baseline is the latest messages that fit the same mean prompt tokens (the system prompt counted
+as in the context); full replay holds every message. Figures per budget and category; the headline
+keys `evidence_in_context_4k`, `recent_window_4k`, `evidence_in_context_8k`, `mean_tokens_4k`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from _common import LOCOMO_CATEGORIES, LocomoConversation, content_words, emit, locomo, log, parse_args
+from aiohttp import web
+
+from api.app import create_app
+from api.bootstrap import bootstrap
+from api.settings import Settings
+from projections.context.window import MESSAGE_OVERHEAD_TOKENS
+from providers.tokens import default_counter
+
+BUDGETS = {"2k": 2_000, "4k": 4_000, "8k": 8_000, "16k": 16_000}
+SUMMARY_BLOCKS = ("digest", "episode")
+TENANT = "fidelity"
+
+
+class Client:
+    def __init__(self, session: aiohttp.ClientSession, base: str, key: str) -> None:
+        self.session, self.base, self.headers = session, base, {"Authorization": f"Bearer {key}"}
+
+    async def call(self, method: str, path: str, body: Any = None) -> Any:
+        async with self.session.request(method, self.base + path, json=body, headers=self.headers) as response:
+            data = await response.json(content_type=None)
+            if response.status >= 300:
+                raise RuntimeError(f"{method} {path} → {response.status}: {data}")
+            return data
+
+
+def runs(conversation: LocomoConversation) -> list[tuple[bool, str, list[str]]]:
+    """(is the user, text, dia ids) per node: a run of one speaker's messages is one node."""
+    out: list[tuple[bool, str, list[str]]] = []
+    for m in conversation.messages:
+        is_user = m.speaker == conversation.speaker_a
+        if out and out[-1][0] == is_user:
+            out[-1][1] += "\n" + m.text  # type: ignore[operator]
+            out[-1][2].append(m.dia_id)
+        else:
+            out.append([is_user, m.text, [m.dia_id]])  # type: ignore[arg-type]
+    return [(bool(u), str(t), list(d)) for u, t, d in out]
+
+
+async def play(client: Client, conversation: LocomoConversation, budget: int) -> tuple[str, str]:
+    """A card and story for the conversation at this budget, played to its end; (story id, last reply id)."""
+    nodes = runs(conversation)
+    greeting = nodes.pop(0)[1] if nodes and not nodes[0][0] else "（见面）"
+    card = await client.call(
+        "POST", "/v1/cards",
+        {
+            "card": {"name": conversation.speaker_b, "first_mes": greeting},
+            "settings": {"user_name": conversation.speaker_a, "context_window": budget, "reply_reserve": 0},
+        },
+    )  # fmt: skip
+    story = await client.call("POST", "/v1/stories", {"card_id": card["id"]})
+    last = story["root_id"]
+    for is_user, text, _ in nodes:
+        node = await client.call(
+            "POST", f"/v1/stories/{story['id']}/nodes", {"kind": "user" if is_user else "reply", "text": text}
+        )
+        last = node["node"]["id"]
+    if nodes and nodes[-1][0]:  # it ended on the user's words: answer them, so questions branch from a reply
+        node = await client.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "reply", "text": "……"})
+        last = node["node"]["id"]
+    return story["id"], last
+
+
+async def settled(client: Client, story_ids: list[str]) -> None:
+    """Wait until no compaction job is due and every recall index caught up with its archive."""
+    deadline = time.perf_counter() + 1800
+    while time.perf_counter() < deadline:
+        due = 0
+        for sid in story_ids:
+            for status in ("pending", "retrying"):
+                jobs = await client.call("GET", f"/v1/jobs?story_id={sid}&kind=compact&status={status}&limit=1")
+                due += len(jobs["items"])
+        if not due:
+            break
+        await asyncio.sleep(1.0)
+    for sid in story_ids:
+        await client.call("GET", f"/v1/stories/{sid}/recall?q=index&k=1")  # waits for the story's index
+
+
+def in_context(context: dict[str, Any], evidence: str) -> tuple[bool, bool]:
+    """(word for word, by content words in a summary block)."""
+    text = "\n".join(m["content"] for m in context["messages"])
+    if evidence in text:
+        return True, True
+    words = content_words(evidence)
+    summaries = " ".join(m["content"] for m in context["messages"][1:2])
+    if not words or not any(b["what"] in SUMMARY_BLOCKS for b in context["explain"]):
+        return False, False
+    found = content_words(summaries)
+    return False, len(words & found) >= len(words) / 2
+
+
+def recent_window(nodes: list[tuple[bool, str, list[str]]], tokens: list[int], limit: int) -> set[str]:
+    """The dia ids of the latest nodes that fit `limit` tokens."""
+    kept: set[str] = set()
+    used = 0
+    for (_, _, dia_ids), count in zip(reversed(nodes), reversed(tokens), strict=True):
+        if used + count > limit:
+            break
+        used += count
+        kept.update(dia_ids)
+    return kept
+
+
+async def measure(client: Client, conversations: list[LocomoConversation]) -> dict[str, float]:
+    counter = default_counter()
+    figures: dict[str, float] = {}
+    texts = {m.dia_id + c.sample_id: m.text for c in conversations for m in c.messages}
+    for name, budget in BUDGETS.items():
+        t0 = time.perf_counter()
+        played = [await play(client, c, budget) for c in conversations]
+        log(f"[{name}] played {len(played)} conversations in {time.perf_counter() - t0:.0f}s; settling…")
+        await settled(client, [sid for sid, _ in played])
+        verbatim: defaultdict[int, list[float]] = defaultdict(list)
+        by_words: defaultdict[int, list[float]] = defaultdict(list)
+        baseline: defaultdict[int, list[float]] = defaultdict(list)
+        prompt_tokens: list[int] = []
+        pending: list[tuple[LocomoConversation, Any, dict[str, Any]]] = []
+        for conversation, (sid, tip) in zip(conversations, played, strict=True):
+            for question in conversation.questions:
+                node = await client.call(
+                    "POST", f"/v1/stories/{sid}/nodes", {"kind": "user", "text": question.question, "parent_id": tip}
+                )
+                context = await client.call("GET", f"/v1/stories/{sid}/context?at={node['node']['id']}")
+                prompt_tokens.append(context["tokens"])
+                pending.append((conversation, question, context))
+        mean_tokens = statistics.fmean(prompt_tokens)
+        for conversation in conversations:
+            nodes = runs(conversation)
+            counts = [counter.count(text) + MESSAGE_OVERHEAD_TOKENS for _, text, _ in nodes]
+            system = next(c for conv, _, c in pending if conv is conversation)["explain"][0]["tokens"]
+            window = recent_window(nodes, counts, int(mean_tokens) - system)
+            for conv, question, context in pending:
+                if conv is not conversation:
+                    continue
+                hits = [in_context(context, texts[e + conv.sample_id]) for e in question.evidence]
+                verbatim[question.category].append(sum(w for w, _ in hits) / len(hits))
+                by_words[question.category].append(sum(c for _, c in hits) / len(hits))
+                baseline[question.category].append(sum(e in window for e in question.evidence) / len(question.evidence))
+        every = [v for vs in verbatim.values() for v in vs]
+        figures[f"evidence_in_context_{name}"] = statistics.fmean(every)
+        figures[f"content_words_in_context_{name}"] = statistics.fmean(v for vs in by_words.values() for v in vs)
+        figures[f"recent_window_{name}"] = statistics.fmean(v for vs in baseline.values() for v in vs)
+        figures[f"mean_tokens_{name}"] = mean_tokens
+        figures[f"vs_recent_window_{name}_ratio"] = figures[f"evidence_in_context_{name}"] / max(
+            figures[f"recent_window_{name}"], 1e-9
+        )
+        for category, label in LOCOMO_CATEGORIES.items():
+            if verbatim[category]:
+                figures[f"evidence_in_context_{name}_{label}"] = statistics.fmean(verbatim[category])
+                figures[f"recent_window_{name}_{label}"] = statistics.fmean(baseline[category])
+        log(
+            f"[{name}] evidence word for word {figures[f'evidence_in_context_{name}']:.3f} "
+            f"(content words {figures[f'content_words_in_context_{name}']:.3f}), recent window "
+            f"{figures[f'recent_window_{name}']:.3f}, mean prompt {mean_tokens:.0f} tokens, {time.perf_counter() - t0:.0f}s"
+        )
+    full = [sum(counter.count(t) + MESSAGE_OVERHEAD_TOKENS for _, t, _ in runs(c)) for c in conversations]
+    figures["full_replay_mean_tokens"] = statistics.fmean(full)
+    figures["full_replay_evidence"] = 1.0
+    return figures
+
+
+async def run(quick: bool) -> dict[str, float]:
+    conversations = locomo(2 if quick else None)
+    if not conversations:
+        raise SystemExit("LoCoMo is needed for this benchmark")
+    with tempfile.TemporaryDirectory(prefix="changji-fidelity-") as tmp:
+        settings = Settings(data_dir=Path(tmp) / "data", port=0)
+        service = bootstrap(settings)
+        _, key = service.keys.create_key(TENANT, "ops/bench/memory_fidelity.py")
+        runner = web.AppRunner(create_app(settings, service), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        log(f"service on {base}, embedder {service.recall.embedder_name}")
+        try:
+            async with aiohttp.ClientSession() as session:
+                return await measure(Client(session, base, key), conversations)
+        finally:
+            await runner.cleanup()
+
+
+def main() -> None:
+    args = parse_args(__doc__)
+    started = time.perf_counter()
+    figures = asyncio.run(run(args.quick))
+    figures.update({"quick": int(args.quick), "bench_s": time.perf_counter() - started})
+    emit(figures)
+
+
+if __name__ == "__main__":
+    main()
