@@ -27,6 +27,7 @@ class SettingsOverrides(Strict):
     context_window: int | None = Field(None, ge=512, le=4_000_000)
     reply_reserve: int | None = Field(None, ge=0, le=1_000_000)
     recall_k: int | None = Field(None, ge=0, le=50)
+    fill_window: bool | None = None
     recall_tokens: int | None = Field(None, ge=0, le=1_000_000)
     user_name: str | None = Field(None, min_length=1, max_length=100)
 

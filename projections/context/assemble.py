@@ -36,6 +36,7 @@ from projections.context.window import (
     WindowKey,
     extend_window,
     fit_window,
+    unfold_episodes,
 )
 from projections.read_models.scenes import SceneAt
 from projections.recall.story_index import Hit
@@ -90,17 +91,28 @@ def assemble_context(
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
     layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
-    summaries = [
-        _CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
-        for i, block in enumerate(summary_blocks(layers, load, char, user, fill_macros) if load else [])
-    ]
+
+    def counted(of: Layers) -> list[_CountedSummary]:
+        blocks = summary_blocks(of, load, char, user, fill_macros) if load else []
+        return [
+            _CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
+            for i, block in enumerate(blocks)
+        ]
+
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
+    recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
+    share = settings.recall_tokens if recalling else 0
+    if settings.fill_window and window.cut_at is None and load is not None:  # room left: fill it word for word
+        room = key.budget - scene_tokens - share
+        window, layers = unfold_episodes(
+            window, layers, room, lambda of: sum(s.tokens for s in counted(of)), load, cache
+        )
+    summaries = counted(layers)
     extra = scene_tokens + sum(summary.tokens for summary in summaries)
     if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
         window = extend_window(window, [], key._replace(budget=key.budget - extra))
     outside = window.cut_at is not None or window.boundary is not None
-    if ends_with_user and recall is not None and settings.recall_k and settings.recall_tokens and outside:
-        share = settings.recall_tokens
+    if recall is not None and recalling and outside:
         window = extend_window(window, [], key._replace(budget=key.budget - extra - share))
         block = recall_block(recall(window.kept[0][NODE].depth), char, user, share, cache.count_raw, fill_macros)
         if block is not None:

@@ -9,15 +9,16 @@ never on the story's length.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import pairwise, takewhile
 from operator import itemgetter
 from typing import Final, NamedTuple
 from uuid import UUID
 
 from domain.ports import TokenCounter
-from domain.rules.compaction import summary_of
+from domain.rules.compaction import NO_LAYERS, Layers, summary_of
+from domain.rules.paths import walk_up
 from domain.values import NodeView
 from projections.context.records import Message
 from projections.context.system_prompt import fill_macros
@@ -193,6 +194,55 @@ def extend_window(base: Window, below: list[Rendered], key: WindowKey) -> Window
         tokens -= sum(map(_TOKENS, items[start:next_start]))
         cut_at, first = items[start][NODE], next_start
     return Window(key, items[first:], tokens, cut_at, base.settled and _settled(below), base.boundary)
+
+
+def unfold_episodes(
+    window: Window,
+    layers: Layers,
+    budget: int,
+    summary_tokens: Callable[[Layers], int],
+    load: Callable[[UUID], NodeView],
+    cache: RenderCache,
+) -> tuple[Window, Layers]:
+    """The window filling its budget: the newest episodes above it are shown word for word again, whole
+    and newest first, while the turns and the summary layers left fit `budget`; the digest too, when the
+    whole path then fits. Costs a walk over what is unfolded, never more than the budget holds."""
+    kept, tokens = window.kept, window.tokens
+    if window.boundary is None:
+        return window, layers
+    whole = _unfolded(window, window.boundary, 0, budget - tokens, load, cache)  # everything fits: no summary at all
+    if whole is not None:
+        return Window(window.key, (*whole, *kept), tokens + sum(map(_TOKENS, whole)), None, window.settled), NO_LAYERS
+    while layers.episodes:  # else the newest episodes, one by one, the digest staying
+        end, start = layers.episodes[-1][0], layers.episodes[-1][1].start_depth
+        rest = Layers(layers.digest, layers.episodes[:-1])
+        turn = _unfolded(window, end, start, budget - tokens - summary_tokens(rest), load, cache)
+        if turn is None:
+            break
+        kept, tokens, layers = (*turn, *kept), tokens + sum(map(_TOKENS, turn)), rest
+    if kept is window.kept:
+        return window, layers
+    boundary = layers.episodes[-1][0] if layers.episodes else layers.digest[0] if layers.digest else None
+    return Window(window.key, kept, tokens, None, window.settled and _settled(kept), boundary), layers
+
+
+def _unfolded(
+    window: Window, end: NodeView, start: int, room: int, load: Callable[[UUID], NodeView], cache: RenderCache
+) -> list[Rendered] | None:
+    """The nodes from depth `start` down to `end`, rendered, in root→leaf order; None when they take
+    more than `room` tokens (read only until they do)."""
+    char, user = window.key.char, window.key.user
+    turn: list[Rendered] = []
+    cost = 0
+    for node in takewhile(lambda n: n.depth >= start, walk_up(load, end.id)):
+        text, count = cache.render(node, char, user) if node.text and not node.hidden else ("", 0)
+        message = Message("user" if node.kind == "user" else "assistant", text) if text else None
+        turn.append((node, text, count, message))
+        cost += count
+        if cost > room:
+            return None
+    turn.reverse()
+    return turn
 
 
 def _settled(items: Iterable[Rendered]) -> bool:

@@ -13,7 +13,7 @@ from providers.fake_server import FakeModelServer, Step, Text
 from tests.builders import TENANT, Api, MakeClient, api_for
 from tests.scene_support import FAST_JOBS, settled, side_model
 
-SMALL = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0}
+SMALL = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0, "fill_window": False}
 
 
 @pytest.fixture

@@ -106,7 +106,7 @@ def test_every_turn_of_the_path_is_covered_exactly_once(ops: list[tuple[str, int
 
 
 def test_a_summary_serves_every_branch_through_its_node_and_none_before_it() -> None:
-    story = StoryBuilder.start(memory_app(), **SMALL)
+    story = StoryBuilder.start(memory_app(), **SMALL, fill_window=False)  # the summaries, never unfolded
     turns = [story.turn(f"第{i}问，灯还亮着吗？", f"第{i}答，亮着。") for i in range(1, 6)]
     assert compact_if_due(story.app, turns[-1][1]) is not None  # five turns: keep 2 + pack 3
     episode_end = turns[2][1]
@@ -123,3 +123,26 @@ def test_a_summary_serves_every_branch_through_its_node_and_none_before_it() -> 
     ctx = story.context()
     assert summarized(ctx) == [] and "【前情提要】" not in ctx.messages[1].content
     check(story, ctx)
+
+
+def test_a_compacted_path_that_fits_its_budget_is_word_for_word_again_and_a_tight_one_keeps_its_summaries() -> None:
+    def played(**settings: object) -> StoryBuilder:
+        story = StoryBuilder.start(memory_app(), **{**SMALL, **settings})
+        for i in range(1, 12):
+            story.turn(f"第{i}问，灯还亮着吗？" + "雨" * 150, f"第{i}答，亮着。" + "风" * 150)
+            compact_if_due(story.app, story.leaf)
+        assert story.app.node(story.leaf).depth == 22
+        return story
+
+    roomy = played()
+    ctx = roomy.context()
+    check(roomy, ctx)
+    assert not [b for b in ctx.explain if b.what in SUMMARY]  # every turn fits: no summary stands in
+    assert sum(len(b.node_ids) for b in ctx.explain if b.what in WORD_FOR_WORD) == 22 + 1
+    tight = played(context_window=1800, reply_reserve=100, episodes_kept=10)  # episodes only: half the turns' size
+    ctx = tight.context()
+    check(tight, ctx)
+    kinds = [b.what for b in ctx.explain]
+    assert "cut" not in kinds and "episode" in kinds
+    shown = sum(len(b.node_ids) for b in ctx.explain if b.what == "verbatim")
+    assert shown > 2 * SMALL["keep_turns"]  # more than keep_turns, as far as the budget allows
