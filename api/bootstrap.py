@@ -28,6 +28,7 @@ from service.executor import Executor
 from service.read_side import ReadSide
 from service.recall import Recall
 from service.views import StoryViews
+from service.writes import StoryWrites
 from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from storage.service_db import ServiceDB
 
@@ -58,6 +59,7 @@ class Service:
     read_side: ReadSide
     executor: Executor
     views: StoryViews
+    writes: StoryWrites
     recall: Recall
     keys: ServiceDB
     auth: Authenticator
@@ -150,7 +152,8 @@ def bootstrap(
     )
     jobs = JobSystem(app, store, executor, read_side, workers, policy)
     return Service(
-        settings, app, store, runner, read_side, executor, views, recall, keys, Authenticator(keys, executor), counter,
+        settings, app, store, runner, read_side, executor, views, StoryWrites(app, views), recall, keys,
+        Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer,
     )  # fmt: skip
 

@@ -93,15 +93,22 @@ class StoryViews:
         self._lineages: OrderedDict[UUID, Lineage] = OrderedDict()
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
+        """The context for the next turn at a node (default: the leaf). A read: it writes nothing."""
         story = self.app.story(tenant_id, story_id)
-        leaf = self.app.leaf_or(story, at, "at").id
-        ctx = self._assemble(story, leaf)
-        if ctx.cut_turns:
-            try:  # never fail a read for it
-                self.app.compaction.schedule_budget_pack(leaf)
-            except Exception:
-                log.exception("could not schedule a compaction for %s", leaf)
-        return ctx
+        return self._assemble(story, self.app.leaf_or(story, at, "at").id)
+
+    def pack_if_over_budget(self, tenant_id: str, story_id: UUID, reply_id: UUID) -> int:
+        """After a reply is added: when the context that follows it would leave turns out for the budget,
+        a compaction is announced on the reply (`CompactionDue`, reason budget); the position, or 0.
+        The write that changed the path decides, so a read of the context never has to."""
+        story = self.app.story(tenant_id, story_id)
+        if not self._assemble(story, reply_id).cut_turns:
+            return 0
+        try:  # never fail the reply's own write for it
+            return self.app.compaction.schedule_budget_pack(reply_id)
+        except Exception:
+            log.exception("could not schedule a compaction for %s", reply_id)
+            return 0
 
     def _assemble(self, story: Story, leaf: UUID) -> Context:
         settings = self.app.settings(story)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from aiohttp import web
 
@@ -28,9 +28,8 @@ async def append_node(request: web.Request) -> web.Response:
     req = await body(request, AppendNodeRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     appended = await svc.executor.write(
-        svc.app.stories.append_node, tenant(request), story_id, uuid4(), req.kind, req.text, req.parent_id,
-        if_match(request),
-    )  # fmt: skip
+        svc.writes.append_node, tenant(request), story_id, req.kind, req.text, req.parent_id, if_match(request)
+    )
     node = appended.node
     reply_to = node.parent_id if node.kind == "reply" else None
     siblings = await svc.executor.query(svc.store.children, reply_to) if reply_to else []

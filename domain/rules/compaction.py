@@ -16,6 +16,17 @@ from uuid import UUID
 from domain.values import Digest, Episode, NodeView, StorySettings
 
 MANUAL_MIN_CHARS = 500
+SUMMARY_SHARE_CHARS_PER_TOKEN = 0.5  # the summary layers' room in characters, per token of the prompt budget
+
+
+def summary_chars(settings: StorySettings) -> int:
+    """How many characters a path's summary layers may hold together: about a third of the prompt
+    budget in tokens for Chinese text (a character is ~0.6 token), so a small budget keeps room for
+    the turns themselves."""
+    budget = max(settings.context_window - settings.reply_reserve, 0)
+    return max(200, int(budget * SUMMARY_SHARE_CHARS_PER_TOKEN))
+
+
 LOOKAHEAD_PACKS = 4  # a lagging compaction is re-announced at most this many packs past due
 
 

@@ -102,6 +102,17 @@ def summarize_episode(lines: Sequence[Line], names: Sequence[str] = (), budget: 
     return " ".join(f"{s.speaker}：{s.text}" for s in picked)
 
 
+def _section_caps(budget: int) -> dict[str, int]:
+    """Each section's room: a budget under SUMMARY_CHARS comes out of 前情提要 down to MIN_OUTLINE_CHARS;
+    a smaller one (a small prompt budget) shrinks every section in proportion."""
+    caps = dict(SECTION_CHARS)
+    caps["前情提要"] = max(MIN_OUTLINE_CHARS, caps["前情提要"] - (SUMMARY_CHARS - budget))
+    total = sum(caps.values())
+    if budget < total:
+        caps = {name: max(40, cap * budget // total) for name, cap in caps.items()}
+    return caps
+
+
 def fold_digest(
     previous: Mapping[str, str] | None,
     episodes: Sequence[tuple[int, int, str]],
@@ -114,8 +125,7 @@ def fold_digest(
     text), oldest first); 当前场景 comes from `latest`, the last covered turns, and the scene snapshot.
     A `budget` under SUMMARY_CHARS is taken from 前情提要 (see `digest_budget`)."""
     previous = previous or {}
-    caps = dict(SECTION_CHARS)
-    caps["前情提要"] = max(MIN_OUTLINE_CHARS, caps["前情提要"] - (SUMMARY_CHARS - budget))
+    caps = _section_caps(budget)
     sections = dict.fromkeys(DIGEST_SECTIONS, "")
     outline = [f"第{first}–{last}轮：{text}" for first, last, text in episodes if text.strip()]
     earlier = previous.get("前情提要", "").splitlines()  # entry by entry: the oldest are shortened first

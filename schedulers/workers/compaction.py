@@ -22,8 +22,8 @@ from domain.commands.compaction import CompactionPlan
 from domain.commands.jobs import SideCall
 from domain.jobs import JOBS
 from domain.ports import ChatModel, ModelCallError
-from domain.rules.compaction import episodes_to_fold
-from domain.rules.extractive import Line, digest_budget, fold_digest, summarize_episode
+from domain.rules.compaction import episodes_to_fold, summary_chars
+from domain.rules.extractive import EPISODE_CHARS, Line, digest_budget, fold_digest, summarize_episode
 from domain.values import DIGEST_SECTIONS, CallPurpose, JobKind, NodeView, SummaryAuthor
 from projections.context.scene import format_state
 from projections.context.system_prompt import fill_macros
@@ -230,7 +230,11 @@ class CompactWorker:
         lines = lines_of(plan.pack.nodes, plan.char_name, plan.user_name)
         names = self._names(plan)
         if self.model is None:
-            return summarize_episode(lines, names) or "（这段没有可记的内容。）", "extractive", None
+            return (
+                summarize_episode(lines, names, self._episode_chars(plan)) or "（这段没有可记的内容。）",
+                "extractive",
+                None,
+            )
         scene = await self._scene(plan.pack.end.id)
         body = "\n\n".join(f"{line.speaker}：{line.text}" for line in lines)
         user = f"【对话记录 · 第{plan.pack.first_turn}–{plan.pack.last_turn}轮】\n{body}"
@@ -239,7 +243,11 @@ class CompactWorker:
         messages = [{"role": "system", "content": EPISODE_PROMPT}, {"role": "user", "content": user}]
         text, call = await self._call("episode", messages, EPISODE_TOKENS)
         if text is None and offline:  # the model keeps failing: the offline summary stands in
-            return summarize_episode(lines, names) or "（这段没有可记的内容。）", "extractive", call
+            return (
+                summarize_episode(lines, names, self._episode_chars(plan)) or "（这段没有可记的内容。）",
+                "extractive",
+                call,
+            )
         return text, "model", call
 
     async def _digest(
@@ -253,7 +261,7 @@ class CompactWorker:
         scene = await self._scene(last_node.id)
         scene_text = format_state(scene.snapshot) if scene else ""
         episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
-        budget = digest_budget(plan.settings.episodes_kept)
+        budget = min(digest_budget(plan.settings.episodes_kept), summary_chars(plan.settings))
         fallback = fold_digest(previous, episodes, lines, self._names(plan), scene_text, budget)
         if self.model is None:
             return fallback, "extractive", None
@@ -285,6 +293,12 @@ class CompactWorker:
             users += node.kind == "user"
             current = node.parent_id
         return out[::-1]
+
+    @staticmethod
+    def _episode_chars(plan: CompactionPlan) -> int:
+        """An offline episode's room: its usual size, less under a small prompt budget (the digest and the
+        kept episodes share `summary_chars`)."""
+        return min(EPISODE_CHARS, summary_chars(plan.settings) // (plan.settings.episodes_kept + 2))
 
     @staticmethod
     def _names(plan: CompactionPlan) -> list[str]:

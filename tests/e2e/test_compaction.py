@@ -154,11 +154,12 @@ async def test_the_side_model_writes_episodes_and_a_digest_from_the_previous_dig
 async def test_a_context_over_its_budget_schedules_a_pack(fast: Api) -> None:
     story = await fast.story(keep_turns=2, pack_turns=0, context_window=1024, reply_reserve=0)
     long = "风从北边来，灯塔的玻璃嗡嗡作响，沈砚把油灯挪到窗边，说渡船还要三天。" * 3
-    turns = [await fast.turn(story["id"], f"第{i}问：{long}", f"第{i}答：{long}") for i in range(1, 13)]
+    for i in range(1, 13):
+        await fast.turn(story["id"], f"第{i}问：{long}", f"第{i}答：{long}")
     context = await fast.call("GET", f"/v1/stories/{story['id']}/context")
-    assert context["cut_turns"] > 0 and any(b["what"] == "cut" for b in context["explain"])
     rows = await settled(fast, story["id"])
-    assert rows[turns[-1][1]]["kind"] == "compact" and rows[turns[-1][1]]["status"] == "done"
+    packs = [r for r in rows.values() if r["kind"] == "compact"]
+    assert packs and all(r["status"] == "done" for r in packs)  # announced by the replies that outgrew it
     after = await fast.call("GET", f"/v1/stories/{story['id']}/context")
     assert after["explain"][1]["what"] in ("digest", "episode") and after["tokens"] < context["tokens"] + 400
     assert (await summaries(fast, story["id"]))["uncovered_turns"] == 2
