@@ -11,7 +11,7 @@ never on the story's length. A cut is reported, never silent.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from operator import attrgetter, eq, itemgetter
 from uuid import UUID
@@ -171,17 +171,20 @@ class _Assembly:
 
     def _add_alternating(self, body: tuple[Rendered, ...], shown: list[Message]) -> None:
         """The usual path: every node shown, roles alternating (nothing to skip or merge), in bulk."""
+        first = len(self.messages)
         self.messages += shown
         if body[0][NODE].kind == "greeting":
-            self._greeting(*body[0][:3])
-            body = body[1:]
-        self._verbatim(list(map(_NODE, body)), sum(map(len, map(_TEXT, body))), sum(map(_TOKENS, body)))
+            self._greeting(*body[0][:3], first)
+            body, first = body[1:], first + 1
+        nodes = list(map(_NODE, body))
+        self._verbatim(nodes, sum(map(len, map(_TEXT, body))), sum(map(_TOKENS, body)), first)
 
     def _add_merging(self, body: tuple[Rendered, ...], leaf: NodeView | None) -> None:
         """Hidden nodes left out (and listed), adjacent messages of one role merged into one."""
         verbatim: list[NodeView] = []
         hidden: list[UUID] = []
         chars = tokens = 0
+        first: int | None = None
         for node, text, item_tokens, message in body:
             if node.hidden:
                 hidden.append(node.id)
@@ -193,24 +196,26 @@ class _Assembly:
             else:
                 self.messages.append(message)  # made once per node when its turn entered a window
             if node.kind == "greeting":
-                self._greeting(node, text, item_tokens)
+                self._greeting(node, text, item_tokens, len(self.messages) - 1)
             else:
+                first = len(self.messages) - 1 if first is None else first
                 verbatim.append(node)
                 chars += len(text)
                 tokens += item_tokens
-        self._verbatim(verbatim, chars, tokens)
+        self._verbatim(verbatim, chars, tokens, first)
         if hidden:
             self.explain.append(
                 ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden))
             )
 
-    def _greeting(self, node: NodeView, text: str, tokens: int) -> None:
-        self.explain.append(ExplainBlock("greeting", "the opening line", (node.id,), len(text), tokens))
+    def _greeting(self, node: NodeView, text: str, tokens: int, index: int) -> None:
+        self.explain.append(ExplainBlock("greeting", "the opening line", (node.id,), len(text), tokens, index))
 
-    def _verbatim(self, nodes: list[NodeView], chars: int, tokens: int) -> None:
+    def _verbatim(self, nodes: list[NodeView], chars: int, tokens: int, first: int | None) -> None:
+        """The turns word for word; `message_index` is the message they start in."""
         if nodes:
             why = f"turns {nodes[0].turn}–{nodes[-1].turn} word for word"
-            self.explain.append(ExplainBlock("verbatim", why, tuple(map(_ID, nodes)), chars, tokens))
+            self.explain.append(ExplainBlock("verbatim", why, tuple(map(_ID, nodes)), chars, tokens, first))
 
     def add_summaries(self, summaries: list[_CountedSummary]) -> None:
         """One user message right after the system prompt; when the verbatim path opens with the user's
@@ -223,6 +228,12 @@ class _Assembly:
             self.messages[1] = Message("user", text + "\n\n" + self.messages[1].content)
         else:
             self.messages.insert(1, Message("user", text))
+            self.explain = [  # the path's blocks moved one message down
+                replace(b, message_index=b.message_index + 1)
+                if b.message_index is not None and b.what in ("greeting", "verbatim")
+                else b
+                for b in self.explain
+            ]
 
     def add_leaf(self, tails: list[TailBlock], leaf: Rendered) -> None:
         """The last user message: the tail blocks, then the user's words."""

@@ -62,6 +62,13 @@ def check(story: StoryBuilder, ctx: Context) -> None:
     missing = expected - set(seen)
     twice = {d for d, n in seen.items() if n > 1}
     assert not missing and not twice and set(seen) <= expected, (missing, twice)
+    for block in ctx.explain:  # the path's blocks say which message they are in
+        if block.what == "verbatim":
+            assert block.message_index is not None
+            first = next(n for n in path if n.id == block.node_ids[0])
+            assert first.text in ctx.messages[block.message_index].content
+        elif block.what == "greeting":
+            assert block.message_index is not None and ctx.messages[block.message_index].role == "assistant"
     roles = [m.role for m in ctx.messages]
     assert roles[0] == "system" and "system" not in roles[1:]
     assert all(a != b for a, b in pairwise(roles[1:])), roles  # strict providers refuse runs
