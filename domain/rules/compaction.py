@@ -75,6 +75,21 @@ def layers_from(boundary: NodeView | None, load: Callable[[UUID], NodeView]) -> 
     return Layers(None, tuple(reversed(episodes)))
 
 
+def digest_opened(holder: NodeView, load: Callable[[UUID], NodeView]) -> Layers:
+    """What a digest stands for: the previous digest and the episodes it absorbed, which stay on their
+    nodes (the digest's own node carries the last of them). The same layers if they cannot be followed."""
+    assert holder.digest is not None
+    episodes: list[tuple[NodeView, Episode]] = []
+    node: NodeView | None = holder
+    while node is not None and node.episode is not None and (node is holder or node.digest is None):
+        episodes.append((node, node.episode))
+        node = load(node.episode.after_id) if node.episode.after_id is not None else None
+    if not episodes or len(episodes) < len(holder.digest.absorbed):
+        return Layers((holder, holder.digest), ())
+    previous = (node, node.digest) if node is not None and node.digest is not None else None
+    return Layers(previous, tuple(reversed(episodes)))
+
+
 def uncovered(upward: Iterable[NodeView], limit: int | None = None) -> tuple[list[NodeView], NodeView | None]:
     """The nodes below the boundary (root→leaf order) and the boundary itself (None: nothing covered).
     With `limit`, stops after that many user nodes (enough to know a pack is due)."""

@@ -17,7 +17,7 @@ from typing import Final, NamedTuple
 from uuid import UUID
 
 from domain.ports import TokenCounter
-from domain.rules.compaction import NO_LAYERS, Layers, summary_of
+from domain.rules.compaction import NO_LAYERS, Layers, digest_opened, summary_of
 from domain.rules.paths import walk_up
 from domain.values import NodeView
 from projections.context.records import Message
@@ -205,15 +205,23 @@ def unfold_episodes(
     cache: RenderCache,
 ) -> tuple[Window, Layers]:
     """The window filling its budget: the newest episodes above it are shown word for word again, whole
-    and newest first, while the turns and the summary layers left fit `budget`; the digest too, when the
-    whole path then fits. Costs a walk over what is unfolded, never more than the budget holds."""
+    and newest first, while the turns and the summary layers left fit `budget` — the whole path, when it
+    all fits; a digest gives way to the previous digest and the episodes it absorbed (still on their
+    nodes) when they fit. Costs a walk over what is unfolded, never more than the budget holds."""
     kept, tokens = window.kept, window.tokens
     if window.boundary is None:
         return window, layers
     whole = _unfolded(window, window.boundary, 0, budget - tokens, load, cache)  # everything fits: no summary at all
     if whole is not None:
         return Window(window.key, (*whole, *kept), tokens + sum(map(_TOKENS, whole)), None, window.settled), NO_LAYERS
-    while layers.episodes:  # else the newest episodes, one by one, the digest staying
+    while layers.episodes or layers.digest:  # else the newest episodes, one by one
+        if not layers.episodes:  # only the digest is left: it stands for the episodes it absorbed
+            assert layers.digest is not None
+            opened = digest_opened(layers.digest[0], load)
+            if opened.digest == layers.digest or tokens + summary_tokens(opened) > budget:
+                break
+            layers = opened
+            continue
         end, start = layers.episodes[-1][0], layers.episodes[-1][1].start_depth
         rest = Layers(layers.digest, layers.episodes[:-1])
         turn = _unfolded(window, end, start, budget - tokens - summary_tokens(rest), load, cache)

@@ -153,3 +153,17 @@ def test_a_compacted_path_that_fits_its_budget_is_word_for_word_again_and_a_tigh
     assert "cut" not in kinds and "episode" in kinds
     shown = sum(len(b.node_ids) for b in ctx.explain if b.what == "verbatim")
     assert shown > 2 * SMALL["keep_turns"]  # more than keep_turns, as far as the budget allows
+
+
+def test_a_digest_gives_way_to_the_episodes_it_absorbed_when_the_budget_has_room_for_them() -> None:
+    story = StoryBuilder.start(
+        memory_app(), **{**SMALL, "episodes_kept": 0, "context_window": 2100, "reply_reserve": 100}
+    )
+    for i in range(1, 12):
+        story.turn(f"第{i}问，灯还亮着吗？" + "雨" * 150, f"第{i}答，亮着。" + "风" * 150)
+        compact_if_due(story.app, story.leaf)
+    assert any(story.app.node(n.id).digest for n in path_of(story, story.leaf))
+    ctx = story.context()
+    check(story, ctx)
+    kinds = [b.what for b in ctx.explain]
+    assert "digest" not in kinds and "episode" in kinds and "cut" not in kinds
