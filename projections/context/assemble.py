@@ -105,7 +105,7 @@ def assemble_context(
     if settings.fill_window and window.cut_at is None and load is not None:  # room left: fill it word for word
         room = key.budget - scene_tokens - share
         window, layers = unfold_episodes(
-            window, layers, room, lambda of: sum(s.tokens for s in counted(of)), load, cache
+            window, layers, room, lambda of: sum(s.tokens for s in counted(of)), load, cache, windows
         )
     summaries = counted(layers)
     extra = scene_tokens + sum(summary.tokens for summary in summaries)

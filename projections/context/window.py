@@ -25,6 +25,7 @@ from projections.context.system_prompt import fill_macros
 
 MESSAGE_OVERHEAD_TOKENS = 4
 COUNTED_TEXTS = 1024  # distinct system prompts and instructions whose counts are kept
+SPANS = 4096  # summarized spans remembered rendered (or as too big)
 UNSETTLED = ("writing", "waiting")
 NODE: Final = 0  # the parts of a `Rendered`, by name
 TEXT: Final = 1
@@ -113,6 +114,9 @@ class WindowCache:
     def __init__(self, maxsize: int = 4096) -> None:
         self.maxsize = maxsize
         self._items: dict[UUID, Window] = {}
+        # summarized spans shown word for word again (`unfold_episodes`), by (last node, first depth,
+        # names, epoch): the span rendered whole, or the largest room it was found not to fit
+        self.spans: dict[tuple[UUID, int, str, str, int], tuple[Rendered, ...] | int] = {}
 
     def get(self, node_id: UUID, key: WindowKey) -> Window | None:
         window = self._items.get(node_id)
@@ -203,6 +207,7 @@ def unfold_episodes(
     summary_tokens: Callable[[Layers], int],
     load: Callable[[UUID], NodeView],
     cache: RenderCache,
+    windows: WindowCache | None = None,
 ) -> tuple[Window, Layers]:
     """The window filling its budget: the newest episodes above it are shown word for word again, whole
     and newest first, while the turns and the summary layers left fit `budget` — the whole path, when it
@@ -211,7 +216,8 @@ def unfold_episodes(
     kept, tokens = window.kept, window.tokens
     if window.boundary is None:
         return window, layers
-    whole = _unfolded(window, window.boundary, 0, budget - tokens, load, cache)  # everything fits: no summary at all
+    spans = windows.spans if windows is not None else {}
+    whole = _unfolded(window, window.boundary, 0, budget - tokens, load, cache, spans)  # all fits: no summary
     if whole is not None:
         return Window(window.key, (*whole, *kept), tokens + sum(map(_TOKENS, whole)), None, window.settled), NO_LAYERS
     while layers.episodes or layers.digest:  # else the newest episodes, one by one
@@ -224,7 +230,7 @@ def unfold_episodes(
             continue
         end, start = layers.episodes[-1][0], layers.episodes[-1][1].start_depth
         rest = Layers(layers.digest, layers.episodes[:-1])
-        turn = _unfolded(window, end, start, budget - tokens - summary_tokens(rest), load, cache)
+        turn = _unfolded(window, end, start, budget - tokens - summary_tokens(rest), load, cache, spans)
         if turn is None:
             break
         kept, tokens, layers = (*turn, *kept), tokens + sum(map(_TOKENS, turn)), rest
@@ -235,10 +241,23 @@ def unfold_episodes(
 
 
 def _unfolded(
-    window: Window, end: NodeView, start: int, room: int, load: Callable[[UUID], NodeView], cache: RenderCache
-) -> list[Rendered] | None:
+    window: Window,
+    end: NodeView,
+    start: int,
+    room: int,
+    load: Callable[[UUID], NodeView],
+    cache: RenderCache,
+    spans: dict[tuple[UUID, int, str, str, int], tuple[Rendered, ...] | int],
+) -> tuple[Rendered, ...] | None:
     """The nodes from depth `start` down to `end`, rendered, in root→leaf order; None when they take
-    more than `room` tokens (read only until they do)."""
+    more than `room` tokens (read only until they do). Remembered in `spans`: a span is walked once,
+    and a span found too big is not walked again for a room no larger."""
+    key = (end.id, start, window.key.char, window.key.user, window.key.epoch)
+    known = spans.get(key)
+    if isinstance(known, tuple):
+        return known if sum(map(_TOKENS, known)) <= room else None
+    if known is not None and room <= known:
+        return None
     char, user = window.key.char, window.key.user
     turn: list[Rendered] = []
     cost = 0
@@ -248,9 +267,13 @@ def _unfolded(
         turn.append((node, text, count, message))
         cost += count
         if cost > room:
+            spans[key] = room
             return None
     turn.reverse()
-    return turn
+    if len(spans) >= SPANS:
+        del spans[next(iter(spans))]
+    spans[key] = rendered = tuple(turn)
+    return rendered
 
 
 def _settled(items: Iterable[Rendered]) -> bool:
