@@ -23,6 +23,7 @@ keys `evidence_in_context_4k`, `recent_window_4k`, `evidence_in_context_8k`, `me
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
 import tempfile
@@ -71,7 +72,7 @@ def runs(conversation: LocomoConversation) -> list[tuple[bool, str, list[str]]]:
     return [(bool(u), str(t), list(d)) for u, t, d in out]
 
 
-async def play(client: Client, conversation: LocomoConversation, budget: int) -> tuple[str, str]:
+async def play(client: Client, conversation: LocomoConversation, budget: int, extra: dict[str, Any]) -> tuple[str, str]:
     """A card and story for the conversation at this budget, played to its end; (story id, last reply id)."""
     nodes = runs(conversation)
     greeting = nodes.pop(0)[1] if nodes and not nodes[0][0] else "（见面）"
@@ -79,7 +80,7 @@ async def play(client: Client, conversation: LocomoConversation, budget: int) ->
         "POST", "/v1/cards",
         {
             "card": {"name": conversation.speaker_b, "first_mes": greeting},
-            "settings": {"user_name": conversation.speaker_a, "context_window": budget, "reply_reserve": 0},
+            "settings": {"user_name": conversation.speaker_a, "context_window": budget, "reply_reserve": 0, **extra},
         },
     )  # fmt: skip
     story = await client.call("POST", "/v1/stories", {"card_id": card["id"]})
@@ -136,13 +137,15 @@ def recent_window(nodes: list[tuple[bool, str, list[str]]], tokens: list[int], l
     return kept
 
 
-async def measure(client: Client, conversations: list[LocomoConversation]) -> dict[str, float]:
+async def measure(
+    client: Client, conversations: list[LocomoConversation], budgets: dict[str, int], extra: dict[str, Any]
+) -> dict[str, float]:
     counter = default_counter()
     figures: dict[str, float] = {}
     texts = {m.dia_id + c.sample_id: m.text for c in conversations for m in c.messages}
-    for name, budget in BUDGETS.items():
+    for name, budget in budgets.items():
         t0 = time.perf_counter()
-        played = [await play(client, c, budget) for c in conversations]
+        played = [await play(client, c, budget, extra) for c in conversations]
         log(f"[{name}] played {len(played)} conversations in {time.perf_counter() - t0:.0f}s; settling…")
         await settled(client, [sid for sid, _ in played])
         verbatim: defaultdict[int, list[float]] = defaultdict(list)
@@ -194,7 +197,7 @@ async def measure(client: Client, conversations: list[LocomoConversation]) -> di
     return figures
 
 
-async def run(quick: bool) -> dict[str, float]:
+async def run(quick: bool, budgets: dict[str, int], extra: dict[str, Any]) -> dict[str, float]:
     conversations = locomo(2 if quick else None)
     if not conversations:
         raise SystemExit("LoCoMo is needed for this benchmark")
@@ -210,15 +213,22 @@ async def run(quick: bool) -> dict[str, float]:
         log(f"service on {base}, embedder {service.recall.embedder_name}")
         try:
             async with aiohttp.ClientSession() as session:
-                return await measure(Client(session, base, key), conversations)
+                return await measure(Client(session, base, key), conversations, budgets, extra)
         finally:
             await runner.cleanup()
 
 
+def _extra(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--budgets", default=",".join(BUDGETS), help="which budgets to measure (default: all)")
+    parser.add_argument("--recall-k", type=int, default=None, help="recall_k for the cards (default: the service's)")
+
+
 def main() -> None:
-    args = parse_args(__doc__)
+    args = parse_args(__doc__, _extra)
     started = time.perf_counter()
-    figures = asyncio.run(run(args.quick))
+    budgets = {name: BUDGETS[name] for name in args.budgets.split(",")}
+    extra = {"recall_k": args.recall_k} if args.recall_k is not None else {}
+    figures = asyncio.run(run(args.quick, budgets, extra))
     figures.update({"quick": int(args.quick), "bench_s": time.perf_counter() - started})
     emit(figures)
 
