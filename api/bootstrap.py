@@ -141,7 +141,14 @@ def bootstrap(
     keys = keys or ServiceDB(settings.service_db_path)
     main_model = main_model or _model(settings, "main")
     side_model = side_model or _model(settings, "side")
-    turns = TurnRunner(app, executor, read_side, views.context, main_model, settings.max_rounds) if main_model else None
+    turns = (
+        TurnRunner(
+            app, executor, read_side, views.context, main_model, settings.max_rounds,
+            open_on_loop=recall.embedder is None,
+        )
+        if main_model
+        else None
+    )  # fmt: skip
     compactor = CompactWorker(app, executor, side_model, views.scene_of)
     workers: list[Worker] = [ScribeWorker(app, store, executor, side_model, settings.scribe_language), compactor]
     policy = JobPolicy(

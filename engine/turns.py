@@ -107,9 +107,12 @@ class TurnRunner:
         context: ContextAt,
         model: ChatModel,
         max_rounds: int = MAX_ROUNDS,
+        open_on_loop: bool = True,
     ) -> None:
+        """`open_on_loop`: the opening (which assembles the context) may run on the event loop when the
+        writer is idle — not when the context embeds a recall query, which would hold the loop."""
         self.app, self.runs, self.folds, self.context = app, runs, folds, context
-        self.model, self.max_rounds = model, max_rounds
+        self.model, self.max_rounds, self.open_on_loop = model, max_rounds, open_on_loop
         self.running: dict[UUID, TurnHandle] = {}
 
     async def open(
@@ -123,7 +126,7 @@ class TurnRunner:
             opened = turns.open_turn(tenant_id, story_id, uuid4(), uuid4(), text, parent_id, model, expected_version)
             return self._opened(tenant_id, story_id, opened.reply, opened.position)
 
-        return await self.runs.command(opening)
+        return await (self.runs.command(opening) if self.open_on_loop else self.runs.load(opening))
 
     async def reopen(self, tenant_id: str, story_id: UUID, user_id: UUID | None) -> Opened:
         """Regenerate: a new empty reply beside the others under a user node, opened like `open`."""
@@ -133,14 +136,19 @@ class TurnRunner:
             opened = turns.reopen_turn(tenant_id, story_id, uuid4(), user_id, model)
             return self._opened(tenant_id, story_id, opened.reply, opened.position)
 
-        return await self.runs.command(reopening)
+        return await (self.runs.command(reopening) if self.open_on_loop else self.runs.load(reopening))
 
     def _opened(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
         """In the opening's command, right after its transaction: the context at the user's node."""
         try:
             context = self.context(tenant_id, story_id, reply.parent_id)
         except Exception:  # the reply is saved already: the turn tries again and ends as an error
-            context = None
+            return Opened(reply, position, None)
+        if context.cut_turns and reply.parent_id is not None:  # the path outgrew its budget: pack it
+            try:
+                position = max(position, self.app.compaction.schedule_budget_pack(reply.parent_id))
+            except Exception:
+                log.exception("could not schedule a compaction for %s", reply.parent_id)
         return Opened(reply, position, context)
 
     def start(

@@ -14,20 +14,24 @@ import asyncio
 import hashlib
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import numpy as np
 
 from projections.read_models.store import ReadModels
 from projections.recall.story_index import Hit, StoryIndex
+from projections.recall.terms import lexical_terms
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 64
+CACHED_TEXTS = 100_000  # passages whose vector and terms are kept for the next build
+MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns in a row share one build)
 
 
 class LocalEmbedder(Protocol):
@@ -53,7 +57,9 @@ class Recall:
     def __init__(self, store: ReadModels, embedder: LocalEmbedder | None, max_stories: int = 64) -> None:
         self.store, self.embedder, self.max_stories = store, embedder, max_stories
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
-        self._vectors: dict[str, np.ndarray] = {}  # sha256 of (model, text) → vector
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # sha256 of (model, text) → vector
+        self._terms: OrderedDict[str, list[str]] = OrderedDict()  # sha256 of text → lexical terms
+        self._built: dict[UUID, float] = {}  # when each story's index was last built (monotonic)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
         self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # searches, time-limited
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
@@ -108,7 +114,16 @@ class Recall:
         vector = self.embedder.encode([query], "query")[0] if self.embedder is not None and index.vectors else None
         return index.search(query, vector, k, before_depth, on_path)
 
+    def forget(self, story_id: UUID) -> None:
+        """Drop a story's index (the story was deleted)."""
+        with self._lock:
+            self._indexes.pop(story_id, None)
+
     def _rebuild(self, story_id: UUID) -> StoryIndex | None:
+        wait = self._built.get(story_id, 0.0) + MIN_BUILD_SECONDS - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
+        self._built[story_id] = time.monotonic()
         seq = self.store.archive_seq(story_id)
         current = self.index(story_id)
         rows = self.store.passages(story_id) if seq and (current is None or current.seq < seq) else []
@@ -119,7 +134,8 @@ class Recall:
         if current is not None and current.seq >= seq:
             return current
         try:
-            index = StoryIndex(seq, rows, self._embed([row["text"] for row in rows]))
+            texts = [row["text"] for row in rows]
+            index = StoryIndex(seq, rows, self._embed(texts), self._lexical_terms(texts))
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)
             return current
@@ -135,12 +151,23 @@ class Recall:
             return None
         model = self.embedder.model
         keys = [hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest() for text in texts]
-        missing = [i for i, key in enumerate(keys) if key not in self._vectors]
+        found = {key: self._vectors[key] for key in keys if key in self._vectors}
+        missing = [i for i, key in enumerate(keys) if key not in found]
         for start in range(0, len(missing), EMBED_BATCH):
             batch = missing[start : start + EMBED_BATCH]
             for i, vector in zip(batch, self.embedder.encode([texts[i] for i in batch], "passage"), strict=True):
-                self._vectors[keys[i]] = vector
-        return np.stack([self._vectors[key] for key in keys])
+                found[keys[i]] = vector
+        _keep(self._vectors, found)
+        return np.stack([found[key] for key in keys])
+
+    def _lexical_terms(self, texts: list[str]) -> list[list[str]]:
+        keys = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
+        found = {key: self._terms[key] for key in keys if key in self._terms}
+        for key, text in zip(keys, texts, strict=True):
+            if key not in found:
+                found[key] = lexical_terms(text)
+        _keep(self._terms, found)
+        return [found[key] for key in keys]
 
     def search_within(
         self, seconds: float, story_id: UUID, query: str, k: int, before_depth: int, on_path: Callable[[str], bool]
@@ -156,3 +183,12 @@ class Recall:
     async def stop(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._queries.shutdown(wait=True, cancel_futures=True)
+
+
+def _keep(cache: OrderedDict[str, Any], found: dict[str, Any]) -> None:
+    """Remember what a build used, the most recent last, within CACHED_TEXTS."""
+    for key, value in found.items():
+        cache[key] = value
+        cache.move_to_end(key)
+    while len(cache) > CACHED_TEXTS:
+        cache.popitem(last=False)

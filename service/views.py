@@ -102,7 +102,10 @@ class StoryViews:
         a compaction is announced on the reply (`CompactionDue`, reason budget); the position, or 0.
         The write that changed the path decides, so a read of the context never has to."""
         story = self.app.story(tenant_id, story_id)
-        if not self._assemble(story, reply_id).cut_turns:
+        ctx = self._assemble(story, reply_id)
+        settings = self.app.settings(story)
+        recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
+        if not ctx.cut_turns and ctx.tokens + recall_share <= ctx.budget:  # the next turn recalls into its share
             return 0
         try:  # never fail the reply's own write for it
             return self.app.compaction.schedule_budget_pack(reply_id)
@@ -122,8 +125,18 @@ class StoryViews:
             self.scene_of(leaf),
             self.app.node,
             self.store.has_summaries(story.id),
-            self._recaller(story.id, leaf, settings.recall_k) if self.recall is not None else None,
+            self._recaller(story.id, leaf, settings.recall_k) if self._can_recall(story.id) else None,
         )
+
+    def _can_recall(self, story_id: UUID) -> bool:
+        """Whether the story has an index to recall from (none yet: one is asked for, and this context
+        keeps its whole budget for the window)."""
+        if self.recall is None:
+            return False
+        if self.recall.index(story_id) is None:
+            self.recall.refresh_soon(story_id)
+            return False
+        return True
 
     def _recaller(self, story_id: UUID, leaf: UUID, k: int) -> Callable[[int], Sequence[Hit]]:
         """Recall for the leaf's words, over passages on its path (the lineage is moved there first)."""
@@ -153,7 +166,11 @@ class StoryViews:
         node = self.app.leaf_or(story, at, "at").view
         if self.recall is None:
             return []
-        lineage = self.lineage(story.id, node)
+        if at is None:
+            lineage = self.lineage(story.id, node)
+        else:  # a read at some other node leaves the story's own lineage where the story is
+            lineage = Lineage()
+            lineage.move_to(node, self.app.node)
         return self.recall.search_within(self.recall_seconds, story.id, query, k, node.depth + 1, lineage.__contains__)
 
     def summaries(self, tenant_id: str, story_id: UUID, at: UUID | None) -> SummariesAt:

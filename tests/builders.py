@@ -19,7 +19,7 @@ from domain.rules.worldlines import SavePlan, plan_save
 from domain.values import CardData, NodeView, SavePoint, StorySettings
 from projections.context.assemble import assemble_context
 from projections.context.records import Context
-from projections.context.window import RenderCache
+from projections.context.window import RenderCache, WindowCache
 from providers.tokens import EstimatingCounter
 
 TENANT = "tenant-a"
@@ -144,13 +144,17 @@ class StoryBuilder:
         load: Callable[[UUID], NodeView] | None = None,
         renders: RenderCache | None = None,
         summarized: bool = True,
+        windows: WindowCache | None = None,
     ) -> Context:
+        """The context at a node (default: the leaf); with `windows`, as the service builds it, from
+        windows and spans cached across calls."""
         story = self.app.story(self.tenant, self.story_id)
         card = self.app.card_of(story).data
         upward = walk_up(load or self.app.node, at or self.leaf)
         renders = renders or new_renders()
+        epoch = self.app.render_epoch(self.story_id)
         return assemble_context(
-            card, self.app.settings(story), upward, renders, load=self.app.node, summarized=summarized
+            card, self.app.settings(story), upward, renders, windows, epoch, load=self.app.node, summarized=summarized
         )
 
 

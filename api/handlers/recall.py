@@ -15,12 +15,12 @@ MAX_QUERY = 500
 
 async def recall(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
+    await svc.executor.load(svc.app.story, tenant(request), story_id)  # 404 for someone else's story first
     query = request.query.get("q", "").strip()
     if not query or len(query) > MAX_QUERY:
         raise BadRequestError(422, f"q must be 1–{MAX_QUERY} characters", "query.q")
-    k = query_int(request, "k", 5, 1, 50)
+    k = query_int(request, "k", 10, 1, 50)
     at = query_id(request, "at")
-    await svc.executor.load(svc.app.story, tenant(request), story_id)  # 404 for someone else's story
     await svc.recall.refresh(story_id)  # whatever was written before this request is searched
     hits = await svc.executor.load(svc.views.recall_at, tenant(request), story_id, query, k, at)
     models = [

@@ -81,7 +81,9 @@ async def update_story(request: web.Request) -> web.Response:
 
 async def delete_story(request: web.Request) -> web.Response:
     svc = service(request)
-    await svc.executor.write(svc.app.stories.delete_story, tenant(request), path_id(request, "story_id"))
+    story_id = path_id(request, "story_id")
+    await svc.executor.write(svc.app.stories.delete_story, tenant(request), story_id)
+    svc.recall.forget(story_id)
     return web.Response(status=204)
 
 

@@ -223,6 +223,8 @@ def unfold_episodes(
     while layers.episodes or layers.digest:  # else the newest episodes, one by one
         if not layers.episodes:  # only the digest is left: it stands for the episodes it absorbed
             assert layers.digest is not None
+            if layers.digest[1].edited:  # the user's corrections live in it: it stays
+                break
             opened = digest_opened(layers.digest[0], load)
             if opened.digest == layers.digest or tokens + summary_tokens(opened) > budget:
                 break
@@ -267,13 +269,23 @@ def _unfolded(
         turn.append((node, text, count, message))
         cost += count
         if cost > room:
-            spans[key] = room
+            _remember(spans, key, room)
             return None
     turn.reverse()
+    rendered = tuple(turn)
+    _remember(spans, key, rendered)
+    return rendered
+
+
+def _remember(
+    spans: dict[tuple[UUID, int, str, str, int], tuple[Rendered, ...] | int],
+    key: tuple[UUID, int, str, str, int],
+    value: tuple[Rendered, ...] | int,
+) -> None:
+    spans.pop(key, None)
     if len(spans) >= SPANS:
         del spans[next(iter(spans))]
-    spans[key] = rendered = tuple(turn)
-    return rendered
+    spans[key] = value
 
 
 def _settled(items: Iterable[Rendered]) -> bool:

@@ -76,7 +76,9 @@ class ArchiveChanges:
                 )
         for column, node_id, value, seq in self.flags:
             key = "node_id" if column == "reply_hidden" else "user_id"
-            conn.execute(f"update passages set {column} = ?, seq = ? where {key} = ?", [value, seq, node_id])
+            conn.execute(  # max: a flag folded after a newer replacement (one batch) keeps the newer seq
+                f"update passages set {column} = ?, seq = max(seq, ?) where {key} = ?", [value, seq, node_id]
+            )
         for story_id in self.dropped_stories:
             conn.execute("delete from passages where story_id = ?", [story_id])
 

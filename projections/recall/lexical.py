@@ -14,10 +14,12 @@ class LexicalIndex:
     """Built once over the passages' texts; `search` ranks them for a query. Rebuilt, never updated in
     place (bm25s indexes are static): a story's index grows by rebuilding it in the background."""
 
-    def __init__(self, texts: Sequence[str]) -> None:
+    def __init__(self, texts: Sequence[str], terms: Sequence[list[str]] | None = None) -> None:
+        """`terms`: the texts' `lexical_terms`, when the caller has them already."""
         self.size = len(texts)
         self._bm25 = bm25s.BM25()
-        corpus = [lexical_terms(text) or ["\u2400"] for text in texts]  # an empty passage still has a row
+        found = terms if terms is not None else [lexical_terms(text) for text in texts]
+        corpus = [words or ["\u2400"] for words in found]  # an empty passage still has a row
         if self.size:
             self._bm25.index(corpus, show_progress=False)
 

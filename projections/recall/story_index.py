@@ -18,6 +18,7 @@ from projections.recall.lexical import LexicalIndex
 from projections.recall.vectors import VectorIndex
 
 CANDIDATES = 40  # each retriever's list before the path filter and the fusion
+MAX_CANDIDATES = 2560  # how deep a list is read at most when other branches crowd the path's passages out
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +35,19 @@ class Hit:
 
 
 class StoryIndex:
-    def __init__(self, seq: int, rows: Sequence[dict[str, Any]], vectors: np.ndarray | None) -> None:
-        """`rows`: the story's archive rows; `vectors`: their embeddings, row for row (None: BM25 only)."""
+    def __init__(
+        self,
+        seq: int,
+        rows: Sequence[dict[str, Any]],
+        vectors: np.ndarray | None,
+        terms: Sequence[list[str]] | None = None,
+    ) -> None:
+        """`rows`: the story's archive rows; `vectors`: their embeddings, row for row (None: BM25 only);
+        `terms`: their lexical terms, if known."""
         self.seq = seq
         self.rows = list(rows)
         self.depths = np.array([row["depth"] for row in self.rows], dtype=np.int64)
-        self.lexical = LexicalIndex([row["text"] for row in self.rows])
+        self.lexical = LexicalIndex([row["text"] for row in self.rows], terms)
         self.vectors: VectorIndex | None = None
         if vectors is not None and len(self.rows):
             self.vectors = VectorIndex(vectors.shape[1])
@@ -58,10 +66,15 @@ class StoryIndex:
         allowed = (self.depths < before_depth).astype(np.float32)
         if not allowed.any():
             return []
-        rankings = {"bm25": self._on_path(self.lexical.search(query, CANDIDATES, allowed), on_path)}
-        if self.vectors is not None and query_vector is not None:
-            dense = self.vectors.search(query_vector, CANDIDATES, allowed)
-            rankings["dense"] = self._on_path(dense, on_path)
+        wanted = CANDIDATES
+        while True:  # branches and regenerates share words: read deeper until enough are on the path
+            rankings = {"bm25": self._on_path(self.lexical.search(query, wanted, allowed), on_path)}
+            if self.vectors is not None and query_vector is not None:
+                dense = self.vectors.search(query_vector, wanted, allowed)
+                rankings["dense"] = self._on_path(dense, on_path)
+            if min(map(len, rankings.values())) >= k or wanted >= min(len(self.rows), MAX_CANDIDATES):
+                break
+            wanted *= 4
         fused = fuse(rankings)[:k]
         return [Hit(self.rows[hit.position], hit.score, hit.found_by) for hit in fused]
 

@@ -190,3 +190,18 @@ async def test_engine_turns_announce_packs_and_see_the_summaries(fake: FakeModel
     sent = fake.requests[-1]["messages"]
     assert sent[1]["role"] == "user" and sent[1]["content"].startswith("【前情提要】")
     assert "第4问" in str(sent) and "第1问" not in str(sent[2:])  # the packed turns are only in the summary
+
+
+async def test_an_engine_turn_whose_context_overflows_announces_the_budget_pack(
+    fake: FakeModelServer, make_engine: Any
+) -> None:
+    engine = await make_engine(**FAST_JOBS)
+    long = "风从北边来，灯塔的玻璃嗡嗡作响，沈砚把油灯挪到窗边，说渡船还要三天。" * 3
+    fake.fallback = lambda body: Text(long)  # type: ignore[assignment]
+    story = await engine.story(keep_turns=2, pack_turns=0, context_window=1024, reply_reserve=0)
+    for i in range(1, 13):
+        await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": f"第{i}问：{long}"}, 201)
+    rows = await settled(engine, story["id"])
+    packs = [r for r in rows.values() if r["kind"] == "compact"]
+    assert packs and all(r["status"] == "done" for r in packs)  # compaction is off: only the budget asked
+    assert (await summaries(engine, story["id"]))["episodes"]  # the packs were made from the turns' openings

@@ -3,6 +3,7 @@ nothing for a reply that never finished, and a deleted story's passages gone."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from uuid import UUID, uuid4
 
 from domain.application import Changji
@@ -79,3 +80,20 @@ def test_a_deleted_storys_passages_are_gone(sqlite_changji: Changji, runner: Pro
     sqlite_changji.stories.delete_story(story.tenant, story.story_id)
     runner.catch_up()
     assert passages(runner.store, story.story_id) == [] and runner.store.archive_seq(story.story_id) == 0
+
+
+def test_the_archive_is_the_same_however_the_log_was_cut_into_batches(
+    sqlite_changji: Changji, runner: ProjectionRunner, tmp_path: Path
+) -> None:
+    story = StoryBuilder.start(sqlite_changji)
+    _, reply = story.turn("船票呢？", "在抽屉里。")
+    runner.catch_up()
+    story.annotate(reply, "hide")
+    runner.catch_up()  # the hide folded alone …
+    story.annotate(reply, "revise", "船票被风吹走了。", "rewrite")
+    runner.catch_up()
+    rebuilt = ReadModels(tmp_path / "rebuilt.sqlite")
+    ProjectionRunner(sqlite_changji, rebuilt).rebuild()  # … and here everything in one batch
+    assert rebuilt.dump()["passages"] == runner.store.dump()["passages"]
+    [row] = runner.store.passages(story.story_id)
+    assert (row["user_hidden"], row["reply_hidden"], row["text"]) == (0, 1, "船票呢？\n船票被风吹走了。")

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from domain.values import NodeView
 from projections.context.records import Context
-from tests.builders import StoryBuilder, memory_app
+from projections.context.window import WindowCache
+from tests.builders import StoryBuilder, memory_app, new_renders
 from tests.compaction_support import SMALL, compact, compact_if_due
 
 OPS = st.lists(
@@ -107,9 +108,14 @@ def apply(story: StoryBuilder, kind: str, choice: int, size: int) -> None:
 @given(OPS, st.sampled_from([32768, 900, 600]))
 def test_every_turn_of_the_path_is_covered_exactly_once(ops: list[tuple[str, int, int]], window: int) -> None:
     story = StoryBuilder.start(memory_app(), **SMALL, context_window=window, reply_reserve=100)
+    renders, windows = new_renders(), WindowCache()  # as the service keeps them, across every turn
     for kind, choice, size in ops:
         apply(story, kind, choice, size)
-        check(story, story.context())
+        fresh = story.context()
+        check(story, fresh)
+        cached = story.context(renders=renders, windows=windows)
+        check(story, cached)
+        assert cached.messages == fresh.messages  # caches change the cost, never the context
 
 
 def test_a_summary_serves_every_branch_through_its_node_and_none_before_it() -> None:
