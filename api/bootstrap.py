@@ -30,6 +30,7 @@ from service.recall import Recall
 from service.views import StoryViews
 from service.writes import StoryWrites
 from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
+from storage.embedding_cache import EmbeddingCache
 from storage.service_db import ServiceDB
 
 Step = Callable[[], Awaitable[None]]
@@ -136,7 +137,13 @@ def bootstrap(
     inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
     executor = Executor(read_side, inline_commands=inline)
     counter = counter or default_counter()
-    recall = Recall(store, _embedder(settings.embedder))
+    embedder = _embedder(settings.embedder)
+    saved = (
+        EmbeddingCache(str(settings.data_dir / "embeddings.sqlite"))
+        if embedder is not None and settings.persistence == "sqlite"
+        else None
+    )
+    recall = Recall(store, embedder, saved=saved)
     views = StoryViews(app, store, counter, recall)
     keys = keys or ServiceDB(settings.service_db_path)
     main_model = main_model or _model(settings, "main")

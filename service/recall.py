@@ -27,6 +27,7 @@ import numpy as np
 from projections.read_models.store import ReadModels
 from projections.recall.story_index import Hit, StoryIndex
 from projections.recall.terms import lexical_terms
+from storage.embedding_cache import EmbeddingCache
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 64
@@ -38,6 +39,7 @@ class LocalEmbedder(Protocol):
     """An embedder that runs in this process (`providers/embedders.py`)."""
 
     model: str
+    dimensions: int
 
     def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
 
@@ -54,10 +56,17 @@ class IndexState:
 
 
 class Recall:
-    def __init__(self, store: ReadModels, embedder: LocalEmbedder | None, max_stories: int = 64) -> None:
-        self.store, self.embedder, self.max_stories = store, embedder, max_stories
+    def __init__(
+        self,
+        store: ReadModels,
+        embedder: LocalEmbedder | None,
+        max_stories: int = 64,
+        saved: EmbeddingCache | None = None,
+    ) -> None:
+        """`saved`: embeddings kept on disk across restarts (None: in memory only)."""
+        self.store, self.embedder, self.max_stories, self.saved = store, embedder, max_stories, saved
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # sha256 of (model, text) → vector
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # sha256 of (model, dimensions, text) → vector
         self._terms: OrderedDict[str, list[str]] = OrderedDict()  # sha256 of text → lexical terms
         self._built: dict[UUID, float] = {}  # when each story's index was last built (monotonic)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
@@ -150,13 +159,20 @@ class Recall:
         if self.embedder is None:
             return None
         model = self.embedder.model
-        keys = [hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest() for text in texts]
+        size = self.embedder.dimensions
+        keys = [hashlib.sha256(f"{model}\x00{size}\x00{text}".encode()).hexdigest() for text in texts]
         found = {key: self._vectors[key] for key in keys if key in self._vectors}
+        if self.saved is not None and len(found) < len(keys):
+            found.update(self.saved.get_many([key for key in keys if key not in found]))
         missing = [i for i, key in enumerate(keys) if key not in found]
         for start in range(0, len(missing), EMBED_BATCH):
             batch = missing[start : start + EMBED_BATCH]
-            for i, vector in zip(batch, self.embedder.encode([texts[i] for i in batch], "passage"), strict=True):
-                found[keys[i]] = vector
+            made = dict(
+                zip((keys[i] for i in batch), self.embedder.encode([texts[i] for i in batch], "passage"), strict=True)
+            )
+            found.update(made)
+            if self.saved is not None:
+                self.saved.put_many(made)
         _keep(self._vectors, found)
         return np.stack([found[key] for key in keys])
 
@@ -183,6 +199,8 @@ class Recall:
     async def stop(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._queries.shutdown(wait=True, cancel_futures=True)
+        if self.saved is not None:
+            self.saved.close()
 
 
 def _keep(cache: OrderedDict[str, Any], found: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ abandoned branch never; a rebuilt index answers as the live one; a slow recall i
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from providers.embedders import HashingEmbedder
 from providers.tokens import EstimatingCounter
 from service.recall import Recall
 from service.views import StoryViews
+from storage.embedding_cache import EmbeddingCache
 from tests.builders import StoryBuilder
 
 TIGHT = {"context_window": 600, "reply_reserve": 150, "pack_turns": 0, "recall_tokens": 150, "keep_turns": 1}
@@ -170,3 +172,46 @@ def test_a_deleted_storys_index_is_gone(sqlite_changji: Changji, runner: Project
     sqlite_changji.stories.delete_story(story.tenant, story.story_id)
     indexed(runner, recall, story)
     assert recall.index(story.story_id) is None and recall.state(story.story_id).passages == 0
+
+
+class CountingEmbedder(HashingEmbedder):
+    """A local embedder that counts the passages it encodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passages = 0
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray:
+        if purpose == "passage":
+            self.passages += len(texts)
+        return super().encode(texts, purpose)
+
+
+def everywhere(_node: str) -> bool:
+    return True
+
+
+def test_embeddings_kept_on_disk_are_not_computed_again_after_a_restart(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels, tmp_path: Path
+) -> None:
+    story = StoryBuilder.start(sqlite_changji)
+    for i in range(6):
+        story.turn(f"第{i}天去了哪里？", f"“第{i}天去了码头。”")
+    first = CountingEmbedder()
+    before = Recall(read_models, first, saved=EmbeddingCache(str(tmp_path / "embeddings.sqlite")))
+    indexed(runner, before, story)
+    assert first.passages == 6
+    asyncio.run(before.stop())
+
+    second = CountingEmbedder()
+    after = Recall(read_models, second, saved=EmbeddingCache(str(tmp_path / "embeddings.sqlite")))
+    story.turn("第6天呢？", "“第6天去了山顶的灯塔。”")
+    indexed(runner, after, story)
+    assert second.passages == 1  # only the new turn
+    unsaved = Recall(read_models, HashingEmbedder())
+    indexed(runner, unsaved, story)
+    for query in ("山顶的灯塔", "码头"):
+        assert [(h.row, h.score) for h in after.search(story.story_id, query, 5, 10**6, everywhere)] == [
+            (h.row, h.score) for h in unsaved.search(story.story_id, query, 5, 10**6, everywhere)
+        ]
+    asyncio.run(after.stop())

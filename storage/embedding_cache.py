@@ -1,0 +1,42 @@
+"""Embeddings kept on disk by (embedder, text): a rebuilt recall index, after a restart or a rebuild of
+the read models, embeds only passages it has never seen. A cache, not a projection: losing the file
+costs time, never data. One connection, used by the recall builder's thread only."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+CHUNK = 500  # keys per lookup (SQLite's bound parameters)
+
+
+class EmbeddingCache:
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute(
+            "create table if not exists vectors (key text primary key, dimensions integer, data blob) without rowid"
+        )
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), CHUNK):
+            part = keys[start : start + CHUNK]
+            rows = self.conn.execute(
+                f"select key, data from vectors where key in ({', '.join('?' for _ in part)})", part
+            ).fetchall()
+            found.update((key, np.frombuffer(data, dtype=np.float32)) for key, data in rows)
+        return found
+
+    def put_many(self, vectors: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]) -> None:
+        items = vectors.items() if isinstance(vectors, Mapping) else vectors
+        rows = [(key, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for key, v in items]
+        if rows:
+            with self.conn:
+                self.conn.executemany("insert or ignore into vectors (key, dimensions, data) values (?, ?, ?)", rows)
+
+    def close(self) -> None:
+        self.conn.close()
