@@ -139,7 +139,7 @@ def bootstrap(
     counter = counter or default_counter()
     embedder = _embedder(settings.embedder)
     saved = (
-        EmbeddingCache(str(settings.data_dir / "embeddings.sqlite"))
+        EmbeddingCache.open(str(settings.data_dir / "embeddings.sqlite"))
         if embedder is not None and settings.persistence == "sqlite"
         else None
     )

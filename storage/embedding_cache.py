@@ -4,11 +4,13 @@ costs time, never data. One connection, used by the recall builder's thread only
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+log = logging.getLogger(__name__)
 CHUNK = 500  # keys per lookup (SQLite's bound parameters)
 
 
@@ -20,6 +22,15 @@ class EmbeddingCache:
         self.conn.execute(
             "create table if not exists vectors (key text primary key, dimensions integer, data blob) without rowid"
         )
+
+    @classmethod
+    def open(cls, path: str) -> EmbeddingCache | None:
+        """The cache at `path`, or None (recall embeds in memory only) when the file cannot be used."""
+        try:
+            return cls(path)
+        except sqlite3.Error as error:
+            log.warning("embeddings file %s not used (%s); recall keeps embeddings in memory only", path, error)
+            return None
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}

@@ -215,3 +215,17 @@ def test_embeddings_kept_on_disk_are_not_computed_again_after_a_restart(
             (h.row, h.score) for h in unsaved.search(story.story_id, query, 5, 10**6, everywhere)
         ]
     asyncio.run(after.stop())
+
+
+def test_an_unreadable_embeddings_file_leaves_recall_in_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = tmp_path / "embeddings.sqlite"
+    broken.write_bytes(b"this is not a database" * 100)
+    assert EmbeddingCache.open(str(broken)) is None
+    assert "embeddings file" in caplog.text
+    fine = EmbeddingCache.open(str(tmp_path / "fine.sqlite"))
+    assert fine is not None
+    fine.put_many({"k": np.ones(4, dtype=np.float32)})
+    assert fine.get_many(["k", "absent"])["k"].tolist() == [1.0, 1.0, 1.0, 1.0]
+    fine.close()
