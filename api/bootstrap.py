@@ -137,17 +137,17 @@ def bootstrap(
     inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
     executor = Executor(read_side, inline_commands=inline)
     counter = counter or default_counter()
+    keys = keys or ServiceDB(settings.service_db_path)
+    main_model = main_model or _model(settings, "main")
+    side_model = side_model or _model(settings, "side")
     embedder = _embedder(settings.embedder)
-    saved = (
+    saved = (  # opened after everything that can fail: nothing below does
         EmbeddingCache.open(str(settings.data_dir / "embeddings.sqlite"))
         if embedder is not None and settings.persistence == "sqlite"
         else None
     )
     recall = Recall(store, embedder, saved=saved)
     views = StoryViews(app, store, counter, recall)
-    keys = keys or ServiceDB(settings.service_db_path)
-    main_model = main_model or _model(settings, "main")
-    side_model = side_model or _model(settings, "side")
     turns = (
         TurnRunner(
             app, executor, read_side, views.context, main_model, settings.max_rounds,

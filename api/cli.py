@@ -131,6 +131,7 @@ def _offline(data_dir: Path | None) -> Iterator[Service]:
     try:
         yield service
     finally:
+        asyncio.run(service.recall.stop())
         service.app.close()
         service.keys.close()
 

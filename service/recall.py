@@ -39,6 +39,7 @@ class LocalEmbedder(Protocol):
     """An embedder that runs in this process (`providers/embedders.py`)."""
 
     model: str
+    revision: str  # changes whenever the same model name would give other vectors
     dimensions: int
 
     def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
@@ -66,7 +67,9 @@ class Recall:
         """`saved`: embeddings kept on disk across restarts (None: in memory only)."""
         self.store, self.embedder, self.max_stories, self.saved = store, embedder, max_stories, saved
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # sha256 of (model, dimensions, text) → vector
+        self._vectors: OrderedDict[str, np.ndarray] = (
+            OrderedDict()
+        )  # sha256 of (model, revision, dimensions, text) → vector
         self._terms: OrderedDict[str, list[str]] = OrderedDict()  # sha256 of text → lexical terms
         self._built: dict[UUID, float] = {}  # when each story's index was last built (monotonic)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
@@ -158,12 +161,12 @@ class Recall:
     def _embed(self, texts: list[str]) -> np.ndarray | None:
         if self.embedder is None:
             return None
-        model = self.embedder.model
         size = self.embedder.dimensions
-        keys = [hashlib.sha256(f"{model}\x00{size}\x00{text}".encode()).hexdigest() for text in texts]
+        model = f"{self.embedder.model}\x00{self.embedder.revision}\x00{size}"
+        keys = [hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest() for text in texts]
         found = {key: self._vectors[key] for key in keys if key in self._vectors}
         if self.saved is not None and len(found) < len(keys):
-            found.update(self.saved.get_many([key for key in keys if key not in found]))
+            found.update(self.saved.get_many([key for key in keys if key not in found], size))
         missing = [i for i, key in enumerate(keys) if key not in found]
         for start in range(0, len(missing), EMBED_BATCH):
             batch = missing[start : start + EMBED_BATCH]

@@ -5,6 +5,7 @@ abandoned branch never; a rebuilt index answers as the live one; a slow recall i
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,8 @@ from uuid import UUID
 import numpy as np
 import pytest
 
+from api.bootstrap import bootstrap
+from api.settings import Settings
 from domain.application import Changji
 from projections.context.records import Context
 from projections.read_models.store import ReadModels
@@ -227,5 +230,36 @@ def test_an_unreadable_embeddings_file_leaves_recall_in_memory(
     fine = EmbeddingCache.open(str(tmp_path / "fine.sqlite"))
     assert fine is not None
     fine.put_many({"k": np.ones(4, dtype=np.float32)})
-    assert fine.get_many(["k", "absent"])["k"].tolist() == [1.0, 1.0, 1.0, 1.0]
+    assert fine.get_many(["k", "absent"], 4)["k"].tolist() == [1.0, 1.0, 1.0, 1.0]
+    assert fine.get_many(["k"], 8) == {}  # saved with other dimensions: not returned
+    fine.put_many({"k": np.ones(8, dtype=np.float32)})
+    assert fine.get_many(["k"], 8)["k"].shape == (8,)
     fine.close()
+
+
+def test_an_embeddings_file_that_fails_after_opening_costs_time_not_recall(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels, tmp_path: Path
+) -> None:
+    saved = EmbeddingCache(str(tmp_path / "embeddings.sqlite"))
+    saved.conn.execute("drop table vectors")  # any later failure of the file: damaged, locked, disk full
+    embedder = CountingEmbedder()
+    recall = Recall(read_models, embedder, saved=saved)
+    story = StoryBuilder.start(sqlite_changji)
+    story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
+    indexed(runner, recall, story)
+    assert embedder.passages == 1 and not saved.usable
+    assert [h.row for h in recall.search(story.story_id, "银币宝藏", 5, 10**6, everywhere)] != []
+    asyncio.run(recall.stop())
+
+
+async def test_the_service_keeps_embeddings_beside_its_sqlite_files_and_closes_them(tmp_path: Path) -> None:
+    service = bootstrap(Settings(data_dir=tmp_path / "data", embedder="hashing"))
+    saved = service.recall.saved
+    assert saved is not None and saved.path == str(tmp_path / "data" / "embeddings.sqlite")
+    await service.start()
+    await service.close()
+    with pytest.raises(sqlite3.ProgrammingError):  # closed with the service
+        saved.conn.execute("select 1")
+    in_memory = bootstrap(Settings(data_dir=tmp_path / "other", embedder="hashing", persistence="memory"))
+    assert in_memory.recall.saved is None and not (tmp_path / "other" / "embeddings.sqlite").exists()
+    await in_memory.close()
