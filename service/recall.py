@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from projections.read_models.store import ReadModels
+from projections.recall.dense_text import previous_passages, with_previous
 from projections.recall.story_index import Hit, StoryIndex
 from projections.recall.terms import lexical_terms
 from service.passage_vectors import LocalEmbedder, PassageVectors, keep_recent
@@ -131,9 +132,11 @@ class Recall:
             return current
         try:
             texts = [row["text"] for row in rows]
-            index = StoryIndex(
-                seq, rows, self._vectors.of(texts) if self._vectors is not None else None, self._lexical_terms(texts)
-            )
+            vectors = None
+            if self._vectors is not None:
+                previous = previous_passages(rows, self.store.parents(story_id))
+                vectors = self._vectors.of(with_previous(texts, previous))
+            index = StoryIndex(seq, rows, vectors, self._lexical_terms(texts))
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)
             return current

@@ -39,6 +39,7 @@ import numpy as np
 from _common import LOCOMO_CATEGORIES, LocomoConversation, emit, locomo, log, parse_args, percentile
 
 from domain.rules.passages import cut_passages, passage_spans
+from projections.recall.dense_text import with_previous
 from projections.recall.fusion import fuse
 from projections.recall.lexical import LexicalIndex
 from projections.recall.vectors import VectorIndex
@@ -134,7 +135,8 @@ def evaluate(
         rankings: dict[str, list[list[tuple[int, float]]]] = {"bm25": [lexical.search(q, top) for q in questions]}
         for name, embedder in embedders.items():
             t0 = time.perf_counter()
-            vectors = passage_vectors[name].of(corpus.texts)
+            previous = [i - 1 if i else None for i in range(len(corpus.texts))]  # the passage before on the path
+            vectors = passage_vectors[name].of(with_previous(corpus.texts, previous))
             indexing[name] += time.perf_counter() - t0
             index = VectorIndex(vectors.shape[1])
             index.add(vectors)

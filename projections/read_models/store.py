@@ -389,6 +389,13 @@ class ReadModels:
             )
         )
 
+    def parents(self, story_id: UUID) -> dict[str, str]:
+        """Each node of the story → its parent (the root has none)."""
+        rows = self.db.execute(
+            "select id, parent_id from nodes where story_id = ? and parent_id is not null", [str(story_id)]
+        )
+        return {node: parent for node, parent in rows.fetchall()}
+
     def archive_seq(self, story_id: UUID) -> int:
         """The position of the last change to the story's archive (0: nothing archived)."""
         row = self.db.execute("select max(seq) from passages where story_id = ?", [str(story_id)]).fetchone()

@@ -183,10 +183,12 @@ class CountingEmbedder(HashingEmbedder):
     def __init__(self) -> None:
         super().__init__()
         self.passages = 0
+        self.texts: list[str] = []
 
     def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray:
         if purpose == "passage":
             self.passages += len(texts)
+            self.texts += texts
         return super().encode(texts, purpose)
 
 
@@ -263,3 +265,22 @@ async def test_the_service_keeps_embeddings_beside_its_sqlite_files_and_closes_t
     in_memory = bootstrap(Settings(data_dir=tmp_path / "other", embedder="hashing", persistence="memory"))
     assert in_memory.recall.saved is None and not (tmp_path / "other" / "embeddings.sqlite").exists()
     await in_memory.close()
+
+
+def test_each_passage_is_embedded_after_the_end_of_the_turn_before_it_on_its_path(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    story = StoryBuilder.start(sqlite_changji)
+    _, fork = story.turn("钥匙放哪了？", "“在旧靴子里。”")
+    story.turn("那靴子呢？", "“在床底下。”")
+    story.turn("靴子还在吗？", "“被狗叼走了。”", parent=fork)
+    embedder = CountingEmbedder()
+    recall = Recall(read_models, embedder)
+    indexed(runner, recall, story)
+    assert sorted(embedder.texts) == sorted(
+        [
+            "钥匙放哪了？\n“在旧靴子里。”",
+            "钥匙放哪了？\n“在旧靴子里。”\n那靴子呢？\n“在床底下。”",
+            "钥匙放哪了？\n“在旧靴子里。”\n靴子还在吗？\n“被狗叼走了。”",  # its own path, not the other branch
+        ]
+    )

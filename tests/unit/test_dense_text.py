@@ -1,0 +1,33 @@
+"""What the dense retriever embeds: each passage after the end of the one before it on its own path,
+never one from another branch."""
+
+from __future__ import annotations
+
+from projections.recall.dense_text import CONTEXT_CHARS, previous_passages, with_previous
+
+
+def row(reply: str, part: int, user: str) -> dict[str, object]:
+    return {"id": f"{reply}:{part}", "node_id": reply, "user_id": user}
+
+
+def test_the_passage_before_is_the_previous_part_or_the_last_part_of_the_parent_turn() -> None:
+    rows = [
+        row("r1", 0, "u1"), row("r1", 1, "u1"),  # the first turn, cut in two; u1 answers the greeting
+        row("r3", 0, "u3"),  # a branch from r1, archived before r2
+        row("r2", 0, "u2"), row("r4", 0, "u4"),
+    ]  # fmt: skip
+    parents = {"u1": "greeting", "r1": "u1", "u2": "r1", "r2": "u2", "u3": "r1", "r3": "u3", "u4": "r2", "r4": "u4"}
+    assert previous_passages(rows, parents) == [None, 0, 1, 1, 3]
+
+
+def test_a_turn_after_the_greeting_or_an_unknown_parent_stands_alone() -> None:
+    rows = [row("r1", 0, "u1"), row("r2", 0, "u2")]
+    assert previous_passages(rows, {"u2": "r1"}) == [None, 0]
+    assert previous_passages(rows, {}) == [None, None]  # a parent the read models do not know yet
+
+
+def test_the_previous_text_is_cut_from_its_end() -> None:
+    texts = ["x" * (CONTEXT_CHARS + 50) + "end", "this one"]
+    first, second = with_previous(texts, [None, 0])
+    assert first == texts[0]
+    assert second == "x" * (CONTEXT_CHARS - 3) + "end\nthis one"
