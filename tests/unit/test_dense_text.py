@@ -31,3 +31,18 @@ def test_the_previous_text_is_cut_from_its_end() -> None:
     first, second = with_previous(texts, [None, 0])
     assert first == texts[0]
     assert second == "x" * (CONTEXT_CHARS - 3) + "end\nthis one"
+
+
+def test_a_turn_after_a_stopped_reply_follows_the_last_reply_with_passages() -> None:
+    rows = [row("r1", 0, "u1"), row("r3", 0, "u3")]  # r2 was stopped: no passages
+    parents = {"u1": "greeting", "r1": "u1", "u2": "r1", "r2": "u2", "u3": "r2"}
+    assert previous_passages(rows, parents) == [None, 0]
+
+
+def test_context_never_pushes_a_long_chinese_passage_past_one_embedding_window() -> None:
+    long_chinese = "灯" * 600  # ~450 tokens already
+    short = "他说好。"
+    _, after_long, after_short = with_previous(["海" * 400, long_chinese, short], [None, 0, 0])
+    assert after_long.endswith(long_chinese) and len(after_long) - len(long_chinese) <= 41
+    assert after_short == "海" * CONTEXT_CHARS + "\n" + short
+    assert with_previous(["x", "灯" * 700], [None, 0])[1] == "灯" * 700  # no room at all
