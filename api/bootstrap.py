@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from api.auth import Authenticator
 from api.settings import Settings
 from domain.application import Changji
-from domain.ports import ChatModel, TokenCounter
+from domain.ports import ChatModel, Embedder, TokenCounter
 from engine.turns import TurnRunner
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
-from providers.embedders import E5Embedder, HashingEmbedder, e5_available
+from providers.embedders import E5Embedder, EndpointEmbedder, HashingEmbedder, e5_available
 from providers.openai import OpenAIChat
 from providers.tokens import default_counter
 from schedulers.system import JobPolicy, JobSystem, Worker
@@ -140,7 +140,7 @@ def bootstrap(
     keys = keys or ServiceDB(settings.service_db_path)
     main_model = main_model or _model(settings, "main")
     side_model = side_model or _model(settings, "side")
-    embedder = _embedder(settings.embedder)
+    embedder = _embedder(settings)
     saved = (  # opened after everything that can fail: nothing below does
         EmbeddingCache.open(str(settings.data_dir / "embeddings.sqlite"))
         if embedder is not None and settings.persistence == "sqlite"
@@ -172,12 +172,18 @@ def bootstrap(
     )  # fmt: skip
 
 
-def _embedder(choice: str) -> HashingEmbedder | E5Embedder | None:
-    """Recall's embedder. Measured on LoCoMo (`ops/bench/locomo_recall.py`): BM25 fused with e5 finds
-    more than BM25 alone, BM25 fused with the hashing embedder less, so without e5 recall is BM25 alone."""
+def _embedder(settings: Settings) -> Embedder | None:
+    """Recall's embedder: the endpoint the operator configured, else e5 when installed, else the hashing
+    embedder. Measured on LoCoMo (`ops/bench/locomo_recall.py`), BM25 fused with e5 finds the most, and
+    BM25 fused with the hashing embedder (no model at all) more than BM25 alone (`none`)."""
+    choice, endpoint = settings.embedder, settings.embeddings
+    if choice == "endpoint" or (choice == "auto" and endpoint.configured):
+        return EndpointEmbedder(
+            endpoint.endpoint(), settings.embed_dimensions, settings.embed_query_prefix, settings.embed_passage_prefix
+        )
     if choice == "e5" or (choice == "auto" and e5_available()):
         return E5Embedder()
-    return HashingEmbedder() if choice == "hashing" else None
+    return HashingEmbedder() if choice in ("auto", "hashing") else None
 
 
 def _model(settings: Settings, role: str) -> OpenAIChat | None:

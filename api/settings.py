@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 from providers.openai import ModelEndpoint
 
@@ -61,12 +61,23 @@ class Settings(BaseModel):
     job_max_attempts: int = Field(5, ge=1, le=100, description="attempts before a job fails for good")
     job_concurrency: int = Field(4, ge=1, le=64, description="jobs running at once")
     scribe_language: Literal["zh", "en"] = Field("zh", description="language of the scribe's instructions")
-    embedder: Literal["auto", "e5", "hashing", "none"] = Field(
-        "auto", description="recall's dense vectors: auto = e5 when installed, else none (BM25 alone)"
+    embedder: Literal["auto", "endpoint", "e5", "hashing", "none"] = Field(
+        "auto",
+        description="recall's dense vectors: auto = the CHANGJI_EMBED_* endpoint when configured, "
+        "else e5 when installed, else hashing; none = BM25 alone",
     )
+    embed_dimensions: int | None = Field(None, ge=1, le=8192, description="asked of the embeddings endpoint")
+    embed_query_prefix: str = Field("", max_length=200, description="put before a query sent to the endpoint")
+    embed_passage_prefix: str = Field("", max_length=200, description="put before a passage sent to it")
     sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
         "NORMAL", description="event-store commits: NORMAL survives kill -9, FULL also power loss"
     )
+
+    @model_validator(mode="after")
+    def _endpoint_configured(self) -> Settings:
+        if self.embedder == "endpoint" and not self.embeddings.configured:
+            raise ValueError("embedder 'endpoint' needs CHANGJI_EMBED_BASE_URL and CHANGJI_EMBED_MODEL")
+        return self
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -83,6 +94,9 @@ class Settings(BaseModel):
             "job_concurrency": os.environ.get("CHANGJI_JOB_CONCURRENCY"),
             "scribe_language": os.environ.get("CHANGJI_SCRIBE_LANGUAGE"),
             "embedder": os.environ.get("CHANGJI_EMBEDDER"),
+            "embed_dimensions": os.environ.get("CHANGJI_EMBED_DIMENSIONS"),
+            "embed_query_prefix": os.environ.get("CHANGJI_EMBED_QUERY_PREFIX"),
+            "embed_passage_prefix": os.environ.get("CHANGJI_EMBED_PASSAGE_PREFIX"),
         }
         values: dict[str, object] = {k: v for k, v in env.items() if v is not None}
         for role, key in (("main", "main_model"), ("side", "side_model"), ("embed", "embeddings")):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from domain.rules.scene import Roster, SceneSnapshot
 
 
@@ -88,11 +90,19 @@ class ChatModel(Protocol):
 
 
 class Embedder(Protocol):
-    """Text → vectors (OpenAI-compatible `/embeddings`, or an offline fallback)."""
+    """Text → L2-normalised vectors for recall: in this process (`providers/embedders.py`) or from an
+    OpenAI-compatible `/embeddings` endpoint. `encode` blocks the calling thread (recall's own threads
+    call it); `embed` is the same for the event loop."""
 
     model: str
+    revision: str  # changes whenever the same model name would give other vectors
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    @property
+    def dimensions(self) -> int: ...
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
+
+    async def embed(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
 
     async def close(self) -> None:
         """Release the client's connections."""

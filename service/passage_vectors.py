@@ -7,28 +7,19 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import numpy as np
 
+from domain.ports import Embedder
 from storage.embedding_cache import EmbeddingCache
 
 EMBED_BATCH = 64
 CACHED_TEXTS = 100_000  # passages whose vector and terms are kept for the next build
 
 
-class LocalEmbedder(Protocol):
-    """An embedder that runs in this process (`providers/embedders.py`)."""
-
-    model: str
-    revision: str  # changes whenever the same model name would give other vectors
-    dimensions: int
-
-    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
-
-
 class PassageVectors:
-    def __init__(self, embedder: LocalEmbedder, saved: EmbeddingCache | None = None) -> None:
+    def __init__(self, embedder: Embedder, saved: EmbeddingCache | None = None) -> None:
         self.embedder, self.saved = embedder, saved
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
 

@@ -6,6 +6,12 @@ in the verbatim window anyway) and asks for a fresh one in the background. Embed
 (`service/passage_vectors.py`) so a rebuilt index embeds only what is new. Indexes live in memory, at most
 `max_stories` of them (the least recently used goes first); a story whose archive is empty (none yet,
 or deleted) has none.
+
+Queries are embedded ahead of the search where the caller can (`prepare`, on the event loop: the
+context is assembled on the writer thread, which must not wait for an embeddings endpoint) and kept
+for the next search of the same words (a regenerate, the engine's own reads). An embedder that fails
+leaves BM25 alone: a query it could not embed is searched by words, and an index it could not embed is
+built without vectors and built again after `RETRY_SECONDS`.
 """
 
 from __future__ import annotations
@@ -21,15 +27,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from uuid import UUID
 
+import numpy as np
+
+from domain.ports import Embedder
 from projections.read_models.store import ReadModels
 from projections.recall.dense_text import previous_passages, with_previous
 from projections.recall.story_index import Hit, StoryIndex
 from projections.recall.terms import lexical_terms
-from service.passage_vectors import LocalEmbedder, PassageVectors, keep_recent
+from service.passage_vectors import PassageVectors, keep_recent
 from storage.embedding_cache import EmbeddingCache
 
 log = logging.getLogger(__name__)
 MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns in a row share one build)
+RETRY_SECONDS = 30.0  # after the embedder failed, the wait before a story's vectors are tried again
+QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,16 +58,21 @@ class Recall:
     def __init__(
         self,
         store: ReadModels,
-        embedder: LocalEmbedder | None,
+        embedder: Embedder | None,
         max_stories: int = 64,
         saved: EmbeddingCache | None = None,
+        query_seconds: float = 5.0,
     ) -> None:
-        """`saved`: embeddings kept on disk across restarts (None: in memory only)."""
+        """`saved`: embeddings kept on disk across restarts (None: in memory only); `query_seconds`: how
+        long `prepare` waits for a query's vector."""
         self.store, self.embedder, self.max_stories, self.saved = store, embedder, max_stories, saved
+        self.query_seconds, self.retry_seconds = query_seconds, RETRY_SECONDS
+        # query text → (its vector, or None where the embedder failed; when, monotonic)
+        self._query_vectors: OrderedDict[str, tuple[np.ndarray | None, float]] = OrderedDict()
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
         self._vectors = PassageVectors(embedder, saved) if embedder is not None else None
         self._terms: OrderedDict[str, list[str]] = OrderedDict()  # sha256 of text → lexical terms
-        self._built: dict[UUID, float] = {}  # when each story's index was last built (monotonic)
+        self._next_build: dict[UUID, float] = {}  # when each story's index may be built next (monotonic)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
         self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # searches, time-limited
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
@@ -104,12 +120,60 @@ class Recall:
         """The best `k` passages for `query` older than `before_depth` on the path, from the index as it
         is now; a fresh index is asked for when the archive moved on."""
         index = self.index(story_id)
-        if index is None or index.seq < self.store.archive_seq(story_id):
+        if index is None or not index.complete or index.seq < self.store.archive_seq(story_id):
             self.refresh_soon(story_id)
         if index is None or not query.strip():
             return []
-        vector = self.embedder.encode([query], "query")[0] if self.embedder is not None and index.vectors else None
+        vector = self._query_vector(query) if index.vectors is not None else None
         return index.search(query, vector, k, before_depth, on_path)
+
+    async def prepare(self, story_id: UUID, query: str) -> None:
+        """Embed `query` now, on the loop, for a search about to run elsewhere (the writer thread must not
+        wait for an embeddings endpoint). Waits at most `query_seconds`; a failure is kept, and that
+        search goes by words alone."""
+        if self.embedder is None or not query.strip() or self._has_query_vector(query):
+            return
+        index = self.index(story_id)
+        if index is None or index.vectors is None:
+            return
+        vector: np.ndarray | None = None
+        try:
+            vector = (await asyncio.wait_for(self.embedder.embed([query], "query"), self.query_seconds))[0]
+        except Exception as exc:
+            log.warning("embedding a recall query failed (%r): it is searched by words alone", exc)
+        self._keep_query_vector(query, vector)
+
+    def _known_query_vector(self, query: str) -> tuple[np.ndarray | None] | None:
+        """(the vector,) when known — (None,) for a failure within `retry_seconds` — else None."""
+        with self._lock:
+            known = self._query_vectors.get(query)
+        if known is None or (known[0] is None and time.monotonic() - known[1] >= self.retry_seconds):
+            return None
+        return (known[0],)
+
+    def _has_query_vector(self, query: str) -> bool:
+        return self._known_query_vector(query) is not None
+
+    def _keep_query_vector(self, query: str, vector: np.ndarray | None) -> None:
+        with self._lock:
+            self._query_vectors[query] = (vector, time.monotonic())
+            self._query_vectors.move_to_end(query)
+            while len(self._query_vectors) > QUERY_VECTORS:
+                self._query_vectors.popitem(last=False)
+
+    def _query_vector(self, query: str) -> np.ndarray | None:
+        """The query's vector: prepared, or embedded here (None: the embedder failed; BM25 alone)."""
+        known = self._known_query_vector(query)
+        if known is not None:
+            return known[0]
+        assert self.embedder is not None
+        try:
+            vector: np.ndarray | None = self.embedder.encode([query], "query")[0]
+        except Exception as exc:
+            log.warning("embedding a recall query failed (%r): it is searched by words alone", exc)
+            vector = None
+        self._keep_query_vector(query, vector)
+        return vector
 
     def forget(self, story_id: UUID) -> None:
         """Drop a story's index (the story was deleted)."""
@@ -117,26 +181,32 @@ class Recall:
             self._indexes.pop(story_id, None)
 
     def _rebuild(self, story_id: UUID) -> StoryIndex | None:
-        wait = self._built.get(story_id, 0.0) + MIN_BUILD_SECONDS - time.monotonic()
+        wait = self._next_build.get(story_id, 0.0) - time.monotonic()
         if wait > 0:
             time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
-        self._built[story_id] = time.monotonic()
+        self._next_build[story_id] = time.monotonic() + MIN_BUILD_SECONDS
         seq = self.store.archive_seq(story_id)
         current = self.index(story_id)
-        rows = self.store.passages(story_id) if seq and (current is None or current.seq < seq) else []
+        fresh = current is not None and current.seq >= seq and current.complete
+        rows = self.store.passages(story_id) if seq and not fresh else []
         if not seq or (current is None and not rows):  # nothing archived (yet, or any more)
             with self._lock:
                 self._indexes.pop(story_id, None)
             return None
-        if current is not None and current.seq >= seq:
+        if fresh:
             return current
         try:
             texts = [row["text"] for row in rows]
-            vectors = None
+            vectors, complete = None, True
             if self._vectors is not None:
-                previous = previous_passages(rows, self.store.parents(story_id))
-                vectors = self._vectors.of(with_previous(texts, previous))
-            index = StoryIndex(seq, rows, vectors, self._lexical_terms(texts))
+                try:
+                    previous = previous_passages(rows, self.store.parents(story_id))
+                    vectors = self._vectors.of(with_previous(texts, previous))
+                except Exception as exc:  # the embedder failed: words alone until it is tried again
+                    log.warning("embedding story %s failed (%r): its recall is BM25 alone for now", story_id, exc)
+                    complete = False
+                    self._next_build[story_id] = time.monotonic() + self.retry_seconds
+            index = StoryIndex(seq, rows, vectors, self._lexical_terms(texts), complete=complete)
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)
             return current
@@ -170,5 +240,7 @@ class Recall:
     async def stop(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._queries.shutdown(wait=True, cancel_futures=True)
+        if self.embedder is not None:
+            await self.embedder.close()
         if self.saved is not None:
             self.saved.close()

@@ -97,6 +97,12 @@ class StoryViews:
         story = self.app.story(tenant_id, story_id)
         return self._assemble(story, self.app.leaf_or(story, at, "at").id)
 
+    def recall_query(self, tenant_id: str, story_id: UUID, at: UUID | None) -> str | None:
+        """The words the context at a node recalls for: the node's text when it is the user's, else None."""
+        story = self.app.story(tenant_id, story_id)
+        node = self.app.leaf_or(story, at, "at").view
+        return node.text if node.kind == "user" and self._can_recall(story.id) else None
+
     def pack_if_over_budget(self, tenant_id: str, story_id: UUID, reply_id: UUID) -> int:
         """After a reply is added: when the context that follows it would leave turns out for the budget,
         a compaction is announced on the reply (`CompactionDue`, reason budget); the position, or 0.

@@ -22,6 +22,7 @@ async def recall(request: web.Request) -> web.Response:
     k = query_int(request, "k", 10, 1, 50)
     at = query_id(request, "at")
     await svc.recall.refresh(story_id)  # whatever was written before this request is searched
+    await svc.recall.prepare(story_id, query)
     hits = await svc.executor.load(svc.views.recall_at, tenant(request), story_id, query, k, at)
     models = [
         RecallHitModel(

@@ -134,8 +134,12 @@ async def path(request: web.Request) -> web.Response:
 
 async def context(request: web.Request) -> web.Response:
     """Encoded straight from the projection's dataclasses: the hottest read (a `ContextResponse` in the schema)."""
-    svc, story_id = service(request), path_id(request, "story_id")
-    ctx = await svc.executor.load(svc.views.context, tenant(request), story_id, query_id(request, "at"))
+    svc, story_id, at = service(request), path_id(request, "story_id"), query_id(request, "at")
+    if svc.recall.embedder is not None:  # embed the user's words here, not on the writer thread
+        words = await svc.executor.load(svc.views.recall_query, tenant(request), story_id, at)
+        if words:
+            await svc.recall.prepare(story_id, words)
+    ctx = await svc.executor.load(svc.views.context, tenant(request), story_id, at)
     payload = {
         "story_id": story_id,
         "leaf_id": ctx.leaf_id,

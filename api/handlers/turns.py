@@ -47,6 +47,7 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     req = await body(request, PostTurnRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     runner = _runner(svc)
+    await svc.recall.prepare(story_id, req.text)  # the opening's recall finds the words embedded
     opened = await runner.open(tenant(request), story_id, req.text, req.parent_id, if_match(request))
     handle = runner.start(tenant(request), story_id, opened.reply.id, opened=opened)
     return await _answer(request, svc, story_id, handle, opened.position)

@@ -41,10 +41,12 @@ class StoryIndex:
         rows: Sequence[dict[str, Any]],
         vectors: np.ndarray | None,
         terms: Sequence[list[str]] | None = None,
+        complete: bool = True,
     ) -> None:
         """`rows`: the story's archive rows; `vectors`: their embeddings, row for row (None: BM25 only);
-        `terms`: their lexical terms, if known."""
-        self.seq = seq
+        `terms`: their lexical terms, if known; `complete`: False when vectors were wanted and could not
+        be made (the index is BM25 alone until it is built again)."""
+        self.seq, self.complete = seq, complete
         self.rows = list(rows)
         self.depths = np.array([row["depth"] for row in self.rows], dtype=np.int64)
         self.lexical = LexicalIndex([row["text"] for row in self.rows], terms)

@@ -1,0 +1,86 @@
+"""Recall with an OpenAI-compatible embeddings endpoint (`CHANGJI_EMBED_*`), the fake model server on
+loopback standing in for it: passages and queries are embedded there with their prefixes, the query
+before the context is assembled, and an endpoint that fails leaves recall by words alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from api.app import SERVICE
+from api.settings import ModelSettings, Settings
+from providers.fake_server import FakeModelServer
+from tests.builders import MakeClient, api_for
+
+TIGHT = {"context_window": 600, "reply_reserve": 150, "pack_turns": 0, "recall_tokens": 150, "keep_turns": 1}
+FILLER = (
+    "今天也在修灯塔的窗户，玻璃上全是盐霜，擦了一遍又一遍还是看不清外面的海。",
+    "“窗框又松了，风一吹就响，明天得找几颗新钉子来。”",
+)
+
+
+def embeddings(fake: FakeModelServer) -> ModelSettings:
+    return ModelSettings(base_url=fake.url, model="fake-embed", max_retries=0)
+
+
+def inputs(fake: FakeModelServer) -> list[str]:
+    return [text for body in fake.embedding_requests for text in body["input"]]
+
+
+async def test_the_endpoint_embeds_passages_and_queries_with_their_prefixes(
+    make_client: MakeClient, fake: FakeModelServer
+) -> None:
+    client = await make_client(
+        embeddings=embeddings(fake), embed_dimensions=32, embed_query_prefix="query: ", embed_passage_prefix="passage: "
+    )
+    api = api_for(client, "tenant-a")
+    sid = (await api.story(**TIGHT))["id"]
+    _, reply = await api.turn(sid, "地下室里有什么？", "“一箱旧银币，是守塔人的宝藏。”")
+    for _ in range(20):
+        await api.turn(sid, *FILLER)
+    found: dict[str, Any] = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币宝藏&k=3")
+    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25", "dense"}
+    index = await api.call("GET", f"/v1/stories/{sid}/index")
+    assert index["embedder"] == "fake-embed" and index["passages"] == 21
+    assert {body["dimensions"] for body in fake.embedding_requests} == {32}
+    assert {body["model"] for body in fake.embedding_requests} == {"fake-embed"}
+    sent = inputs(fake)
+    assert "query: 银币宝藏" in sent
+    assert any(text.startswith("passage: ") and "银币" in text for text in sent)
+
+    await api.append(sid, "user", "那箱银币现在在哪里？")
+    context = await api.call("GET", f"/v1/stories/{sid}/context")
+    assert reply in next(b for b in context["explain"] if b["what"] == "recall")["node_ids"]
+    assert "query: 那箱银币现在在哪里？" in inputs(fake)
+    asked = len(fake.embedding_requests)
+    await api.call("GET", f"/v1/stories/{sid}/context")  # the same words again: their vector is kept
+    assert len(fake.embedding_requests) == asked
+
+
+async def test_a_failing_endpoint_leaves_recall_by_words_and_its_vectors_come_back(
+    make_client: MakeClient, fake: FakeModelServer
+) -> None:
+    client = await make_client(embeddings=embeddings(fake))
+    api = api_for(client, "tenant-a")
+    recall = client.app[SERVICE].recall
+    recall.retry_seconds = 0.0
+    sid = (await api.story(**TIGHT))["id"]
+    fake.embeddings_status = 503
+    _, reply = await api.turn(sid, "地下室里有什么？", "“一箱旧银币，是守塔人的宝藏。”")
+    for _ in range(20):
+        await api.turn(sid, *FILLER)
+    found: dict[str, Any] = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币宝藏&k=3")
+    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25"}
+    await api.append(sid, "user", "银币呢？")
+    context = await api.call("GET", f"/v1/stories/{sid}/context")  # a context all the same, by words
+    assert reply in next(b for b in context["explain"] if b["what"] == "recall")["node_ids"]
+
+    fake.embeddings_status = None  # the endpoint is back: the next build embeds what it could not
+    found = await api.call("GET", f"/v1/stories/{sid}/recall?q=宝藏银币&k=3")
+    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25", "dense"}
+
+
+def test_the_endpoint_embedder_needs_an_endpoint() -> None:
+    with pytest.raises(ValueError, match="CHANGJI_EMBED_BASE_URL"):
+        Settings(embedder="endpoint")
