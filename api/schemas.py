@@ -524,9 +524,11 @@ class FoundBy(BaseModel):
 
 class RecallHitModel(BaseModel):
     passage_id: str
-    node_id: UUID = Field(description="the reply of the turn the passage is from")
-    user_id: UUID = Field(description="the user's words of that turn")
-    turn: int
+    kind: Literal["turn", "episode"] = Field(description="a turn's words, or an episode summary")
+    node_id: UUID = Field(description="the reply of the turn the passage is from (an episode: its last node)")
+    user_id: UUID = Field(description="the user's words of that turn (an episode: its first node)")
+    turn: int = Field(description="the turn (an episode: the last it covers)")
+    first_turn: int = Field(description="the first turn covered (a turn: itself)")
     depth: int
     text: str
     user_part: int = Field(description="how many leading characters of `text` are the user's words")
@@ -545,6 +547,8 @@ class RecallResponse(BaseModel):
 class IndexResponse(BaseModel):
     story_id: UUID
     passages: int = Field(description="passages in the story's recall index")
+    summary_passages: int = Field(description="of which from episode summaries")
+    dense: bool = Field(description="the index has vectors (false: no embedder, or it failed: BM25 alone)")
     index_seq: int = Field(description="the archive position the index reflects")
     archive_seq: int = Field(description="the archive's position now")
     behind: bool

@@ -42,6 +42,9 @@ class StorySettings(BaseModel):
     recall_k: int = Field(10, ge=0, le=50, description="passages recalled per turn from outside the window; 0 = off")
     fill_window: bool = Field(True, description="show summarized turns word for word again while the budget has room")
     recall_tokens: int = Field(1024, ge=0, le=1_000_000, description="tokens the 【剧情记忆】 block may take")
+    recall_summaries: bool = Field(
+        True, description="recall episode summaries too (those not already in the context), beside turns"
+    )
     user_name: str = Field("User", min_length=1, max_length=100, description="fills {{user}}")
 
     def merged(self, overrides: dict[str, Any]) -> StorySettings:

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from uuid import UUID
@@ -48,10 +48,12 @@ class IndexState:
     """What `GET …/index` reports: the passages indexed, how far behind the archive, the embedder."""
 
     passages: int
+    summary_passages: int
     index_seq: int
     archive_seq: int
     embedder: str
     building: bool
+    dense: bool
 
 
 class Recall:
@@ -108,24 +110,33 @@ class Recall:
         running = self._building.get(story_id)
         return IndexState(
             len(index.rows) if index else 0,
+            len(index.episode_positions) if index else 0,
             index.seq if index else 0,
             self.store.archive_seq(story_id),
             self.embedder_name,
             running is not None and not running.done(),
+            index is not None and index.vectors is not None,
         )
 
     def search(
-        self, story_id: UUID, query: str, k: int, before_depth: int, on_path: Callable[[str], bool]
+        self,
+        story_id: UUID,
+        query: str,
+        k: int,
+        before_depth: int,
+        on_path: Callable[[str], bool],
+        shown_episodes: Collection[str] | None = (),
     ) -> list[Hit]:
-        """The best `k` passages for `query` older than `before_depth` on the path, from the index as it
-        is now; a fresh index is asked for when the archive moved on."""
+        """The best `k` passages for `query` older than `before_depth` on the path (episode summaries
+        but those in `shown_episodes`; None: none), from the index as it is now; a fresh index is asked
+        for when the archive moved on."""
         index = self.index(story_id)
         if index is None or not index.complete or index.seq < self.store.archive_seq(story_id):
             self.refresh_soon(story_id)
         if index is None or not query.strip():
             return []
         vector = self._query_vector(query) if index.vectors is not None else None
-        return index.search(query, vector, k, before_depth, on_path)
+        return index.search(query, vector, k, before_depth, on_path, shown_episodes)
 
     async def prepare(self, story_id: UUID, query: str) -> None:
         """Embed `query` now, on the loop, for a search about to run elsewhere (the writer thread must not
@@ -227,10 +238,17 @@ class Recall:
         return [found[key] for key in keys]
 
     def search_within(
-        self, seconds: float, story_id: UUID, query: str, k: int, before_depth: int, on_path: Callable[[str], bool]
+        self,
+        seconds: float,
+        story_id: UUID,
+        query: str,
+        k: int,
+        before_depth: int,
+        on_path: Callable[[str], bool],
+        shown_episodes: Collection[str] | None = (),
     ) -> list[Hit]:
         """`search`, given up after `seconds` (the turn goes on without recall; the search finishes unseen)."""
-        future = self._queries.submit(self.search, story_id, query, k, before_depth, on_path)
+        future = self._queries.submit(self.search, story_id, query, k, before_depth, on_path, shown_episodes)
         try:
             return future.result(timeout=seconds)
         except TimeoutError:

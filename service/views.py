@@ -19,7 +19,7 @@ from domain.ports import TokenCounter
 from domain.rules.paths import project_path, walk_up
 from domain.rules.scene import Roster, SceneSnapshot
 from domain.story import Story
-from domain.values import NodeView
+from domain.values import NodeView, StorySettings
 from projections.context.assemble import assemble_context
 from projections.context.records import Context
 from projections.context.window import RenderCache, WindowCache
@@ -131,7 +131,7 @@ class StoryViews:
             self.scene_of(leaf),
             self.app.node,
             self.store.has_summaries(story.id),
-            self._recaller(story.id, leaf, settings.recall_k) if self._can_recall(story.id) else None,
+            self._recaller(story.id, leaf, settings) if self._can_recall(story.id) else None,
         )
 
     def _can_recall(self, story_id: UUID) -> bool:
@@ -144,16 +144,19 @@ class StoryViews:
             return False
         return True
 
-    def _recaller(self, story_id: UUID, leaf: UUID, k: int) -> Callable[[int], Sequence[Hit]]:
+    def _recaller(
+        self, story_id: UUID, leaf: UUID, settings: StorySettings
+    ) -> Callable[[int, frozenset[str]], Sequence[Hit]]:
         """Recall for the leaf's words, over passages on its path (the lineage is moved there first)."""
 
-        def recall(before_depth: int) -> Sequence[Hit]:
+        def recall(before_depth: int, shown_episodes: frozenset[str]) -> Sequence[Hit]:
             assert self.recall is not None
             node = self.app.node(leaf)
             lineage = self.lineage(story_id, node)
             return self.recall.search_within(
-                self.recall_seconds, story_id, node.text, k, before_depth, lineage.__contains__
-            )
+                self.recall_seconds, story_id, node.text, settings.recall_k, before_depth, lineage.__contains__,
+                shown_episodes if settings.recall_summaries else None,
+            )  # fmt: skip
 
         return recall
 

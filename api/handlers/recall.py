@@ -26,8 +26,9 @@ async def recall(request: web.Request) -> web.Response:
     hits = await svc.executor.load(svc.views.recall_at, tenant(request), story_id, query, k, at)
     models = [
         RecallHitModel(
-            passage_id=hit.row["id"], node_id=UUID(hit.row["node_id"]), user_id=UUID(hit.row["user_id"]),
-            turn=hit.row["turn"], depth=hit.row["depth"], text=hit.row["text"], user_part=hit.row["user_part"],
+            passage_id=hit.row["id"], kind="episode" if hit.episode else "turn", node_id=UUID(hit.row["node_id"]),
+            user_id=UUID(hit.row["user_id"]), turn=hit.row["turn"], first_turn=hit.row["first_turn"],
+            depth=hit.row["depth"], text=hit.row["text"], user_part=hit.row["user_part"],
             hidden=hit.hidden, score=round(hit.score, 6),
             found_by={name: FoundBy(rank=rank, score=round(score, 6)) for name, (rank, score) in hit.found_by.items()},
         )
@@ -42,7 +43,8 @@ async def index(request: web.Request) -> web.Response:
     state = await svc.executor.query(svc.recall.state, story_id)
     return respond(
         IndexResponse(
-            story_id=story_id, passages=state.passages, index_seq=state.index_seq, archive_seq=state.archive_seq,
+            story_id=story_id, passages=state.passages, summary_passages=state.summary_passages,
+            dense=state.dense, index_seq=state.index_seq, archive_seq=state.archive_seq,
             behind=state.index_seq < state.archive_seq, embedder=state.embedder, building=state.building,
         )
     )  # fmt: skip

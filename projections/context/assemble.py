@@ -61,7 +61,7 @@ def assemble_context(
     scene: SceneAt | None = None,
     load: Callable[[UUID], NodeView] | None = None,
     summarized: bool = True,
-    recall: Callable[[int], Sequence[Hit]] | None = None,
+    recall: Callable[[int, frozenset[str]], Sequence[Hit]] | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -71,9 +71,10 @@ def assemble_context(
     summarized node; `summarized=False` (the story has no summary anywhere) spares a cut context the
     walk further up that looks for one.
 
-    `recall(before_depth)`: passages recalled for the user's words from outside the window (the window
-    starts at `before_depth`), asked for only when something of the path is outside it; they take up
-    to `settings.recall_tokens` from the window's share, in the last user message."""
+    `recall(before_depth, shown_episodes)`: passages recalled for the user's words from outside the
+    window (the window starts at `before_depth`; the nodes whose episode summaries the context shows
+    are `shown_episodes`), asked for only when something of the path is outside it; they take up to
+    `settings.recall_tokens` from the window's share, in the last user message."""
     char, user = card.name, settings.user_name
     budget = max(settings.context_window - settings.reply_reserve, 0)
     system = build_system_prompt(card, user)
@@ -114,7 +115,9 @@ def assemble_context(
     outside = window.cut_at is not None or window.boundary is not None
     if recall is not None and recalling and outside:
         window = extend_window(window, [], key._replace(budget=key.budget - extra - share))
-        block = recall_block(recall(window.kept[0][NODE].depth), char, user, share, cache.count_raw, fill_macros)
+        shown = frozenset(str(node.id) for node, _ in layers.episodes)
+        hits = recall(window.kept[0][NODE].depth, shown)
+        block = recall_block(hits, char, user, share, cache.count_raw, fill_macros)
         if block is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
             extra += cache.count_raw(block.text)

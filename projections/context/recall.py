@@ -1,5 +1,6 @@
 """The 【剧情记忆】 block: passages recalled from outside the verbatim window, in story order, each
-labelled with its turn (and marked when the user hid it), as many as fit the block's token share."""
+labelled with its turn (and marked when the user hid it) — an episode summary with the turns it covers
+— as many as fit the block's token share."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def recall_block(
 
 def _line(hit: Hit, char: str, user: str, fill: Callable[[str, str, str], str]) -> str:
     row = hit.row
+    if hit.episode:
+        return f"- 第{row['first_turn']}–{row['turn']}轮（摘要） {fill(str(row['text']).strip(), char, user)}"
     text, split = str(row["text"]), int(row["user_part"])
     words, reply = text[:split].strip(), text[split:].strip()
     parts = [f"{user}：{fill(words, char, user)}"] if words else []

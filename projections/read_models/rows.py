@@ -17,7 +17,7 @@ from domain import events as ev
 from domain.jobs import made_due, results_of
 from domain.rules.drafting import Edit, apply_edits
 from domain.values import JobKind, JobState
-from projections.read_models.archive import ArchiveChanges, Turn, turn_passages
+from projections.read_models.archive import ArchiveChanges, Summary, Turn, episode_passages, turn_passages
 
 Row = dict[str, Any]
 
@@ -222,7 +222,30 @@ class RowChanges:
         }  # fmt: skip
 
     def _on_episode_summarized(self, e: ev.EpisodeSummarized, seq: int) -> None:
-        self._increment("stories", self._current(str(e.originator_id))[0], "summaries")
+        node_id = str(e.originator_id)
+        story_id = self._current(node_id)[0]
+        self._increment("stories", story_id, "summaries")
+        summary = Summary(
+            story_id, e.episode_id, node_id, str(e.start_id), self._node_now(node_id)["depth"], e.first_turn,
+            e.last_turn, e.text,
+        )  # fmt: skip
+        self.archive.episodes[node_id] = episode_passages(summary, seq)
+        self.archive.edited.pop(node_id, None)
+
+    def _on_summary_edited(self, e: ev.SummaryEdited, seq: int) -> None:
+        if e.text is None:  # a digest's sections: the digest is always in the context, never a passage
+            return
+        node_id = str(e.originator_id)
+        rows = self.archive.episodes.get(node_id)
+        if rows:  # summarized in this batch: edit the rows made
+            first = rows[0]
+            summary = Summary(
+                first["story_id"], first["id"].rsplit(":", 1)[0], node_id, first["user_id"], first["depth"],
+                first["first_turn"], first["turn"], e.text,
+            )  # fmt: skip
+            self.archive.episodes[node_id] = episode_passages(summary, seq)
+        else:
+            self.archive.edited[node_id] = (e.text, seq)
 
     def _on_side_job_done(self, e: ev.SideJobDone, seq: int) -> None:
         self._settle_job(e.kind, e, "done", e.detail)

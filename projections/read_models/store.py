@@ -39,7 +39,7 @@ TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
     "passages", "positions",
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 7  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 8  # bump when a table changes: the read models are then rebuilt
 RUNNER = "main"
 SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
 # the scene fold walks the first two; text upserts need the unique key of the third

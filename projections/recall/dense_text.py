@@ -48,15 +48,20 @@ def previous_passages(rows: Sequence[Mapping[str, Any]], parent_of: Mapping[str,
     """For archive rows (`projections/read_models/archive.py`: id `<reply>:<part>`, `node_id` the reply,
     `user_id` the user's node), the row of the passage before each on its path: the previous part of
     the same turn, else the last part of the nearest reply above the user's node that has passages (a
-    stopped reply has none)."""
+    stopped reply has none). An episode summary's passages are embedded as they are (None)."""
     where = {row["id"]: i for i, row in enumerate(rows)}
     last_part: dict[str, tuple[int, int]] = {}  # reply node → (part, row) of its last passage
     for i, row in enumerate(rows):
+        if row.get("kind", "turn") != "turn":
+            continue
         part = int(str(row["id"]).rsplit(":", 1)[1])
         if part >= last_part.get(row["node_id"], (-1, -1))[0]:
             last_part[row["node_id"]] = (part, i)
     out: list[int | None] = []
     for row in rows:
+        if row.get("kind", "turn") != "turn":
+            out.append(None)
+            continue
         reply, number = str(row["id"]).rsplit(":", 1)
         if int(number) > 0:
             out.append(where.get(f"{reply}:{int(number) - 1}"))

@@ -2,12 +2,13 @@
 
 An index is built whole from the archive rows as of `seq` and never changed; a newer one replaces it.
 `search` looks only at passages older than the verbatim window (`before_depth`) whose nodes are on
-the current path (`on_path`), fuses the two rankings and returns the best `k`, best first.
+the current path (`on_path`), and at episode summaries not already in the context (`shown_episodes`),
+fuses the two rankings and returns the best `k`, best first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,11 @@ class Hit:
     def hidden(self) -> bool:
         return bool(self.row["user_hidden"] or self.row["reply_hidden"])
 
+    @property
+    def episode(self) -> bool:
+        """An episode summary's passage (else a turn's)."""
+        return self.row.get("kind") == "episode"
+
 
 class StoryIndex:
     def __init__(
@@ -49,6 +55,11 @@ class StoryIndex:
         self.seq, self.complete = seq, complete
         self.rows = list(rows)
         self.depths = np.array([row["depth"] for row in self.rows], dtype=np.int64)
+        self.episode_rows: dict[str, list[int]] = {}  # annotated node → its episode's rows
+        for position, row in enumerate(self.rows):
+            if row.get("kind") == "episode":
+                self.episode_rows.setdefault(row["node_id"], []).append(position)
+        self.episode_positions = np.array(sorted(p for ps in self.episode_rows.values() for p in ps), dtype=np.int64)
         self.lexical = LexicalIndex([row["text"] for row in self.rows], terms)
         self.vectors: VectorIndex | None = None
         if vectors is not None and len(self.rows):
@@ -62,10 +73,18 @@ class StoryIndex:
         k: int,
         before_depth: int,
         on_path: Callable[[str], bool],
+        shown_episodes: Collection[str] | None = (),
     ) -> list[Hit]:
+        """`shown_episodes`: nodes whose episode summary the context holds already (None: no episode
+        summaries at all, turns only)."""
         if not self.rows or k <= 0:
             return []
         allowed = (self.depths < before_depth).astype(np.float32)
+        if shown_episodes is None:
+            allowed[self.episode_positions] = 0.0
+        else:
+            for node_id in shown_episodes:
+                allowed[self.episode_rows.get(node_id, [])] = 0.0
         if not allowed.any():
             return []
         wanted = CANDIDATES

@@ -26,7 +26,8 @@ async def test_recall_finds_an_old_turn_and_the_context_brings_it_back(make_clie
     assert (top["node_id"], top["user_id"], top["turn"]) == (reply, user, 1) and top["hidden"] is False
     assert set(top["found_by"]) == {"bm25", "dense"} and top["score"] > 0
     index = await api.call("GET", f"/v1/stories/{sid}/index")
-    assert index["passages"] == 21 and index["behind"] is False and index["embedder"] == "hashing-ngram-v1"
+    assert index["passages"] - index["summary_passages"] == 21 and index["summary_passages"] > 0
+    assert index["behind"] is False and index["embedder"] == "hashing-ngram-v1" and index["dense"] is True
     await api.append(sid, "user", "那箱银币宝藏现在在哪里？")
     context = await api.call("GET", f"/v1/stories/{sid}/context")
     block = next(b for b in context["explain"] if b["what"] == "recall")

@@ -42,7 +42,7 @@ async def test_the_endpoint_embeds_passages_and_queries_with_their_prefixes(
     found: dict[str, Any] = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币宝藏&k=3")
     assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25", "dense"}
     index = await api.call("GET", f"/v1/stories/{sid}/index")
-    assert index["embedder"] == "fake-embed" and index["passages"] == 21
+    assert index["embedder"] == "fake-embed" and index["passages"] - index["summary_passages"] == 21
     assert {body["dimensions"] for body in fake.embedding_requests} == {32}
     assert {body["model"] for body in fake.embedding_requests} == {"fake-embed"}
     sent = inputs(fake)
@@ -72,6 +72,7 @@ async def test_a_failing_endpoint_leaves_recall_by_words_and_its_vectors_come_ba
         await api.turn(sid, *FILLER)
     found: dict[str, Any] = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币宝藏&k=3")
     assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25"}
+    assert (await api.call("GET", f"/v1/stories/{sid}/index"))["dense"] is False
     await api.append(sid, "user", "银币呢？")
     context = await api.call("GET", f"/v1/stories/{sid}/context")  # a context all the same, by words
     assert reply in next(b for b in context["explain"] if b["what"] == "recall")["node_ids"]
