@@ -25,6 +25,7 @@ from schedulers.system import JobPolicy, JobSystem, Worker
 from schedulers.workers.compaction import CompactWorker
 from schedulers.workers.scribe import ScribeWorker
 from service.executor import Executor
+from service.memory import MemorySearch
 from service.read_side import ReadSide
 from service.recall import Recall
 from service.views import StoryViews
@@ -151,7 +152,7 @@ def bootstrap(
     turns = (
         TurnRunner(
             app, executor, read_side, views.context, main_model, settings.max_rounds,
-            open_on_loop=recall.embedder is None,
+            open_on_loop=recall.embedder is None, memory=MemorySearch(executor, views, recall),
         )
         if main_model
         else None

@@ -261,6 +261,15 @@ class PreviousReplyRead(_Folded, AggregateEvent):
     version: int
 
 
+class MemorySearched(_Folded, AggregateEvent):
+    """The model searched the story's memory (the `memory_search` tool) for `query` and was shown these
+    archive passages, best first (ids `<reply>:<part>`, or `<episode>:<part>` for an episode summary;
+    their texts stay in the archive)."""
+
+    query: str
+    passage_ids: list[str]
+
+
 class ReplyWithdrawn(_Folded, AggregateEvent):
     """This turn revised the previous reply instead of writing a new one; the opened reply is set aside."""
 

@@ -139,6 +139,15 @@ class NodeView:
 
 
 @dataclass(frozen=True, slots=True)
+class Recollection:
+    """A passage of the story's memory found for the main model's `memory_search`: its archive id and
+    the line the model is shown (turn label, who said what)."""
+
+    passage_id: str
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
 class SavePoint:
     """A named position on the tree, grouped into world lines."""
 

@@ -13,7 +13,8 @@ ENGINE_RULES = """# 写作方式（稿纸）
 - 每次写入都要带上你读到的版本号 version（新稿纸从 0 开始），版本不符会被拒绝，需要重新读取；
 - 写完后调用 draft_seal 收笔，本拍结束；
 - 需要用户拍板时调用 ask（2–4 个具体选项），等待作答后继续；
-- 只需修订上一条回复时，先 previous_draft_read，再 previous_draft_edit，本拍不产生新回复。
+- 只需修订上一条回复时，先 previous_draft_read，再 previous_draft_edit，本拍不产生新回复；
+- 需要早前剧情里的细节（人名、约定、发生过的事）而上文没有时，调用 memory_search 检索故事记忆。
 不调用工具直接输出的正文会被收入稿纸并自动收笔。"""
 
 
@@ -68,6 +69,16 @@ TOOLS: list[dict[str, Any]] = [
         "draft_search",
         "Find a phrase in the draft.",
         {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+        ["query"],
+    ),
+    _function(
+        "memory_search",
+        "Search the story's memory (every earlier turn on this path, and episode summaries) for passages "
+        "about something: a name, a promise, an event. Answers with the best passages, in story order.",
+        {
+            "query": {"type": "string", "description": "what to look for, in words the story would use"},
+            "k": {"type": "integer", "minimum": 1, "maximum": 10, "description": "how many passages (default 5)"},
+        },
         ["query"],
     ),
     _function(

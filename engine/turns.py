@@ -26,7 +26,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID, uuid4
@@ -36,7 +36,8 @@ from domain.application import Changji
 from domain.commands.turns import Round
 from domain.errors import TurnStateError
 from domain.ports import ChatModel, ChatResult, ModelCallError, ToolCall
-from domain.values import NodeView, StopReason
+from domain.rules.draft_tools import memory_request
+from domain.values import NodeView, Recollection, StopReason
 from engine.tool_schemas import ENGINE_RULES, MAX_ROUNDS, TOOLS
 from projections.context.records import Context
 from service.executor import W
@@ -74,6 +75,9 @@ class Folds(Protocol):
 
 ContextAt = Callable[[str, UUID, UUID | None], Context]
 """(tenant, story, node) → the context for the next turn there (the service's `StoryViews.context`)."""
+MemorySearch = Callable[[str, UUID, UUID, str, int], Awaitable[list[Recollection]]]
+"""(tenant, story, the reply being written, query, k) → passages of the story's memory on its path
+(the service's `service.memory.MemorySearch`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,8 @@ class Opened:
 class TurnHandle:
     reply_id: UUID
     events: asyncio.Queue[TurnEvent]
+    tenant_id: str = ""
+    story_id: UUID | None = None
     task: asyncio.Task[NodeView] = field(init=False)
     stop_reason: StopReason = "stopped"
     finished: bool = False  # DONE was emitted
@@ -108,11 +114,14 @@ class TurnRunner:
         model: ChatModel,
         max_rounds: int = MAX_ROUNDS,
         open_on_loop: bool = True,
+        memory: MemorySearch | None = None,
     ) -> None:
         """`open_on_loop`: the opening (which assembles the context) may run on the event loop when the
-        writer is idle — not when the context embeds a recall query, which would hold the loop."""
+        writer is idle — not when the context embeds a recall query, which would hold the loop.
+        `memory`: how the model's `memory_search` calls are answered (None: they are refused)."""
         self.app, self.runs, self.folds, self.context = app, runs, folds, context
         self.model, self.max_rounds, self.open_on_loop = model, max_rounds, open_on_loop
+        self.memory = memory
         self.running: dict[UUID, TurnHandle] = {}
 
     async def open(
@@ -164,7 +173,7 @@ class TurnRunner:
         existing = self.running.get(reply_id)
         if existing is not None and not existing.task.done():
             raise TurnStateError("a turn is already running for this reply", field="node_id")
-        handle = TurnHandle(reply_id, asyncio.Queue())
+        handle = TurnHandle(reply_id, asyncio.Queue(), tenant_id, story_id)
         handle.task = asyncio.create_task(self._run(handle, tenant_id, story_id, answer, opened))
         self.running[reply_id] = handle
         handle.task.add_done_callback(lambda task: self._finished(handle, task))
@@ -279,7 +288,8 @@ class TurnRunner:
             preview.clear()
             with_tools = round_no <= self.max_rounds
             result, elapsed = await self._call(handle, messages, with_tools, preview, emit, saved)
-            played = await self.runs.command(self._play_round, handle.reply_id, result, elapsed, with_tools)
+            memory = await self._search_memory(handle, result) if with_tools else None
+            played = await self.runs.command(self._play_round, handle.reply_id, result, elapsed, with_tools, memory)
             for outcome in played.outcomes:
                 emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
             if played.ends is not None:
@@ -305,10 +315,34 @@ class TurnRunner:
             await self.folds.sync()
         return written.value
 
-    def _play_round(self, reply_id: UUID, result: ChatResult, elapsed: float, tools_allowed: bool) -> Round:
+    async def _search_memory(self, handle: TurnHandle, result: ChatResult) -> dict[str, list[Recollection]] | None:
+        """The round's `memory_search` calls, searched before the round is played (off the command, which
+        only records what was shown). A search that fails answers nothing found."""
+        if self.memory is None or handle.story_id is None:
+            return None
+        found: dict[str, list[Recollection]] = {}
+        for call in result.tool_calls:
+            asked = memory_request(call) if call.name == "memory_search" else None
+            if asked is None:
+                continue
+            try:
+                found[call.id] = await self.memory(handle.tenant_id, handle.story_id, handle.reply_id, *asked)
+            except Exception:
+                log.exception("memory_search for turn %s failed; the model is told nothing was found", handle.reply_id)
+                found[call.id] = []
+        return found
+
+    def _play_round(
+        self,
+        reply_id: UUID,
+        result: ChatResult,
+        elapsed: float,
+        tools_allowed: bool,
+        memory: dict[str, list[Recollection]] | None = None,
+    ) -> Round:
         """One command: record a round and, if it ends the turn, fold it into the read models
         right there, before the loop hears of it (the turn answers only once they show it)."""
-        played = self.app.turns.play_round(reply_id, result, elapsed, tools_allowed)
+        played = self.app.turns.play_round(reply_id, result, elapsed, tools_allowed, memory)
         if played.ends is not None:
             try:
                 self.folds.fold_now(played.position)

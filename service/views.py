@@ -19,9 +19,11 @@ from domain.ports import TokenCounter
 from domain.rules.paths import project_path, walk_up
 from domain.rules.scene import Roster, SceneSnapshot
 from domain.story import Story
-from domain.values import NodeView, StorySettings
+from domain.values import NodeView, Recollection, StorySettings
 from projections.context.assemble import assemble_context
+from projections.context.recall import recall_line
 from projections.context.records import Context
+from projections.context.system_prompt import fill_macros
 from projections.context.window import RenderCache, WindowCache
 from projections.read_models.scenes import SceneAt
 from projections.read_models.store import ReadModels
@@ -181,6 +183,20 @@ class StoryViews:
             lineage = Lineage()
             lineage.move_to(node, self.app.node)
         return self.recall.search_within(self.recall_seconds, story.id, query, k, node.depth + 1, lineage.__contains__)
+
+    def memory_at(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, k: int) -> list[Recollection]:
+        """The main model's `memory_search` while it writes a reply: the best `k` passages on the path
+        up to the user's words it answers (whatever the window), as lines in story order."""
+        story = self.app.story(tenant_id, story_id)
+        reply = self.app.node(reply_id)
+        if self.recall is None or reply.parent_id is None or reply.story_id != story.id:
+            return []
+        words = self.app.node(reply.parent_id)
+        lineage = self.lineage(story.id, words)
+        hits = self.recall.search_within(self.recall_seconds, story.id, query, k, words.depth + 1, lineage.__contains__)
+        card, user = self.app.card_of(story).data, self.app.settings(story).user_name
+        hits.sort(key=lambda hit: (hit.row["depth"], hit.row["id"]))
+        return [Recollection(hit.row["id"], recall_line(hit, card.name, user, fill_macros)) for hit in hits]
 
     def summaries(self, tenant_id: str, story_id: UUID, at: UUID | None) -> SummariesAt:
         """The summary layers on the path to a node of the story (default: the leaf)."""

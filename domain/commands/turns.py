@@ -6,6 +6,7 @@ out together.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 from uuid import UUID
@@ -17,7 +18,7 @@ from domain.node import Node
 from domain.ports import ChatResult
 from domain.rules.draft_tools import Ending, ToolOutcome, run_tool
 from domain.story import Story
-from domain.values import NodeView, StopReason
+from domain.values import NodeView, Recollection, StopReason
 
 
 class Ask(NamedTuple):
@@ -108,8 +109,16 @@ class TurnCommands(CommandGroup):
         previous = self.app.get(Node, user.parent_id, NodeNotFoundError) if user.parent_id else None
         return previous if previous is not None and previous.phase in ("final", "sealed") else None
 
-    def play_round(self, reply_id: UUID, result: ChatResult, latency_ms: float, tools_allowed: bool) -> Round:
-        """Record one model round and run its tool calls (or capture its text); saved as one transaction."""
+    def play_round(
+        self,
+        reply_id: UUID,
+        result: ChatResult,
+        latency_ms: float,
+        tools_allowed: bool,
+        memory: Mapping[str, Sequence[Recollection]] | None = None,
+    ) -> Round:
+        """Record one model round and run its tool calls (or capture its text); saved as one transaction.
+        `memory`: what the engine found for the round's `memory_search` calls, by call id."""
         reply = self.app.get(Node, reply_id, NodeNotFoundError)
         if reply.phase != "writing":
             raise TurnStateError(f"the turn is {reply.phase}")
@@ -130,7 +139,7 @@ class TurnCommands(CommandGroup):
                 if result.text and any(call.name == "ask" for call in result.tool_calls):
                     _capture(reply, result.text)
                 for call in result.tool_calls:
-                    outcome = run_tool(reply, previous, call)
+                    outcome = run_tool(reply, previous, call, memory)
                     outcomes.append(outcome)
                     if outcome.ends:
                         ends = outcome.ends

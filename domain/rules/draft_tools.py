@@ -2,12 +2,14 @@
 
 Pure decisions on aggregates already loaded; `application.play_round` loads, calls and saves. Every
 call leaves an event: the operation itself, or `DraftRefused` with the reason the model is shown.
+`memory_search` reads the story's memory, which the engine searched before the round was played
+(`memory_request` says what to search); the passages it was shown are recorded (`MemorySearched`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,9 +17,11 @@ from domain.errors import DomainError, DraftEditError, EmptyTextError
 from domain.node import Node
 from domain.ports import ToolCall
 from domain.rules.drafting import apply_edits, parse_edits
+from domain.values import Recollection
 
 Ending = Literal["sealed", "asked", "revised"]
 MAX_SEARCH_HITS = 50
+MEMORY_K, MAX_MEMORY_K, MAX_MEMORY_QUERY = 5, 10, 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +65,37 @@ def _str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
     return value
 
 
-def run_tool(reply: Node, previous: Node | None, call: ToolCall) -> ToolOutcome:
-    """Run one tool call against the reply being written (and the previous reply, for revisions)."""
+def memory_request(call: ToolCall) -> tuple[str, int] | None:
+    """What a `memory_search` call asks for, (query, k); None when its arguments are not usable (the
+    round then refuses it)."""
+    try:
+        return _memory_args(_args(call))
+    except DomainError:
+        return None
+
+
+def _memory_args(args: Mapping[str, Any]) -> tuple[str, int]:
+    query, k = _str(args, "query").strip(), _int(args, "k", MEMORY_K)
+    if not query or len(query) > MAX_MEMORY_QUERY:
+        raise _BadArguments(f"`query` must be 1–{MAX_MEMORY_QUERY} characters")
+    if not 1 <= k <= MAX_MEMORY_K:
+        raise _BadArguments(f"`k` must be 1–{MAX_MEMORY_K}")
+    return query, k
+
+
+def run_tool(
+    reply: Node, previous: Node | None, call: ToolCall, memory: Mapping[str, Sequence[Recollection]] | None = None
+) -> ToolOutcome:
+    """Run one tool call against the reply being written (and the previous reply, for revisions).
+    `memory`: what the engine found for each `memory_search` call, by call id (absent: no memory)."""
     handler = _TOOLS.get(call.name)
     try:
-        if handler is None:
+        if call.name == "memory_search":
+            content, ends = _memory_search(reply, _args(call), (memory or {}).get(call.id)), None
+        elif handler is None:
             raise _BadArguments(f"there is no tool named {call.name!r}")
-        content, ends = handler(reply, previous, _args(call), call.id)
+        else:
+            content, ends = handler(reply, previous, _args(call), call.id)
     except DomainError as refusal:
         reply.refuse(call.name, str(refusal))
         return ToolOutcome(call.id, call.name, f"未执行：{refusal}", ok=False)
@@ -144,6 +172,17 @@ def _previous_edit(reply: Node, previous: Node | None, args: Mapping[str, Any], 
     reply.withdraw(previous.id, "revised the previous reply")
     previous.revise(text, "previous_draft_edit")
     return f"已修订上一条回复（v{previous.revisions}）。本拍结束，不产生新回复。", "revised"
+
+
+def _memory_search(reply: Node, args: Mapping[str, Any], found: Sequence[Recollection] | None) -> str:
+    query, _ = _memory_args(args)
+    if found is None:
+        raise _BadArguments("the story's memory cannot be searched here (recall is off)")
+    reply.note_memory_search(query, [r.passage_id for r in found])
+    if not found:
+        return f"记忆中没有找到与「{query}」有关的早前片段。"
+    lines = "\n".join(r.line for r in found)
+    return f"记忆中与「{query}」有关的早前片段（{len(found)} 条，按剧情先后）：\n{lines}"
 
 
 _TOOLS = {

@@ -25,7 +25,7 @@ def recall_block(
     kept: list[tuple[Hit, str]] = []
     used = count(OPENER)
     for hit in hits:  # best first: the least relevant are the ones left out
-        line = _line(hit, char, user, fill)
+        line = recall_line(hit, char, user, fill)
         tokens = count(line) + 1
         if used + tokens > budget:
             break
@@ -41,7 +41,8 @@ def recall_block(
     return TailBlock("recall", why, text, node_ids, tuple(round(hit.score, 4) for hit, _ in kept))
 
 
-def _line(hit: Hit, char: str, user: str, fill: Callable[[str, str, str], str]) -> str:
+def recall_line(hit: Hit, char: str, user: str, fill: Callable[[str, str, str], str]) -> str:
+    """A recalled passage as the model reads it: its turn (or an episode's turns), who said what."""
     row = hit.row
     if hit.episode:
         return f"- 第{row['first_turn']}–{row['turn']}轮（摘要） {fill(str(row['text']).strip(), char, user)}"
