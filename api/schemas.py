@@ -228,6 +228,12 @@ class ExplainModel(BaseModel):
         None, description="summaries and cuts: the path depths [first, last] they stand for"
     )
     scores: list[float] = Field(default_factory=list, description="recall: each passage's fused score")
+    span: list[int] | None = Field(
+        None,
+        description="where the block is: characters [start, end) of messages[message_index]; a block over several"
+        " messages (the verbatim turns) runs from start in message_index to end in end_message",
+    )
+    end_message: int | None = Field(None, description="the message the block ends in")
 
 
 class ContextResponse(BaseModel):

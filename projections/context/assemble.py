@@ -131,6 +131,19 @@ def assemble_context(
     return assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers, window.kept)
 
 
+SUMMARY_KINDS = frozenset({"digest", "episode", "anchors"})
+
+
+def _shifted(block: ExplainBlock, by: int) -> ExplainBlock:
+    """A block of message 1 after `by` characters were put before it there."""
+    if block.span is None or block.message_index is None:
+        return block
+    start, end = block.span
+    start += by if block.message_index == 1 else 0
+    end += by if block.end_message == 1 else 0
+    return replace(block, span=(start, end))
+
+
 @dataclass
 class _Assembly:
     """The messages and the explain list, built block by block in order."""
@@ -151,8 +164,11 @@ class _Assembly:
         """The system prompt, then the explain blocks of a budget cut and of the summary layers."""
         self.messages.append(Message("system", system))
         self.explain.append(
-            ExplainBlock("system", "card identity and user persona", (), len(system), self.cache.count(system), 0)
-        )
+            ExplainBlock(
+                "system", "card identity and user persona", (), len(system), self.cache.count(system), 0,
+                span=(0, len(system)), end_message=0,
+            )
+        )  # fmt: skip
         if cut_at is not None:
             why = f"over the token budget ({self.budget}): turns up to {cut_at.turn} left out of this request only"
             cut_depths = (covered_depth + 1, kept[0][NODE].depth - 1)  # everything between the summaries and the window
@@ -180,14 +196,17 @@ class _Assembly:
             self._greeting(*body[0][:3], first)
             body, first = body[1:], first + 1
         nodes = list(map(_NODE, body))
-        self._verbatim(nodes, sum(map(len, map(_TEXT, body))), sum(map(_TOKENS, body)), first)
+        last = len(self.messages) - 1
+        where = ((first, 0), (last, len(self.messages[last].content)))
+        self._verbatim(nodes, sum(map(len, map(_TEXT, body))), sum(map(_TOKENS, body)), where)
 
     def _add_merging(self, body: tuple[Rendered, ...], leaf: NodeView | None) -> None:
         """Hidden nodes left out (and listed), adjacent messages of one role merged into one."""
         verbatim: list[NodeView] = []
         hidden: list[UUID] = []
         chars = tokens = 0
-        first: int | None = None
+        start: tuple[int, int] | None = None  # (message, offset) where the verbatim turns begin
+        end = (0, 0)
         for node, text, item_tokens, message in body:
             if node.hidden:
                 hidden.append(node.id)
@@ -195,30 +214,47 @@ class _Assembly:
             if message is None or node is leaf:
                 continue
             if len(self.messages) > 1 and self.messages[-1].role == message.role:
+                offset = len(self.messages[-1].content) + 2
                 self.messages[-1] = Message(message.role, self.messages[-1].content + "\n\n" + text)
             else:
+                offset = 0
                 self.messages.append(message)  # made once per node when its turn entered a window
+            at = len(self.messages) - 1
             if node.kind == "greeting":
-                self._greeting(node, text, item_tokens, len(self.messages) - 1)
+                self._greeting(node, text, item_tokens, at, offset)
             else:
-                first = len(self.messages) - 1 if first is None else first
+                start = (at, offset) if start is None else start
+                end = (at, len(self.messages[at].content))
                 verbatim.append(node)
                 chars += len(text)
                 tokens += item_tokens
-        self._verbatim(verbatim, chars, tokens, first)
+        if start is not None:
+            self._verbatim(verbatim, chars, tokens, (start, end))
         if hidden:
             self.explain.append(
                 ExplainBlock("hidden", "hidden by the user: in the tree, not in the context", tuple(hidden))
             )
 
-    def _greeting(self, node: NodeView, text: str, tokens: int, index: int) -> None:
-        self.explain.append(ExplainBlock("greeting", "the opening line", (node.id,), len(text), tokens, index))
+    def _greeting(self, node: NodeView, text: str, tokens: int, index: int, offset: int = 0) -> None:
+        span = (offset, offset + len(text))
+        self.explain.append(
+            ExplainBlock(
+                "greeting", "the opening line", (node.id,), len(text), tokens, index, span=span, end_message=index
+            )
+        )
 
-    def _verbatim(self, nodes: list[NodeView], chars: int, tokens: int, first: int | None) -> None:
-        """The turns word for word; `message_index` is the message they start in."""
+    def _verbatim(
+        self, nodes: list[NodeView], chars: int, tokens: int, where: tuple[tuple[int, int], tuple[int, int]]
+    ) -> None:
+        """The turns word for word, from (message, offset) to (message, offset) `where`."""
         if nodes:
+            (first, start), (last, end) = where
             why = f"turns {nodes[0].turn}–{nodes[-1].turn} word for word"
-            self.explain.append(ExplainBlock("verbatim", why, tuple(map(_ID, nodes)), chars, tokens, first))
+            self.explain.append(
+                ExplainBlock(
+                    "verbatim", why, tuple(map(_ID, nodes)), chars, tokens, first, span=(start, end), end_message=last
+                )
+            )
 
     def add_summaries(self, summaries: list[_CountedSummary]) -> None:
         """One user message right after the system prompt; when the verbatim path opens with the user's
@@ -227,32 +263,54 @@ class _Assembly:
         if not summaries:
             return
         text = "\n\n".join(summary.block.text for summary in summaries)
+        path = ("greeting", "verbatim")
         if len(self.messages) > 1 and self.messages[1].role == "user":
             self.messages[1] = Message("user", text + "\n\n" + self.messages[1].content)
+            self.explain = [_shifted(b, len(text) + 2) if b.what in path else b for b in self.explain]
         else:
             self.messages.insert(1, Message("user", text))
             self.explain = [  # the path's blocks moved one message down
-                replace(b, message_index=b.message_index + 1)
-                if b.message_index is not None and b.what in ("greeting", "verbatim")
+                replace(b, message_index=b.message_index + 1, end_message=(b.end_message or 0) + 1)
+                if b.message_index is not None and b.what in path
                 else b
                 for b in self.explain
             ]
+        spans, offset = [], 0
+        for summary in summaries:
+            spans.append((offset, offset + len(summary.block.text)))
+            offset += len(summary.block.text) + 2
+        placed = iter(spans)
+        self.explain = [
+            replace(b, span=next(placed), end_message=1) if b.what in SUMMARY_KINDS else b for b in self.explain
+        ]
 
     def add_leaf(self, tails: list[TailBlock], leaf: Rendered) -> None:
         """The last user message: the tail blocks, then the user's words."""
         node, words, tokens, _ = leaf
         content = "\n\n".join([*(block.text for block in tails), words])
         if len(self.messages) > 1 and self.messages[-1].role == "user":
+            offset = len(self.messages[-1].content) + 2
             self.messages[-1] = Message("user", self.messages[-1].content + "\n\n" + content)
         else:
+            offset = 0
             self.messages.append(Message("user", content))
         last = len(self.messages) - 1
         for block in tails:
             counted = self.cache.count(block.text) if block.what == "instructions" else self.cache.count_raw(block.text)
+            span = (offset, offset + len(block.text))
             self.explain.append(
-                ExplainBlock(block.what, block.why, block.node_ids, len(block.text), counted, last, scores=block.scores)
+                ExplainBlock(
+                    block.what, block.why, block.node_ids, len(block.text), counted, last, scores=block.scores,
+                    span=span, end_message=last,
+                )
+            )  # fmt: skip
+            offset = span[1] + 2
+        span = (offset, offset + len(words))
+        self.explain.append(
+            ExplainBlock(
+                "user", "the user's words, last", (node.id,), len(words), tokens, last, span=span, end_message=last
             )
-        self.explain.append(ExplainBlock("user", "the user's words, last", (node.id,), len(words), tokens, last))
+        )
 
     def context(
         self, leaf: NodeView, used: int, cut_at: NodeView | None, layers: Layers, kept: tuple[Rendered, ...]

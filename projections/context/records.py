@@ -27,6 +27,10 @@ class ExplainBlock:
     message_index: int | None = None
     covers: tuple[int, int] | None = None  # summaries and cuts: the depth range of the path they stand for
     scores: tuple[float, ...] = ()  # recall: each passage's fused score, in the order of node_ids
+    # where the block is: characters [start, end) of messages[message_index] — for a block running over
+    # several messages (the verbatim turns), from `start` in message_index to `end` in end_message
+    span: tuple[int, int] | None = None
+    end_message: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

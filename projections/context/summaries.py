@@ -31,13 +31,16 @@ def summary_blocks(
     anchors: list[UUID] = []
     if layers.digest is not None:
         node, digest = layers.digest
-        why = f"story digest: turns 0–{digest.last_turn} ({digest.author}{', edited' if digest.edited else ''})"
+        why = (  # `covers` counts depths: the why names them first, then the turns they hold
+            f"story digest: depths 0–{node.depth}, turns 0–{digest.last_turn} "
+            f"({digest.author}{', edited' if digest.edited else ''})"
+        )
         blocks.append(SummaryBlock("digest", why, digest.text(), (node.id,), (0, node.depth)))
         anchors += digest.anchors
     for node, episode in layers.episodes:
         label = f"### 第{episode.first_turn}–{episode.last_turn}轮"
         why = (
-            f"episode: turns {episode.first_turn}–{episode.last_turn} "
+            f"episode: depths {episode.start_depth}–{node.depth}, turns {episode.first_turn}–{episode.last_turn} "
             f"({episode.author}{', edited' if episode.edited else ''})"
         )
         blocks.append(

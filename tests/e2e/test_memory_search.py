@@ -45,17 +45,13 @@ async def test_the_model_searches_the_storys_memory_and_the_search_is_recorded(
     [shown] = [m["content"] for m in messages_of(fake.requests[1], "tool")]
     assert "银币宝藏" in shown and "第1轮" in shown
 
-    [searched] = [
-        e for e in await events_of(engine, sid, turn["reply"]["id"]) if e["type"] == "MemorySearched"
-    ]
+    [searched] = [e for e in await events_of(engine, sid, turn["reply"]["id"]) if e["type"] == "MemorySearched"]
     assert searched["data"]["query"] == "地下室 银币 金币"
     assert f"{reply['node']['id']}:0" in searched["data"]["passage_ids"]
     assert not any(p.startswith(abandoned["node"]["id"]) for p in searched["data"]["passage_ids"])
 
 
-async def test_bad_arguments_are_refused_and_recall_off_is_said(
-    fake: FakeModelServer, make_engine: MakeEngine
-) -> None:
+async def test_bad_arguments_are_refused_and_recall_off_is_said(fake: FakeModelServer, make_engine: MakeEngine) -> None:
     engine = await make_engine(embedder="none")
     sid = (await engine.story(recall_k=0))["id"]
     await engine.turn(sid, "地下室里有什么？", "“一箱旧银币。”")

@@ -4,6 +4,7 @@ before the context is assembled, and an endpoint that fails leaves recall by wor
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -77,7 +78,12 @@ async def test_a_failing_endpoint_leaves_recall_by_words_and_its_vectors_come_ba
     context = await api.call("GET", f"/v1/stories/{sid}/context")  # a context all the same, by words
     assert reply in next(b for b in context["explain"] if b["what"] == "recall")["node_ids"]
 
-    fake.embeddings_status = None  # the endpoint is back: the next build embeds what it could not
+    fake.embeddings_status = None  # the endpoint is back: a build after it embeds what it could not
+    for _ in range(50):  # (a build begun while it failed may still finish without vectors)
+        found = await api.call("GET", f"/v1/stories/{sid}/recall?q=宝藏银币&k=3")
+        if (await api.call("GET", f"/v1/stories/{sid}/index"))["dense"]:
+            break
+        await asyncio.sleep(0.1)
     found = await api.call("GET", f"/v1/stories/{sid}/recall?q=宝藏银币&k=3")
     assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25", "dense"}
 

@@ -78,7 +78,11 @@ def test_an_old_turn_comes_back_for_the_users_words_and_nothing_in_the_window(
     assert not set(recalled(ctx)) & verbatim(ctx)
     last = ctx.messages[-1].content
     assert "【剧情记忆】" in last and "旧银币" in last and last.endswith("那箱银币宝藏现在在哪里？")
-    assert block.message_index == len(ctx.messages) - 1
+    assert block.message_index == block.end_message == len(ctx.messages) - 1 and block.span is not None
+    shown = last[block.span[0] : block.span[1]]  # the block's own characters in that message
+    assert shown.startswith("【剧情记忆】") and shown.rstrip().endswith("”") and len(shown) == block.chars
+    words = next(b for b in ctx.explain if b.what == "user")
+    assert words.span is not None and last[words.span[0] : words.span[1]] == "那箱银币宝藏现在在哪里？"
 
 
 def test_an_abandoned_branch_is_never_recalled(

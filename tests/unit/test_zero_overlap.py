@@ -70,6 +70,21 @@ def check(story: StoryBuilder, ctx: Context) -> None:
             assert first.text in ctx.messages[block.message_index].content
         elif block.what == "greeting":
             assert block.message_index is not None and ctx.messages[block.message_index].role == "assistant"
+    for block in ctx.explain:  # … and where in it: a client can highlight each block
+        if block.what in ("cut", "hidden"):
+            assert block.span is None
+            continue
+        assert block.span is not None and block.message_index is not None and block.end_message is not None
+        (start, end), first, last = block.span, block.message_index, block.end_message
+        assert 0 <= start <= len(ctx.messages[first].content) and 0 <= end <= len(ctx.messages[last].content)
+        if block.what == "verbatim":
+            nodes = [next(n for n in path if n.id == node_id) for node_id in block.node_ids]
+            assert ctx.messages[first].content[start:].startswith(nodes[0].text), block
+            assert ctx.messages[last].content[:end].endswith(nodes[-1].text), block
+        else:
+            assert first == last and end - start == block.chars, block
+        if block.what == "user":
+            assert ctx.messages[last].content[start:end] == path[-1].text and end == len(ctx.messages[last].content)
     roles = [m.role for m in ctx.messages]
     assert roles[0] == "system" and "system" not in roles[1:]
     assert all(a != b for a, b in pairwise(roles[1:])), roles  # strict providers refuse runs
