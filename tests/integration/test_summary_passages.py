@@ -1,13 +1,13 @@
 """Episode summaries as passages of the archive: each one archived with the turns it covers, replaced by
 the user's edit, rebuilt from events as it was; recalled only when the context does not hold it already,
-labelled with its turns, and never when the story turns summaries off."""
+labelled with its turns, where the story turns that on (off by default)."""
 
 from __future__ import annotations
 
 from uuid import UUID
 
 from domain.application import Changji
-from domain.values import Episode
+from domain.values import Episode, StorySettings
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from providers.embedders import HashingEmbedder
@@ -21,7 +21,10 @@ FILLER = (
     "今天也在修灯塔的窗户，玻璃上全是盐霜，擦了一遍又一遍还是看不清外面的海。",
     "“窗框又松了，风一吹就响，明天得找几颗新钉子来，顺便把门轴也上点油。”",
 )
-SETTINGS = {**SMALL, "context_window": 900, "reply_reserve": 100, "recall_tokens": 300, "fill_window": False}
+SETTINGS = {
+    **SMALL, "context_window": 900, "reply_reserve": 100, "recall_tokens": 300, "fill_window": False,
+    "recall_summaries": True,
+}  # fmt: skip
 
 
 def played(app: Changji, turns: int) -> StoryBuilder:
@@ -110,3 +113,4 @@ def test_an_episode_is_recalled_when_the_context_does_not_hold_it(
     sqlite_changji.stories.configure_story(story.tenant, story.story_id, {"recall_summaries": False}, None)
     ctx = views.context(story.tenant, story.story_id, None)
     assert "（摘要）" not in ctx.messages[-1].content
+    assert StorySettings().recall_summaries is False  # the default: turns only
