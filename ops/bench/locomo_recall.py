@@ -13,6 +13,9 @@ questions with evidence is the query.
 so runs after the first skip e5's passage encoding (minutes): for trying retrieval changes; the
 indexing speeds are then not measured (reported as -1).
 
+`bm25+<embedder>+next` / `+prev`: the hybrid's hits each followed by the next (previous) passage on
+the path, counted within the same k — whether a hit should bring its neighbouring turn.
+
 Metric (the LoCoMo paper's, `task_eval/evaluation.py`): per question, the fraction of its evidence
 dia_ids among the passages ranked top-k; averaged per category and over all questions. The paper's
 DRAGON retriever scores 0.567 / 0.662 / 0.767 at k = 5 / 10 / 25 on the same units.
@@ -99,6 +102,19 @@ def turn_corpus(conversation: LocomoConversation) -> Corpus:
     return Corpus(conversation, texts, covers)
 
 
+def with_neighbours(ranked: Sequence[tuple[int, float]], step: int, size: int) -> list[tuple[int, float]]:
+    """Each hit followed by the passage `step` away on the path (the next or previous turn), first
+    occurrences kept: recall@k then counts k passages, neighbours included."""
+    out: list[tuple[int, float]] = []
+    seen: set[int] = set()
+    for position, score in ranked:
+        for p in (position, position + step):
+            if 0 <= p < size and p not in seen:
+                seen.add(p)
+                out.append((p, score))
+    return out
+
+
 def recall_at(corpus: Corpus, ranked: Sequence[int], evidence: Sequence[str], k: int) -> float:
     found = set().union(*(corpus.covers[p] for p in ranked[:k]))
     return sum(e in found for e in evidence) / len(evidence)
@@ -147,6 +163,10 @@ def evaluate(
                 [(hit.position, hit.score) for hit in fuse({"bm25": b, name: d})]
                 for b, d in zip(rankings["bm25"], rankings[name], strict=True)
             ]
+            for side, step in (("next", 1), ("prev", -1)):  # each hit brings its neighbour, at equal passages
+                rankings[f"bm25+{name}+{side}"] = [
+                    with_neighbours(ranked, step, len(corpus.texts)) for ranked in rankings[f"bm25+{name}"]
+                ]
         for retriever, ranked_lists in rankings.items():
             for question, ranked in zip(corpus.conversation.questions, ranked_lists, strict=True):
                 positions = [p for p, _ in ranked]
@@ -220,7 +240,7 @@ def main() -> None:
     dense = "e5" if "e5" in embedders else "hashing"
     saved = EmbeddingCache(args.embeddings) if args.embeddings else None
     default = f"bm25+{dense}"
-    retrievers = ["bm25", *embedders, *(f"bm25+{n}" for n in embedders)]
+    retrievers = ["bm25", *embedders, *(f"bm25+{n}{side}" for n in embedders for side in ("", "+next", "+prev"))]
     figures: dict[str, float | int] = {}
     for unit, build in (("turn", turn_corpus), ("message", message_corpus)):
         corpora = [build(c) for c in conversations]
