@@ -142,9 +142,9 @@ def bootstrap(
     main_model = main_model or _model(settings, "main")
     side_model = side_model or _model(settings, "side")
     embedder = _embedder(settings)
-    saved = (  # opened after everything that can fail: nothing below does
+    saved = (  # opened after everything that can fail: nothing below does (hashing: cheaper than a read)
         EmbeddingCache.open(str(settings.data_dir / "embeddings.sqlite"))
-        if embedder is not None and settings.persistence == "sqlite"
+        if embedder is not None and not embedder.instant and settings.persistence == "sqlite"
         else None
     )
     recall = Recall(store, embedder, saved=saved)
@@ -152,7 +152,9 @@ def bootstrap(
     turns = (
         TurnRunner(
             app, executor, read_side, views.context, main_model, settings.max_rounds,
-            open_on_loop=recall.embedder is None, memory=MemorySearch(executor, views, recall),
+            open_on_loop=recall.embedder is None or recall.embedder.instant,
+            memory=MemorySearch(executor, views, recall),
+            prepare=recall.prepare if recall.embedder is not None and not recall.embedder.instant else None,
         )
         if main_model
         else None

@@ -230,8 +230,9 @@ class ExplainModel(BaseModel):
     scores: list[float] = Field(default_factory=list, description="recall: each passage's fused score")
     span: list[int] | None = Field(
         None,
-        description="where the block is: characters [start, end) of messages[message_index]; a block over several"
-        " messages (the verbatim turns) runs from start in message_index to end in end_message",
+        description="where the block is: characters [start, end) of messages[message_index], counted in Unicode"
+        " code points (as Python counts; a JavaScript client counting UTF-16 units must convert); a block over"
+        " several messages (the verbatim turns) runs from start in message_index to end in end_message",
     )
     end_message: int | None = Field(None, description="the message the block ends in")
 

@@ -262,12 +262,13 @@ class PreviousReplyRead(_Folded, AggregateEvent):
 
 
 class MemorySearched(_Folded, AggregateEvent):
-    """The model searched the story's memory (the `memory_search` tool) for `query` and was shown these
-    archive passages, best first (ids `<reply>:<part>`, or `<episode>:<part>` for an episode summary;
-    their texts stay in the archive)."""
+    """The model's `memory_search` tool searched the story's memory for `query` and answered with
+    `found`, in the order listed (story order): for each passage, `node_id` (the reply of its turn, or
+    the last node an episode summary covers), `kind` ("turn" or "episode") and `line`, the text the
+    tool's answer gave word for word (what the model was told, whatever the archive holds later)."""
 
     query: str
-    passage_ids: list[str]
+    found: list[dict[str, str]]
 
 
 class ReplyWithdrawn(_Folded, AggregateEvent):

@@ -173,10 +173,10 @@ class Node(Aggregate):
     def note_previous_read(self, target_id: UUID, version: int) -> None:
         self.trigger_event(ev.PreviousReplyRead, target_id=target_id, version=version)
 
-    def note_memory_search(self, query: str, passage_ids: list[str]) -> None:
+    def note_memory_search(self, query: str, found: list[dict[str, str]]) -> None:
         if self.phase != "writing":
             raise TurnStateError(f"the turn is {self.phase}")
-        self.trigger_event(ev.MemorySearched, query=query, passage_ids=passage_ids)
+        self.trigger_event(ev.MemorySearched, query=query, found=found)
 
     def withdraw(self, target_id: UUID, reason: str) -> None:
         if self.phase != "writing" or self.draft_version:

@@ -96,6 +96,8 @@ class Embedder(Protocol):
 
     model: str
     revision: str  # changes whenever the same model name would give other vectors
+    instant: bool  # in this process and about as fast as a hash: vectors not worth saving, a query on the loop
+    remote: bool  # over the network: never waited for on a search's own thread
 
     @property
     def dimensions(self) -> int: ...

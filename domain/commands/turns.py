@@ -115,7 +115,7 @@ class TurnCommands(CommandGroup):
         result: ChatResult,
         latency_ms: float,
         tools_allowed: bool,
-        memory: Mapping[str, Sequence[Recollection]] | None = None,
+        memory: Mapping[str, Sequence[Recollection] | None] | None = None,
     ) -> Round:
         """Record one model round and run its tool calls (or capture its text); saved as one transaction.
         `memory`: what the engine found for the round's `memory_search` calls, by call id."""

@@ -84,14 +84,18 @@ def _memory_args(args: Mapping[str, Any]) -> tuple[str, int]:
 
 
 def run_tool(
-    reply: Node, previous: Node | None, call: ToolCall, memory: Mapping[str, Sequence[Recollection]] | None = None
+    reply: Node,
+    previous: Node | None,
+    call: ToolCall,
+    memory: Mapping[str, Sequence[Recollection] | None] | None = None,
 ) -> ToolOutcome:
     """Run one tool call against the reply being written (and the previous reply, for revisions).
-    `memory`: what the engine found for each `memory_search` call, by call id (absent: no memory)."""
+    `memory`: what the engine found for each `memory_search` call, by call id (None: the search failed;
+    absent: the story's memory is not searched here)."""
     handler = _TOOLS.get(call.name)
     try:
         if call.name == "memory_search":
-            content, ends = _memory_search(reply, _args(call), (memory or {}).get(call.id)), None
+            content, ends = _memory_search(reply, _args(call), memory or {}, call.id), None
         elif handler is None:
             raise _BadArguments(f"there is no tool named {call.name!r}")
         else:
@@ -174,11 +178,20 @@ def _previous_edit(reply: Node, previous: Node | None, args: Mapping[str, Any], 
     return f"已修订上一条回复（v{previous.revisions}）。本拍结束，不产生新回复。", "revised"
 
 
-def _memory_search(reply: Node, args: Mapping[str, Any], found: Sequence[Recollection] | None) -> str:
+class _MemoryUnavailable(DomainError):
+    """The story's memory could not be searched for this call."""
+
+
+def _memory_search(
+    reply: Node, args: Mapping[str, Any], memory: Mapping[str, Sequence[Recollection] | None], call_id: str
+) -> str:
     query, _ = _memory_args(args)
+    if call_id not in memory:
+        raise _MemoryUnavailable("the story's memory cannot be searched here")
+    found = memory[call_id]
     if found is None:
-        raise _BadArguments("the story's memory cannot be searched here (recall is off)")
-    reply.note_memory_search(query, [r.passage_id for r in found])
+        raise _MemoryUnavailable("the memory search failed; go on without it, or try again")
+    reply.note_memory_search(query, [{"node_id": str(r.node_id), "kind": r.kind, "line": r.line} for r in found])
     if not found:
         return f"记忆中没有找到与「{query}」有关的早前片段。"
     lines = "\n".join(r.line for r in found)

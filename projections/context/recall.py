@@ -33,7 +33,7 @@ def recall_block(
         used += tokens
     if not kept:
         return None
-    kept.sort(key=lambda item: (item[0].row["depth"], item[0].row["id"]))
+    kept.sort(key=lambda item: item[0].story_order)
     text = OPENER + "\n" + "\n".join(line for _, line in kept)
     found = sorted({name for hit, _ in kept for name in hit.found_by})
     why = f"recalled for the user's words: {len(kept)} of {len(hits)} passages ({' + '.join(found)}), fused scores"

@@ -127,6 +127,15 @@ class ArchiveChanges:
                 f"update passages set {column} = ?, seq = max(seq, ?) where {key} = ? and kind = 'turn'",
                 [value, seq, node_id],
             )
+        touched = sorted(
+            {row["story_id"] for rows in (*self.replaced.values(), *self.episodes.values()) for row in rows}
+        )
+        if touched:  # work that finished after its story was deleted (a summary) is not archived
+            marks = ", ".join("?" for _ in touched)
+            conn.execute(
+                f"delete from passages where story_id in (select id from stories where deleted = 1 and id in ({marks}))",
+                touched,
+            )
         for story_id in self.dropped_stories:
             conn.execute("delete from passages where story_id = ?", [story_id])
 

@@ -39,6 +39,12 @@ class Hit:
         """An episode summary's passage (else a turn's)."""
         return self.row.get("kind") == "episode"
 
+    @property
+    def story_order(self) -> tuple[int, int, int]:
+        """Where the passage sits in the story: its node's depth, a turn before the episode summary that
+        ends on the same node, then its part (ids `<key>:<part>`, parts compared as numbers)."""
+        return (int(self.row["depth"]), int(self.episode), int(str(self.row["id"]).rsplit(":", 1)[1]))
+
 
 class StoryIndex:
     def __init__(

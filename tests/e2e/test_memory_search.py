@@ -1,6 +1,6 @@
 """The main model's `memory_search` in engine mode: it finds an old turn on the reply's path (never one of
 an abandoned branch), the model reads it as the tool's result, the search is recorded with the passages
-shown; bad arguments are refused, and with recall off the tool says so."""
+found, word for word; bad arguments are refused, and with passive recall off it still searches."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ async def test_the_model_searches_the_storys_memory_and_the_search_is_recorded(
 
     [searched] = [e for e in await events_of(engine, sid, turn["reply"]["id"]) if e["type"] == "MemorySearched"]
     assert searched["data"]["query"] == "地下室 银币 金币"
-    assert f"{reply['node']['id']}:0" in searched["data"]["passage_ids"]
-    assert not any(p.startswith(abandoned["node"]["id"]) for p in searched["data"]["passage_ids"])
+    nodes = [f["node_id"] for f in searched["data"]["found"]]
+    assert reply["node"]["id"] in nodes and abandoned["node"]["id"] not in nodes
+    assert [f["line"] for f in searched["data"]["found"]] == result["result"].split("\n")[1:]
 
 
 async def test_bad_arguments_are_refused_and_recall_off_is_said(fake: FakeModelServer, make_engine: MakeEngine) -> None:

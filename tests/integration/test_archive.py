@@ -8,9 +8,11 @@ from uuid import UUID, uuid4
 
 from domain.application import Changji
 from domain.ports import ChatResult
+from domain.values import NodeView
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from tests.builders import StoryBuilder
+from tests.compaction_support import SMALL
 
 
 def passages(store: ReadModels, story_id: UUID) -> list[dict[str, object]]:
@@ -97,3 +99,29 @@ def test_the_archive_is_the_same_however_the_log_was_cut_into_batches(
     assert rebuilt.dump()["passages"] == runner.store.dump()["passages"]
     [row] = runner.store.passages(story.story_id)
     assert (row["user_hidden"], row["reply_hidden"], row["text"]) == (0, 1, "船票呢？\n船票被风吹走了。")
+
+
+def test_a_summary_finished_after_its_story_was_deleted_is_not_archived(
+    sqlite_changji: Changji, runner: ProjectionRunner
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **SMALL)
+    story.turns(8, "第{i}句：" + "海上起了雾，灯塔的光照不远。" * 6, "第{i}答：" + "风从北边来。" * 6)
+    runner.catch_up()
+    leaf = story.leaf
+    plan = sqlite_changji.compaction.plan_compaction(leaf, manual=True).pack  # a job planned its pack…
+    assert plan is not None
+    sqlite_changji.stories.delete_story(story.tenant, story.story_id)
+    runner.catch_up()
+    sqlite_changji.compaction.record_episode("e1", plan, "守塔人修好了窗。", "extractive", None)  # …and ended after
+    runner.catch_up()
+    assert any(n.episode for n in path_views(sqlite_changji, leaf))  # the summary is in the events
+    assert passages(runner.store, story.story_id) == [] and runner.store.archive_seq(story.story_id) == 0
+
+
+def path_views(app: Changji, leaf: UUID) -> list[NodeView]:
+    out, node = [], app.node(leaf)
+    while True:
+        out.append(node)
+        if node.parent_id is None:
+            return out
+        node = app.node(node.parent_id)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from api.bootstrap import bootstrap
-from api.settings import Settings
+from api.settings import ModelSettings, Settings
 from domain.application import Changji
 from projections.context.records import Context
 from projections.read_models.store import ReadModels
@@ -259,16 +259,22 @@ def test_an_embeddings_file_that_fails_after_opening_costs_time_not_recall(
 
 
 async def test_the_service_keeps_embeddings_beside_its_sqlite_files_and_closes_them(tmp_path: Path) -> None:
-    service = bootstrap(Settings(data_dir=tmp_path / "data", embedder="hashing"))
+    endpoint = ModelSettings(base_url="http://127.0.0.1:9/v1", model="never-called")  # nothing embeds here
+    service = bootstrap(Settings(data_dir=tmp_path / "data", embedder="endpoint", embeddings=endpoint))
     saved = service.recall.saved
     assert saved is not None and saved.path == str(tmp_path / "data" / "embeddings.sqlite")
     await service.start()
     await service.close()
     with pytest.raises(sqlite3.ProgrammingError):  # closed with the service
         saved.conn.execute("select 1")
-    in_memory = bootstrap(Settings(data_dir=tmp_path / "other", embedder="hashing", persistence="memory"))
+    in_memory = bootstrap(
+        Settings(data_dir=tmp_path / "other", embedder="endpoint", embeddings=endpoint, persistence="memory")
+    )
     assert in_memory.recall.saved is None and not (tmp_path / "other" / "embeddings.sqlite").exists()
     await in_memory.close()
+    hashing = bootstrap(Settings(data_dir=tmp_path / "third", embedder="hashing"))  # cheaper than a read
+    assert hashing.recall.saved is None and not (tmp_path / "third" / "embeddings.sqlite").exists()
+    await hashing.close()
 
 
 def test_each_passage_is_embedded_after_the_end_of_the_turn_before_it_on_its_path(
@@ -288,3 +294,51 @@ def test_each_passage_is_embedded_after_the_end_of_the_turn_before_it_on_its_pat
             "钥匙放哪了？\n“在旧靴子里。”\n靴子还在吗？\n“被狗叼走了。”",  # its own path, not the other branch
         ]
     )
+
+
+class RemoteLike(HashingEmbedder):
+    """An embedder over the network, as recall sees one: it may fail, and it counts the queries it gets."""
+
+    instant, remote = False, True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+        self.queries = 0
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray:
+        if purpose == "query":
+            self.queries += 1
+        if self.failing:
+            raise ConnectionError("the endpoint is down")
+        return super().encode(texts, purpose)
+
+
+def test_an_endpoint_is_never_waited_for_on_a_search_and_a_failed_build_holds_no_thread(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    embedder = RemoteLike()
+    recall = Recall(read_models, embedder)
+    story, other = StoryBuilder.start(sqlite_changji), StoryBuilder.start(sqlite_changji)
+    _, treasure = story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
+    filler(story, 3)
+    other.turns(3)
+    runner.catch_up()
+    recall.refresh_soon(story.story_id).result(timeout=30)
+    [hit, *_] = recall.search(story.story_id, "银币宝藏", 3, 10_000, everywhere)  # not prepared: by words
+    assert hit.row["node_id"] == str(treasure) and set(hit.found_by) == {"bm25"} and embedder.queries == 0
+    asyncio.run(recall.prepare(story.story_id, "银币宝藏"))
+    [hit, *_] = recall.search(story.story_id, "银币宝藏", 3, 10_000, everywhere)
+    assert set(hit.found_by) == {"bm25", "dense"} and embedder.queries == 1
+
+    embedder.failing = True
+    story.turn("灯塔的钥匙呢？", "“挂在门后。”")  # words it has not embedded yet
+    runner.catch_up()
+    time.sleep(2.1)  # past the pause between two builds of a story
+    index = recall.refresh_soon(story.story_id).result(timeout=30)
+    assert index is not None and not index.complete and index.vectors is None  # words alone for now
+    started = time.perf_counter()
+    assert recall.refresh_soon(story.story_id).result(timeout=30) is index  # no new try before its time…
+    assert recall.refresh_soon(other.story_id).result(timeout=30) is not None  # …and no one waits for it
+    assert time.perf_counter() - started < 1.0
+    asyncio.run(recall.stop())

@@ -15,6 +15,7 @@ from domain.errors import TurnStateError
 from domain.node import Node
 from domain.ports import ChatResult, ToolCall
 from domain.rules.draft_tools import ToolOutcome, run_tool
+from domain.values import Recollection
 from tests.builders import TENANT, StoryBuilder
 
 PREVIOUS = "风很大。灯塔的门被吹开了。"
@@ -444,3 +445,32 @@ def test_fail_turn_keeps_the_streamed_preview_as_an_unsealed_draft(turn: Turn) -
     assert (view.phase, view.text, view.draft_version) == ("stopped", "半句话", 1)
     called = [e for e in turn.events() if isinstance(e, ev.ModelCalled)]
     assert [(c.outcome, c.prompt_tokens) for c in called] == [("timeout", 0)]
+
+
+def test_memory_search_answers_what_the_engine_found_and_records_it_word_for_word(turn: Turn) -> None:
+    found = [Recollection(turn.previous_id, "turn", "- 第1轮 User：灯塔怎么了？ 沈砚：风很大。")]
+    reply, previous = turn.reply, turn.previous
+    call = ToolCall("call_1", "memory_search", json.dumps({"query": "灯塔"}, ensure_ascii=False))
+    outcome = run_tool(reply, previous, call, {"call_1": found})
+    turn.app.save(reply, previous)
+    assert outcome.ok and "风很大" in outcome.content
+    [searched] = [e for e in turn.events() if isinstance(e, ev.MemorySearched)]
+    assert searched.query == "灯塔"
+    assert searched.found == [{"node_id": str(turn.previous_id), "kind": "turn", "line": found[0].line}]
+
+
+@pytest.mark.parametrize(
+    ("memory", "refusal"),
+    [(None, "cannot be searched"), ({"call_1": None}, "failed"), ({"call_1": []}, None)],
+)
+def test_memory_search_without_memory_or_after_a_failed_search_is_refused(
+    turn: Turn, memory: dict[str, Any] | None, refusal: str | None
+) -> None:
+    reply = turn.reply
+    outcome = run_tool(reply, None, ToolCall("call_1", "memory_search", '{"query": "灯塔"}'), memory)
+    if refusal is None:  # a search that found nothing says so, and is recorded
+        assert outcome.ok and "没有找到" in outcome.content
+        assert kinds(list(reply.collect_events())) == ["MemorySearched"]
+    else:
+        assert not outcome.ok and refusal in outcome.content
+        assert kinds(list(reply.collect_events())) == ["DraftRefused"]

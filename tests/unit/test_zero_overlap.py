@@ -83,6 +83,16 @@ def check(story: StoryBuilder, ctx: Context) -> None:
             assert ctx.messages[last].content[:end].endswith(nodes[-1].text), block
         else:
             assert first == last and end - start == block.chars, block
+        shown = ctx.messages[first].content[start:end]
+        node = next((n for n in path if block.node_ids and n.id == block.node_ids[0]), None)
+        if block.what == "system":
+            assert shown == ctx.messages[0].content
+        elif block.what == "greeting" and node is not None and "{{" not in node.text:
+            assert shown == node.text
+        elif block.what == "episode" and node is not None and node.episode is not None:
+            assert shown.endswith(node.episode.text) and "### 第" in shown
+        elif block.what == "digest" and node is not None and node.digest is not None:
+            assert shown.endswith(node.digest.text())
         if block.what == "user":
             assert ctx.messages[last].content[start:end] == path[-1].text and end == len(ctx.messages[last].content)
     roles = [m.role for m in ctx.messages]
