@@ -176,9 +176,10 @@ def bootstrap(
 
 
 def _embedder(settings: Settings) -> Embedder | None:
-    """Recall's embedder: the endpoint the operator configured, else e5 when installed, else the hashing
-    embedder. Measured on LoCoMo (`ops/bench/locomo_recall.py`), BM25 fused with e5 finds the most, and
-    BM25 fused with the hashing embedder (no model at all) more than BM25 alone (`none`)."""
+    """Recall's embedder: the endpoint the operator configured, else e5 when installed, else none.
+    Measured on LoCoMo (`ops/bench/locomo_recall.py`), the two BM25 rankings fused with e5 find the most;
+    the hashing embedder adds nothing to the two BM25 rankings, so without e5 recall is BM25 alone
+    (`hashing` stays, to choose)."""
     choice, endpoint = settings.embedder, settings.embeddings
     if choice == "endpoint" or (choice == "auto" and endpoint.configured):
         return EndpointEmbedder(
@@ -186,7 +187,7 @@ def _embedder(settings: Settings) -> Embedder | None:
         )
     if choice == "e5" or (choice == "auto" and e5_available()):
         return E5Embedder()
-    return HashingEmbedder() if choice in ("auto", "hashing") else None
+    return HashingEmbedder() if choice == "hashing" else None
 
 
 def _model(settings: Settings, role: str) -> OpenAIChat | None:

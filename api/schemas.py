@@ -541,7 +541,10 @@ class RecallHitModel(BaseModel):
     user_part: int = Field(description="how many leading characters of `text` are the user's words")
     hidden: bool = Field(description="the user hid the turn: out of the window, still recallable")
     score: float = Field(description="the fused score (reciprocal rank fusion)")
-    found_by: dict[str, FoundBy] = Field(description="the retrievers that found it: bm25, dense")
+    found_by: dict[str, FoundBy] = Field(
+        description="the retrievers that found it: bm25 (the passage), bm25_context (it after the end of the one"
+        " before), dense"
+    )
 
 
 class RecallResponse(BaseModel):

@@ -64,7 +64,7 @@ class Settings(BaseModel):
     embedder: Literal["auto", "endpoint", "e5", "hashing", "none"] = Field(
         "auto",
         description="recall's dense vectors: auto = the CHANGJI_EMBED_* endpoint when configured, "
-        "else e5 when installed, else hashing; none = BM25 alone",
+        "else e5 when installed, else none (BM25 alone)",
     )
     embed_dimensions: int | None = Field(None, ge=1, le=8192, description="asked of the embeddings endpoint")
     embed_query_prefix: str = Field("", max_length=200, description="put before a query sent to the endpoint")

@@ -215,16 +215,18 @@ class Recall:
             return current
         try:
             texts = [row["text"] for row in rows]
+            in_context = with_previous(texts, previous_passages(rows, self.store.parents(story_id)))
             vectors, complete = None, True
             if self._vectors is not None:
                 try:
-                    previous = previous_passages(rows, self.store.parents(story_id))
-                    vectors = self._vectors.of(with_previous(texts, previous))
+                    vectors = self._vectors.of(in_context)
                 except Exception as exc:  # the embedder failed: words alone until it is tried again
                     log.warning("embedding story %s failed (%r): its recall is BM25 alone for now", story_id, exc)
                     complete = False
                     self._next_build[story_id] = time.monotonic() + self.retry_seconds
-            index = StoryIndex(seq, rows, vectors, self._lexical_terms(texts), complete=complete)
+            index = StoryIndex(
+                seq, rows, vectors, self._lexical_terms(texts), complete, in_context, self._lexical_terms(in_context)
+            )
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)
             return current

@@ -13,14 +13,16 @@ questions with evidence is the query.
 so runs after the first skip e5's passage encoding (minutes): for trying retrieval changes; the
 indexing speeds are then not measured (reported as -1).
 
-`bm25+<embedder>+next` / `+prev`: the hybrid's hits each followed by the next (previous) passage on
+`bm25ctx`: BM25 over each passage after the end of the one before it (as the dense retriever embeds
+it); `bm25+ctx`: the two BM25 rankings fused; `bm25+ctx+<embedder>`: the three, as a story's index
+fuses them (the headline `hybrid_*`). `bm25+<embedder>+next` / `+prev`: the hybrid's hits each followed by the next (previous) passage on
 the path, counted within the same k — whether a hit should bring its neighbouring turn.
 
 Metric (the LoCoMo paper's, `task_eval/evaluation.py`): per question, the fraction of its evidence
 dia_ids among the passages ranked top-k; averaged per category and over all questions. The paper's
 DRAGON retriever scores 0.567 / 0.662 / 0.767 at k = 5 / 10 / 25 on the same units.
 
-Latency: one recall (BM25 + dense + fusion, the query already embedded, and apart the query's
+Latency: one recall (both BM25 rankings + dense + fusion, the query already embedded, and apart the query's
 embedding) over 1k, 10k and 100k passages (LoCoMo's texts repeated, 384-dimensional hashing vectors
 standing in for e5's), p50 and p99; indexing passages/s per embedder; resident memory of a 100k index.
 Figures: `hybrid_recall_at_{5,10,25}` (the default retriever), `bm25_recall_at_10`, `dense_recall_at_10`
@@ -146,13 +148,21 @@ def evaluate(
     passage_vectors = {name: PassageVectors(embedder, saved) for name, embedder in embedders.items()}
     for corpus in corpora:
         questions = [q.question for q in corpus.conversation.questions]
-        lexical = LexicalIndex(corpus.texts)
+        previous = [i - 1 if i else None for i in range(len(corpus.texts))]  # the passage before on the path
+        in_context = with_previous(corpus.texts, previous)
+        lexical, lexical_context = LexicalIndex(corpus.texts), LexicalIndex(in_context)
         top = max(KS) * 4  # each retriever's list, deep enough for the fusion
-        rankings: dict[str, list[list[tuple[int, float]]]] = {"bm25": [lexical.search(q, top) for q in questions]}
+        rankings: dict[str, list[list[tuple[int, float]]]] = {
+            "bm25": [lexical.search(q, top) for q in questions],
+            "bm25ctx": [lexical_context.search(q, top) for q in questions],
+        }
+        rankings["bm25+ctx"] = [
+            [(hit.position, hit.score) for hit in fuse({"bm25": b, "bm25_context": c})]
+            for b, c in zip(rankings["bm25"], rankings["bm25ctx"], strict=True)
+        ]
         for name, embedder in embedders.items():
             t0 = time.perf_counter()
-            previous = [i - 1 if i else None for i in range(len(corpus.texts))]  # the passage before on the path
-            vectors = passage_vectors[name].of(with_previous(corpus.texts, previous))
+            vectors = passage_vectors[name].of(in_context)
             indexing[name] += time.perf_counter() - t0
             index = VectorIndex(vectors.shape[1])
             index.add(vectors)
@@ -162,6 +172,10 @@ def evaluate(
             rankings[f"bm25+{name}"] = [
                 [(hit.position, hit.score) for hit in fuse({"bm25": b, name: d})]
                 for b, d in zip(rankings["bm25"], rankings[name], strict=True)
+            ]
+            rankings[f"bm25+ctx+{name}"] = [  # what a story's index fuses (`projections/recall/story_index.py`)
+                [(hit.position, hit.score) for hit in fuse({"bm25": b, "bm25_context": c, name: d})]
+                for b, c, d in zip(rankings["bm25"], rankings["bm25ctx"], rankings[name], strict=True)
             ]
             for side, step in (("next", 1), ("prev", -1)):  # each hit brings its neighbour, at equal passages
                 rankings[f"bm25+{name}+{side}"] = [
@@ -180,17 +194,19 @@ def evaluate(
 
 
 def latency(corpora: list[Corpus], sizes: dict[str, int], queries: int) -> dict[str, float]:
-    """Recall over growing indexes: BM25 + 384-d dense + fusion, p50/p99 ms; the embedding timed apart."""
+    """Recall over growing indexes as a story's index searches (BM25 twice, over the passages and over
+    them in context, + 384-d dense + fusion), p50/p99 ms; the embedding timed apart."""
     pool = [t for c in corpora for t in c.texts]
     questions = [q.question for c in corpora for q in c.conversation.questions]
     embedder = HashingEmbedder(384)
     figures: dict[str, float] = {}
     for name, size in sizes.items():
         texts = [f"{pool[i % len(pool)]} ({i // len(pool)})" for i in range(size)]
+        in_context = with_previous(texts, [i - 1 if i else None for i in range(size)])
         gc.collect()
         before = _rss_mb()
         t0 = time.perf_counter()
-        lexical = LexicalIndex(texts)
+        lexical, lexical_context = LexicalIndex(texts), LexicalIndex(in_context)
         vectors = VectorIndex(384)
         for start in range(0, size, 5000):
             vectors.add(embedder.encode(texts[start : start + 5000]))
@@ -205,7 +221,13 @@ def latency(corpora: list[Corpus], sizes: dict[str, int], queries: int) -> dict[
             t0 = time.perf_counter()
             qv = embedder.encode([q], "query")[0]
             t1 = time.perf_counter()
-            fuse({"bm25": lexical.search(q, 40, allowed), "dense": vectors.search(qv, 40, allowed)})
+            fuse(
+                {
+                    "bm25": lexical.search(q, 40, allowed),
+                    "bm25_context": lexical_context.search(q, 40, allowed),
+                    "dense": vectors.search(qv, 40, allowed),
+                }
+            )
             t2 = time.perf_counter()
             embed_s.append(t1 - t0)
             recall_s.append(t2 - t1)
@@ -216,7 +238,7 @@ def latency(corpora: list[Corpus], sizes: dict[str, int], queries: int) -> dict[
             f"  {name}: built in {built:.1f}s, +{figures[f'index_rss_mb_{name}']:.0f} MB; recall p50 "
             f"{figures[f'recall_p50_ms_{name}']:.2f} ms, p99 {figures[f'recall_p99_ms_{name}']:.2f} ms"
         )
-        del lexical, vectors
+        del lexical, lexical_context, vectors
     return figures
 
 
@@ -239,8 +261,12 @@ def main() -> None:
         embedders["e5"] = E5Embedder()
     dense = "e5" if "e5" in embedders else "hashing"
     saved = EmbeddingCache(args.embeddings) if args.embeddings else None
-    default = f"bm25+{dense}"
-    retrievers = ["bm25", *embedders, *(f"bm25+{n}{side}" for n in embedders for side in ("", "+next", "+prev"))]
+    default = f"bm25+ctx+{dense}"
+    retrievers = [
+        "bm25", "bm25ctx", "bm25+ctx", *embedders,
+        *(f"bm25+{n}{side}" for n in embedders for side in ("", "+next", "+prev")),
+        *(f"bm25+ctx+{n}" for n in embedders),
+    ]  # fmt: skip
     figures: dict[str, float | int] = {}
     for unit, build in (("turn", turn_corpus), ("message", message_corpus)):
         corpora = [build(c) for c in conversations]

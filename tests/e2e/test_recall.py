@@ -24,7 +24,7 @@ async def test_recall_finds_an_old_turn_and_the_context_brings_it_back(make_clie
     found: dict[str, Any] = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币宝藏&k=3")
     top = found["hits"][0]
     assert (top["node_id"], top["user_id"], top["turn"]) == (reply, user, 1) and top["hidden"] is False
-    assert set(top["found_by"]) == {"bm25", "dense"} and top["score"] > 0
+    assert set(top["found_by"]) == {"bm25", "bm25_context", "dense"} and top["score"] > 0
     index = await api.call("GET", f"/v1/stories/{sid}/index")
     assert index["passages"] - index["summary_passages"] == 21 and index["summary_passages"] > 0
     assert index["behind"] is False and index["embedder"] == "hashing-ngram-v1" and index["dense"] is True

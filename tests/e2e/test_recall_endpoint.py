@@ -41,7 +41,11 @@ async def test_the_endpoint_embeds_passages_and_queries_with_their_prefixes(
     for _ in range(20):
         await api.turn(sid, *FILLER)
     found: dict[str, Any] = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币宝藏&k=3")
-    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25", "dense"}
+    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {
+        "bm25",
+        "bm25_context",
+        "dense",
+    }
     index = await api.call("GET", f"/v1/stories/{sid}/index")
     assert index["embedder"] == "fake-embed" and index["passages"] - index["summary_passages"] == 21
     assert {body["dimensions"] for body in fake.embedding_requests} == {32}
@@ -72,7 +76,7 @@ async def test_a_failing_endpoint_leaves_recall_by_words_and_its_vectors_come_ba
     for _ in range(20):
         await api.turn(sid, *FILLER)
     found: dict[str, Any] = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币宝藏&k=3")
-    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25"}
+    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25", "bm25_context"}
     assert (await api.call("GET", f"/v1/stories/{sid}/index"))["dense"] is False
     await api.append(sid, "user", "银币呢？")
     context = await api.call("GET", f"/v1/stories/{sid}/context")  # a context all the same, by words
@@ -85,7 +89,11 @@ async def test_a_failing_endpoint_leaves_recall_by_words_and_its_vectors_come_ba
             break
         await asyncio.sleep(0.1)
     found = await api.call("GET", f"/v1/stories/{sid}/recall?q=宝藏银币&k=3")
-    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {"bm25", "dense"}
+    assert found["hits"][0]["node_id"] == reply and set(found["hits"][0]["found_by"]) == {
+        "bm25",
+        "bm25_context",
+        "dense",
+    }
 
 
 def test_the_endpoint_embedder_needs_an_endpoint() -> None:

@@ -326,10 +326,12 @@ def test_an_endpoint_is_never_waited_for_on_a_search_and_a_failed_build_holds_no
     runner.catch_up()
     recall.refresh_soon(story.story_id).result(timeout=30)
     [hit, *_] = recall.search(story.story_id, "银币宝藏", 3, 10_000, everywhere)  # not prepared: by words
-    assert hit.row["node_id"] == str(treasure) and set(hit.found_by) == {"bm25"} and embedder.queries == 0
+    assert (
+        hit.row["node_id"] == str(treasure) and set(hit.found_by) == {"bm25", "bm25_context"} and embedder.queries == 0
+    )
     asyncio.run(recall.prepare(story.story_id, "银币宝藏"))
     [hit, *_] = recall.search(story.story_id, "银币宝藏", 3, 10_000, everywhere)
-    assert set(hit.found_by) == {"bm25", "dense"} and embedder.queries == 1
+    assert set(hit.found_by) == {"bm25", "bm25_context", "dense"} and embedder.queries == 1
 
     embedder.failing = True
     story.turn("灯塔的钥匙呢？", "“挂在门后。”")  # words it has not embedded yet
