@@ -159,7 +159,7 @@ def bootstrap(
         if main_model
         else None
     )  # fmt: skip
-    compactor = CompactWorker(app, executor, side_model, views.scene_of)
+    compactor = CompactWorker(app, executor, side_model, views.scene_of, max_attempts=settings.job_max_attempts)
     workers: list[Worker] = [ScribeWorker(app, store, executor, side_model, settings.scribe_language), compactor]
     policy = JobPolicy(
         sweep_seconds=settings.job_sweep_seconds,

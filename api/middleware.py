@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from api.errors import problem
+from api.errors import field_error, problem
 from api.http import fingerprint
 from api.keys import SERVICE, TENANT
 
@@ -23,8 +23,9 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     header = request.headers.get("Authorization", "")
     scheme, _, key = header.partition(" ")
     tenant = None
-    if scheme.lower() == "bearer" and key:
-        tenant = await request.app[SERVICE].auth.authenticate(key.strip())
+    key = key.strip()
+    if scheme.lower() == "bearer" and key and key.isascii() and key.isprintable():  # (keys are printable ASCII)
+        tenant = await request.app[SERVICE].auth.authenticate(key)
     if tenant is None:
         response = problem(401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>")
         response.headers["WWW-Authenticate"] = 'Bearer realm="changji"'
@@ -46,8 +47,11 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or key is None or TENANT not in request:
         return await handler(request)
-    if not 1 <= len(key) <= 255:
-        return problem(400, "Bad Request", "Idempotency-Key must be 1–255 characters")
+    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
+        return problem(
+            400, "Bad Request", "Idempotency-Key must be 1–255 printable ASCII characters",
+            [field_error("header.Idempotency-Key", "1–255 printable ASCII characters", "value_error")],
+        )  # fmt: skip
     svc = request.app[SERVICE]
     tenant = request[TENANT]
     lock = _locks.setdefault((tenant, key), asyncio.Lock())

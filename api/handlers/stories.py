@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 from aiohttp import web
 
@@ -90,16 +90,11 @@ async def delete_story(request: web.Request) -> web.Response:
 async def checkout(request: web.Request) -> web.Response:
     req = await body(request, CheckoutRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    await svc.executor.write(svc.app.stories.move_leaf, tenant(request), story_id, req.node_id, if_match(request))
-    return await _leaf(svc, tenant(request), story_id)
-
-
-async def _leaf(svc: Service, tenant_id: str, story_id: UUID) -> web.Response:
-    story = await svc.executor.load(svc.app.story, tenant_id, story_id)
-    assert story.leaf_id is not None
-    return respond(
-        LeafResponse(story_id=story.id, leaf_id=story.leaf_id, story_version=story.version), version=story.version
+    moved = await svc.executor.write(
+        svc.app.stories.move_leaf, tenant(request), story_id, req.node_id, if_match(request)
     )
+    leaf_id, version = moved.value  # as this checkout left the story, whoever moved it since
+    return respond(LeafResponse(story_id=story_id, leaf_id=leaf_id, story_version=version), version=version)
 
 
 async def tree(request: web.Request) -> web.Response:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from domain.commands.base import CommandGroup, expect_version
+from domain.commands.base import CommandGroup, Written, expect_version
 from domain.errors import GreetingIndexError
 from domain.node import Node
 from domain.story import Story
@@ -79,10 +79,15 @@ class StoryCommands(CommandGroup):
             position = self.app.commit(story, node)
             return Appended(node.view, story.version, position)
 
-    def move_leaf(self, tenant_id: str, story_id: UUID, node_id: UUID, expected_version: int | None = None) -> int:
+    def move_leaf(
+        self, tenant_id: str, story_id: UUID, node_id: UUID, expected_version: int | None = None
+    ) -> Written[tuple[UUID, int]]:
+        """Check out a node: the story's leaf moves there. The value is (leaf, story version) as this
+        command left them, which a concurrent checkout may change before anyone reads them again."""
         story = self.app.story(tenant_id, story_id)
         expect_version(story, expected_version)
         self.app.story_node(story, node_id)
         with self.app.evicting(story):
             story.move_leaf(node_id, cause="checkout")
-            return self.app.commit(story)
+            position = self.app.commit(story)
+            return Written((node_id, story.version), position)

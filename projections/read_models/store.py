@@ -39,7 +39,10 @@ TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
     "passages", "positions",
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 8  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 8
+PREVIEW_CHARS = (
+    80  # of a node's text in the tree listing  # bump when a table changes: the read models are then rebuilt
+)
 RUNNER = "main"
 SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
 # the scene fold walks the first two; text upserts need the unique key of the third
@@ -300,13 +303,18 @@ class ReadModels:
         return list(self.db.query("select * from nodes where parent_id = ? order by seq", [str(node_id)]))
 
     def story_nodes(self, story_id: UUID, after_seq: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-        return list(
-            self.db.query(
-                "select n.*, substr(t.text, 1, 80) as preview from nodes n left join node_texts t"
+        """The story's nodes folded after `after_seq`, each with the first PREVIEW_CHARS of its text."""
+        rows = list(
+            self.db.query(  # the text's first bytes as a blob: SQLite's text functions stop at a NUL
+                "select n.*, substr(cast(t.text as blob), 1, ?) as preview from nodes n left join node_texts t"
                 " on t.node_id = n.id where n.story_id = ? and n.seq > ? order by n.seq limit ?",
-                [str(story_id), after_seq, limit],
+                [PREVIEW_CHARS * 4, str(story_id), after_seq, limit],
             )
         )
+        for row in rows:  # (a character the byte cut split in two is dropped, the rest cut to size)
+            raw = row["preview"]
+            row["preview"] = raw.decode("utf-8", "ignore")[:PREVIEW_CHARS] if raw is not None else None
+        return rows
 
     def is_ancestor(self, ancestor_id: UUID, node_id: UUID) -> bool:
         row = self.db.execute(

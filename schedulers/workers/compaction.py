@@ -163,11 +163,17 @@ class CompactWorker:
         model: ChatModel | None,
         scene_of: Callable[[UUID], SceneAt | None] | None = None,
         archive: Archive | None = None,
+        max_attempts: int | None = None,
     ) -> None:
-        """`scene_of`: the scene at a node, shown to the side model as auxiliary evidence (None: none)."""
+        """`scene_of`: the scene at a node, shown to the side model as auxiliary evidence (None: none).
+        `max_attempts`: the job system's attempts per job — the last one is offline, whatever
+        `fallback_after` says, so a compaction never fails for good while the offline way works."""
         self.app, self.runs, self.model, self.archive = app, runs, model, archive or NoArchive()
         self.scene_of = scene_of
-        self.offline_after = JOBS["compact"].fallback_after  # failed attempts before the offline summarizer
+        after = JOBS["compact"].fallback_after  # failed attempts before the offline summarizer
+        if max_attempts is not None:
+            after = max_attempts - 1 if after is None else min(after, max_attempts - 1)
+        self.offline_after = after
         self._locks: dict[UUID, asyncio.Lock] = {}
 
     async def run(self, job: Mapping[str, Any]) -> Outcome:

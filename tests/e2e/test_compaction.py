@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from providers.fake_server import FakeModelServer, Step, Text
+from providers.fake_server import FakeModelServer, Status, Step, Text
 from tests.builders import TENANT, Api, MakeClient, api_for
 from tests.scene_support import FAST_JOBS, settled, side_model
 
@@ -205,3 +205,19 @@ async def test_an_engine_turn_whose_context_overflows_announces_the_budget_pack(
     packs = [r for r in rows.values() if r["kind"] == "compact"]
     assert packs and all(r["status"] == "done" for r in packs)  # compaction is off: only the budget asked
     assert (await summaries(engine, story["id"]))["episodes"]  # the packs were made from the turns' openings
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])
+async def test_the_offline_summarizer_runs_before_the_last_attempt_whatever_the_setting(
+    side: FakeModelServer, make_client: MakeClient, max_attempts: int
+) -> None:
+    side.fallback = lambda body: Status(500)  # type: ignore[assignment,return-value]  # the side model is down
+    settings = {**FAST_JOBS, "job_max_attempts": max_attempts}
+    api = api_for(await make_client(side_model=side_model(side), **settings), TENANT)
+    story = await api.story(**SMALL)
+    await play(api, story["id"], range(1, 6))
+    await settled(api, story["id"])
+    compacts = (await api.call("GET", f"/v1/jobs?story_id={story['id']}&kind=compact"))["items"]
+    assert compacts and all(j["status"] == "done" for j in compacts), compacts
+    layers = await summaries(api, story["id"])
+    assert layers["episodes"] and {e["author"] for e in layers["episodes"]} == {"extractive"}

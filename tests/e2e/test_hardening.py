@@ -1,0 +1,64 @@
+"""Defects found by probing the running service from outside, each pinned by a test: a tree preview
+that stopped at a NUL, …"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.builders import Api
+
+
+async def test_a_tree_preview_keeps_every_character_a_nul_included(api: Api, story: dict[str, Any]) -> None:
+    text = "前\u0000后 tail"
+    await api.append(story["id"], "user", text)
+    long = "灯" * 79 + "塔" * 10  # cut at 80 characters, multi-byte ones whole
+    await api.append(story["id"], "reply", long)
+    tree = await api.call("GET", f"/v1/stories/{story['id']}/tree")
+    previews = [n["preview"] for n in tree["nodes"]]
+    assert previews[-2:] == [text, long[:80]]
+
+
+async def test_each_checkout_answers_with_the_leaf_and_version_its_own_commit_made(
+    api: Api, story: dict[str, Any]
+) -> None:
+    nodes = []
+    for i in range(4):
+        nodes.append((await api.append(story["id"], "user", f"第{i}问", story["root_id"]))["node"]["id"])
+    asked = [nodes[i % 4] for i in range(16)]
+    answers = await asyncio.gather(
+        *(api.call("POST", f"/v1/stories/{story['id']}/checkout", {"node_id": node}) for node in asked)
+    )
+    assert [a["leaf_id"] for a in answers] == asked  # never the leaf someone else moved to meanwhile
+    final = await api.call("GET", f"/v1/stories/{story['id']}")
+    assert final["version"] == max(a["story_version"] for a in answers)
+
+
+async def raw_request(client_port: int, head: bytes) -> tuple[int, bytes]:
+    """Send raw request bytes (headers no client library would send) and read the answer's status line
+    and body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", client_port)
+    writer.write(head)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(65536), 10)
+    writer.close()
+    status = int(answer.split(b" ", 2)[1])
+    return status, answer.split(b"\r\n\r\n", 1)[1]
+
+
+async def test_header_bytes_that_are_not_utf8_are_refused_not_500(api: Api, story: dict[str, Any]) -> None:
+    port = api.client.server.port
+    assert port is not None
+    path = f"/v1/stories/{story['id']}".encode()
+    status, _ = await raw_request(
+        port, b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\r\n\r\n"
+    )
+    assert status == 401
+    body = b'{"kind": "user", "text": "hi"}'
+    head = (
+        b"POST " + path + b"/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: " + api.headers["Authorization"].encode()
+        + b"\r\nIdempotency-Key: caf\xe9\r\nContent-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode() + b"\r\n\r\n" + body
+    )  # fmt: skip
+    status, answer = await raw_request(port, head)
+    assert status == 400 and b"Idempotency-Key" in answer
