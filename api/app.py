@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from importlib.metadata import PackageNotFoundError, version
 
+import aiohttp_cors
 from aiohttp import web
 
 from api.bootstrap import Resource, Service, bootstrap
@@ -49,7 +50,25 @@ def create_app(settings: Settings, service: Service | None = None) -> web.Applic
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/openapi.json", openapi)
     add_routes(app)
+    if settings.cors_origins:
+        allow_cors(app, settings.cors_origins)
     return app
+
+
+EXPOSED = ("ETag", "Location", "Idempotent-Replayed", "Retry-After")
+ASKED = ("Authorization", "Content-Type", "If-Match", "Idempotency-Key", "Accept")
+
+
+def allow_cors(app: web.Application, origins: list[str]) -> None:
+    """Browser pages of `origins` may call every route (`*`: any page). Preflights are answered
+    without a key (`api/middleware.py` lets them through); nothing is sent with credentials — the key
+    goes in the Authorization header, which a preflight allows."""
+    options = aiohttp_cors.ResourceOptions(  # type: ignore[no-untyped-call]
+        allow_credentials=False, expose_headers=EXPOSED, allow_headers=ASKED, max_age=600
+    )
+    cors = aiohttp_cors.setup(app, defaults={origin: options for origin in origins})
+    for route in list(app.router.routes()):
+        cors.add(route)
 
 
 def _context(resource: Resource) -> Callable[[web.Application], AsyncIterator[None]]:

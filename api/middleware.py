@@ -18,7 +18,8 @@ PUBLIC = ("/healthz", "/openapi.json")
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path in PUBLIC or not request.path.startswith("/v1/"):
+    preflight = request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers
+    if preflight or request.path in PUBLIC or not request.path.startswith("/v1/"):  # (a preflight has no key)
         return await handler(request)
     header = request.headers.get("Authorization", "")
     scheme, _, key = header.partition(" ")

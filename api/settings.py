@@ -69,6 +69,11 @@ class Settings(BaseModel):
     embed_dimensions: int | None = Field(None, ge=1, le=8192, description="asked of the embeddings endpoint")
     embed_query_prefix: str = Field("", max_length=200, description="put before a query sent to the endpoint")
     embed_passage_prefix: str = Field("", max_length=200, description="put before a passage sent to it")
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="origins whose browser pages may call the API (CHANGJI_CORS_ORIGINS, comma-separated; * any);"
+        " none by default",
+    )
     sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
         "NORMAL", description="event-store commits: NORMAL survives kill -9, FULL also power loss"
     )
@@ -99,6 +104,8 @@ class Settings(BaseModel):
             "embed_passage_prefix": os.environ.get("CHANGJI_EMBED_PASSAGE_PREFIX"),
         }
         values: dict[str, object] = {k: v for k, v in env.items() if v is not None}
+        if os.environ.get("CHANGJI_CORS_ORIGINS"):
+            values["cors_origins"] = [o.strip() for o in os.environ["CHANGJI_CORS_ORIGINS"].split(",") if o.strip()]
         for role, key in (("main", "main_model"), ("side", "side_model"), ("embed", "embeddings")):
             values[key] = ModelSettings.from_env(role)
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.builders import Api
+from tests.builders import Api, MakeClient, api_for
 
 
 async def test_a_tree_preview_keeps_every_character_a_nul_included(api: Api, story: dict[str, Any]) -> None:
@@ -62,3 +62,26 @@ async def test_header_bytes_that_are_not_utf8_are_refused_not_500(api: Api, stor
     )  # fmt: skip
     status, answer = await raw_request(port, head)
     assert status == 400 and b"Idempotency-Key" in answer
+
+
+async def test_browsers_of_allowed_origins_may_call_the_api_and_others_may_not(make_client: MakeClient) -> None:
+    client = await make_client(cors_origins=["https://play.example"])
+    api = api_for(client, "tenant-a")
+    story = await api.story()
+    path = f"/v1/stories/{story['id']}/nodes"
+    asked = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
+    preflight = await client.options(path, headers={"Origin": "https://play.example", **asked})  # no key
+    assert preflight.status == 200
+    assert preflight.headers["Access-Control-Allow-Origin"] == "https://play.example"
+    assert "AUTHORIZATION" in preflight.headers["Access-Control-Allow-Headers"].upper()
+    answer = await client.get(f"/v1/stories/{story['id']}", headers={**api.headers, "Origin": "https://play.example"})
+    assert answer.status == 200 and answer.headers["Access-Control-Allow-Origin"] == "https://play.example"
+    assert "ETAG" in answer.headers["Access-Control-Expose-Headers"].upper()
+    stranger = await client.options(path, headers={"Origin": "https://evil.example", **asked})
+    assert stranger.status == 403 and "Access-Control-Allow-Origin" not in stranger.headers
+
+
+async def test_without_allowed_origins_a_preflight_gets_no_cors_answer(api: Api, story: dict[str, Any]) -> None:
+    asked = {"Origin": "https://play.example", "Access-Control-Request-Method": "POST"}
+    preflight = await api.client.options(f"/v1/stories/{story['id']}/nodes", headers=asked)
+    assert "Access-Control-Allow-Origin" not in preflight.headers
