@@ -75,7 +75,8 @@ ROUTES = (
     Route("PATCH", "/v1/nodes/{node_id}/summary", summaries.edit_summary, "Rewrite the episode or digest this node carries (later folds use the edit)", s.EditSummaryRequest, s.SummariesResponse),
     Route("GET", "/v1/stories/{story_id}/recall", recall.recall, "Recall: the archived passages of the path to the leaf (or a node) that match a query, with their scores", None, s.RecallResponse, query=("q", "k", "at")),
     Route("GET", "/v1/stories/{story_id}/index", recall.index, "The story's recall index: passages indexed, how far behind, the embedder", None, s.IndexResponse),
-    Route("GET", "/v1/jobs", jobs.list_jobs, "Background jobs and their outcomes", None, s.JobListResponse, query=("story_id", "kind", "status", "limit", "cursor")),
+    Route("GET", "/v1/jobs", jobs.list_jobs, "Background jobs and their outcomes (status: one or more, comma-separated or repeated)", None, s.JobListResponse, query=("story_id", "kind", "status", "limit", "cursor")),
+    Route("GET", "/v1/stories/{story_id}/jobs", jobs.story_jobs, "The story's background work at a glance: jobs by status, and whether all of it is settled", None, s.StoryJobsResponse),
 )  # fmt: skip
 
 

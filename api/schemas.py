@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.values import CardData, JobKind, JobState, NodeView, SceneAuthor
+from domain.values import CardData, JobKind, NodeView, SceneAuthor
 
 MAX_TEXT = 100_000
 
@@ -451,12 +451,16 @@ class EditSceneResponse(SceneResponse):
     warnings: list[str] = Field(description="parts of the patch the merge rules refused")
 
 
+JobStatus = Literal["pending", "running", "retrying", "done", "skipped", "failed"]
+"""A job's state as recorded, or `running` while this process runs it."""
+
+
 class JobModel(BaseModel):
     id: str = Field(description="`<kind>:<node id>`: stable, one per kind and node")
     kind: JobKind
     node_id: UUID
     story_id: UUID
-    status: JobState
+    status: JobStatus = Field(description="pending, retrying, done, skipped, failed as recorded; running while it runs")
     attempts: int = Field(description="failed attempts so far")
     detail: str = Field(description="the skip reason or the last error")
     next_at: datetime | None = Field(description="when it runs (next), if it is still due")
@@ -468,6 +472,14 @@ class JobModel(BaseModel):
 class JobListResponse(BaseModel):
     items: list[JobModel]
     next_cursor: str | None
+
+
+class StoryJobsResponse(BaseModel):
+    story_id: UUID
+    counts: dict[JobStatus, int] = Field(description="the story's jobs by status (running counted apart from pending)")
+    settled: bool = Field(
+        description="no job of the story is pending, retrying or running: its background work is done"
+    )
 
 
 # --- summaries ---------------------------------------------------------------------------------

@@ -432,18 +432,37 @@ class ReadModels:
         ]
 
     def jobs(
-        self, tenant_id: str, after: int, limit: int, story_id: UUID | None, kind: str | None, status: str | None
+        self,
+        tenant_id: str,
+        after: int,
+        limit: int,
+        story_id: UUID | None,
+        kind: str | None,
+        statuses: Sequence[str] | None,
     ) -> list[dict[str, Any]]:
+        """The tenant's jobs after `after` (their `seq`), of a story, a kind and any of `statuses` if given."""
         clauses, args = ["s.tenant_id = ?", "s.deleted = 0", "j.seq > ?"], [tenant_id, after]
-        for column, value in (("j.story_id", story_id), ("j.kind", kind), ("j.status", status)):
+        for column, value in (("j.story_id", story_id), ("j.kind", kind)):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 args.append(str(value))
+        if statuses is not None:
+            clauses.append(f"j.status in ({', '.join('?' for _ in statuses)})")
+            args.extend(statuses)
         sql = (
             "select j.* from jobs j join stories s on s.id = j.story_id"
             f" where {' and '.join(clauses)} order by j.seq limit ?"
         )
         return list(self.db.query(sql, [*args, limit]))
+
+    def job_counts(self, story_id: UUID) -> tuple[dict[str, int], list[tuple[str, str]]]:
+        """A story's jobs counted by status, and (id, status) of those still due (pending or retrying)."""
+        rows = self.db.execute("select status, count(*) from jobs where story_id = ? group by status", [str(story_id)])
+        counts = {status: n for status, n in rows.fetchall()}
+        due = self.db.execute(
+            "select id, status from jobs where story_id = ? and status in ('pending', 'retrying')", [str(story_id)]
+        )
+        return counts, [(job_id, status) for job_id, status in due.fetchall()]
 
     def due_jobs(
         self, now: str, limit: int, kinds: Sequence[str] | None = None, heads: bool = False

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from providers.fake_server import FakeModelServer, Text
 from tests.builders import Api, MakeClient, api_for
+from tests.scene_support import FAST_JOBS, side_model
 
 
 async def test_a_tree_preview_keeps_every_character_a_nul_included(api: Api, story: dict[str, Any]) -> None:
@@ -85,3 +87,30 @@ async def test_without_allowed_origins_a_preflight_gets_no_cors_answer(api: Api,
     asked = {"Origin": "https://play.example", "Access-Control-Request-Method": "POST"}
     preflight = await api.client.options(f"/v1/stories/{story['id']}/nodes", headers=asked)
     assert "Access-Control-Allow-Origin" not in preflight.headers
+
+
+async def test_a_client_sees_running_jobs_asks_for_several_statuses_and_waits_on_one_story_view(
+    fake: FakeModelServer, make_client: MakeClient
+) -> None:
+    fake.fallback = lambda body: Text("{}", delay=1.0)  # type: ignore[assignment]  # a slow side model
+    api = api_for(await make_client(side_model=side_model(fake), **FAST_JOBS), "tenant-a")
+    story = await api.story()
+    _, reply = await api.turn(story["id"], "灯还亮着吗？", "亮着。")
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:  # the scribe's job is picked up, then runs for a second
+        view = await api.call("GET", f"/v1/stories/{story['id']}/jobs")
+        if view["counts"]["running"] or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.02)
+    assert view["counts"]["running"] == 1 and view["settled"] is False
+    running = await api.call("GET", f"/v1/jobs?story_id={story['id']}&status=running")
+    assert [(j["node_id"], j["status"]) for j in running["items"]] == [(reply, "running")]
+    pending = await api.call("GET", f"/v1/jobs?story_id={story['id']}&status=pending")
+    assert pending["items"] == []  # a running job is not also pending
+    while not view["settled"] and asyncio.get_running_loop().time() < deadline + 10:
+        await asyncio.sleep(0.05)
+        view = await api.call("GET", f"/v1/stories/{story['id']}/jobs")
+    assert view["settled"] and view["counts"]["running"] == 0
+    ended = await api.call("GET", f"/v1/jobs?story_id={story['id']}&status=done,skipped&status=failed")
+    assert [j["node_id"] for j in ended["items"]] == [reply]
+    await api.call("GET", "/v1/jobs?status=done,nonsense", status=422)
