@@ -63,6 +63,15 @@ def query_int(request: web.Request, name: str, default: int, low: int, high: int
     return number
 
 
+def query_bool(request: web.Request, name: str, default: bool = False) -> bool:
+    value = request.query.get(name)
+    if value is None:
+        return default
+    if value.lower() not in ("true", "false", "1", "0"):
+        raise BadRequestError(422, f"{name} must be true or false", f"query.{name}")
+    return value.lower() in ("true", "1")
+
+
 def if_match(request: web.Request) -> int | None:
     """The expected version from `If-Match: "7"` (weak tags and bare numbers accepted)."""
     value = request.headers.get("If-Match")

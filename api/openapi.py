@@ -12,7 +12,7 @@ from api.routes import ROUTES
 from api.schemas import Problem
 
 REF = "#/components/schemas/{model}"
-QUERY_TYPES = {"limit": "integer", "from_depth": "integer", "k": "integer"}
+QUERY_TYPES = {"limit": "integer", "from_depth": "integer", "k": "integer", "deleted": "boolean"}
 
 
 def _problem(description: str) -> dict[str, Any]:

@@ -109,7 +109,11 @@ class WorldLineRenamed(_Folded, AggregateEvent):
 
 
 class StoryDeleted(_Folded, AggregateEvent):
-    """The story was deleted by its owner."""
+    """The story was deleted by its owner: out of every listing and read, its events kept."""
+
+
+class StoryRestored(_Folded, AggregateEvent):
+    """A deleted story was brought back by its owner, as it was when deleted."""
 
 
 # --- node -------------------------------------------------------------------------------------

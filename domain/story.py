@@ -84,6 +84,10 @@ class Story(Aggregate):
         if not self.deleted:
             self.trigger_event(ev.StoryDeleted)
 
+    def restore(self) -> None:
+        if self.deleted:
+            self.trigger_event(ev.StoryRestored)
+
     def save_point(self, save_id: str) -> SavePoint:
         try:
             return self.saves[save_id]
@@ -121,3 +125,5 @@ class Story(Aggregate):
                 self.worldline_names[event.worldline_id] = event.name
             case ev.StoryDeleted():
                 self.deleted = True
+            case ev.StoryRestored():
+                self.deleted = False

@@ -7,7 +7,7 @@ from uuid import uuid4
 from aiohttp import web
 
 from api.bootstrap import Service
-from api.http import body, if_match, json_bytes, path_id, query_id, query_int, respond, service, tenant
+from api.http import body, if_match, json_bytes, path_id, query_bool, query_id, query_int, respond, service, tenant
 from api.schemas import (
     CheckoutRequest,
     CreateStoryRequest,
@@ -64,8 +64,11 @@ async def list_stories(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", 50, 1, 500)
     after = query_int(request, "cursor", 0, 0, 2**62)
     card_id = query_id(request, "card_id")
+    deleted = query_bool(request, "deleted")
     where = {"card_id": str(card_id)} if card_id else {}
-    rows = await svc.executor.query(svc.store.list_rows, "stories", tenant(request), after, limit, **where)
+    rows = await svc.executor.query(
+        svc.store.list_rows, "stories", tenant(request), after, limit, deleted=int(deleted), **where
+    )
     next_cursor = str(rows[-1]["seq"]) if len(rows) == limit else None
     return respond(StoryListResponse(items=[StorySummary.model_validate(r) for r in rows], next_cursor=next_cursor))
 
@@ -82,9 +85,17 @@ async def update_story(request: web.Request) -> web.Response:
 async def delete_story(request: web.Request) -> web.Response:
     svc = service(request)
     story_id = path_id(request, "story_id")
-    await svc.executor.write(svc.app.stories.delete_story, tenant(request), story_id)
+    await svc.executor.write(svc.app.stories.delete_story, tenant(request), story_id, if_match(request))
     svc.recall.forget(story_id)
     return web.Response(status=204)
+
+
+async def restore_story(request: web.Request) -> web.Response:
+    """A deleted story back as it was (one that is not deleted is answered as it stands)."""
+    svc, story_id = service(request), path_id(request, "story_id")
+    await svc.executor.write(svc.app.stories.restore_story, tenant(request), story_id, if_match(request))
+    story = await svc.executor.load(svc.app.story, tenant(request), story_id)
+    return respond(await story_response(svc, story), version=story.version)
 
 
 async def checkout(request: web.Request) -> web.Response:

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.commands.base import CommandGroup, Written, expect_version
-from domain.errors import GreetingIndexError
+from domain.errors import GreetingIndexError, StoryNotFoundError
 from domain.node import Node
 from domain.story import Story
 from domain.values import NodeKind, NodeView
@@ -53,11 +53,24 @@ class StoryCommands(CommandGroup):
                 story.retitle(title)
             return self.app.commit(story)
 
-    def delete_story(self, tenant_id: str, story_id: UUID) -> int:
+    def delete_story(self, tenant_id: str, story_id: UUID, expected_version: int | None = None) -> int:
+        """Delete a story: it leaves every listing and read; its events stay, and `restore_story` brings
+        it back."""
         story = self.app.story(tenant_id, story_id)
+        expect_version(story, expected_version)
         with self.app.evicting(story):
             story.delete()
             return self.app.commit(story)
+
+    def restore_story(self, tenant_id: str, story_id: UUID, expected_version: int | None = None) -> Written[Story]:
+        """Bring a deleted story back as it was (a story that is not deleted stays as it is)."""
+        story = self.app.get(Story, story_id, StoryNotFoundError)
+        if story.tenant_id != tenant_id:
+            raise StoryNotFoundError(f"story {story_id} not found")
+        expect_version(story, expected_version)
+        with self.app.evicting(story):
+            story.restore()
+            return Written(story, self.app.commit(story))
 
     def append_node(
         self,

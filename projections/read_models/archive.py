@@ -12,7 +12,9 @@ Every episode summary is archived too (`kind` "episode"; a turn's rows are "turn
 way, keyed by the node it annotates (`node_id`, the last node it covers) and the first node it covers
 (`user_id`), so "both on the path" means its whole span is; `first_turn`–`turn` are the turns it
 covers, and a user's edit replaces its text. `seq` is the position of the row's last change, so an
-index over a story knows whether it is behind.
+index over a story knows whether it is behind. A deleted story's rows stay (it can be restored, and
+work that ends after the delete, such as a summary, lands too); `ReadModels.passages` and
+`archive_seq` do not serve them while it is deleted.
 """
 
 from __future__ import annotations
@@ -90,11 +92,10 @@ class ArchiveChanges:
     episodes: dict[str, list[Row]]  # annotated node → its episode passages now
     edited: dict[str, tuple[str, int]]  # annotated node → (its episode's new text, seq), summarized earlier
     flags: list[tuple[str, str, int, int]]  # (column, node id, value, seq), in event order
-    dropped_stories: list[str]
 
     @classmethod
     def empty(cls) -> ArchiveChanges:
-        return cls({}, {}, {}, [], [])
+        return cls({}, {}, {}, [])
 
     def write(self, db: sqlite_utils.Database) -> None:
         conn = db.conn
@@ -127,17 +128,6 @@ class ArchiveChanges:
                 f"update passages set {column} = ?, seq = max(seq, ?) where {key} = ? and kind = 'turn'",
                 [value, seq, node_id],
             )
-        touched = sorted(
-            {row["story_id"] for rows in (*self.replaced.values(), *self.episodes.values()) for row in rows}
-        )
-        if touched:  # work that finished after its story was deleted (a summary) is not archived
-            marks = ", ".join("?" for _ in touched)
-            conn.execute(
-                f"delete from passages where story_id in (select id from stories where deleted = 1 and id in ({marks}))",
-                touched,
-            )
-        for story_id in self.dropped_stories:
-            conn.execute("delete from passages where story_id = ?", [story_id])
 
 
 def create(db: sqlite_utils.Database) -> None:

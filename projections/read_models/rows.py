@@ -109,7 +109,9 @@ class RowChanges:
 
     def _on_story_deleted(self, e: ev.StoryDeleted, seq: int) -> None:
         self._update("stories", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
-        self.archive.dropped_stories.append(str(e.originator_id))
+
+    def _on_story_restored(self, e: ev.StoryRestored, seq: int) -> None:
+        self._update("stories", e.originator_id, deleted=0, updated_at=_ts(e.timestamp))
 
     def _node(
         self, e: Any, kind: str, parent: UUID | None, depth: int, turn: int, seq: int, text: str, phase: str = "final"

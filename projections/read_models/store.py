@@ -338,9 +338,12 @@ class ReadModels:
         ).fetchall()
         return {UUID(r[0]) for r in rows}
 
-    def list_rows(self, table: str, tenant_id: str, after: int, limit: int, **where: str) -> list[dict[str, Any]]:
-        clauses = ["tenant_id = ?", "deleted = 0", "seq > ?"]
-        args: list[Any] = [tenant_id, after]
+    def list_rows(
+        self, table: str, tenant_id: str, after: int, limit: int, deleted: int = 0, **where: str
+    ) -> list[dict[str, Any]]:
+        """A tenant's rows of `table` after `after` (their `seq`): the deleted ones when `deleted` is 1."""
+        clauses = ["tenant_id = ?", "deleted = ?", "seq > ?"]
+        args: list[Any] = [tenant_id, deleted, after]
         for column, value in where.items():
             clauses.append(f"{column} = ?")
             args.append(value)
@@ -390,12 +393,19 @@ class ReadModels:
         return self.scenes.at(str(node_id), self.db)
 
     def passages(self, story_id: UUID, after_seq: int = 0) -> list[dict[str, Any]]:
-        """The story's archived passages changed after `after_seq`, in the order of their last change."""
+        """The story's archived passages changed after `after_seq`, in the order of their last change
+        (none while the story is deleted)."""
+        if self._deleted(story_id):
+            return []
         return list(
             self.db.query(
                 "select * from passages where story_id = ? and seq > ? order by seq, id", [str(story_id), after_seq]
             )
         )
+
+    def _deleted(self, story_id: UUID) -> bool:
+        row = self.db.execute("select deleted from stories where id = ?", [str(story_id)]).fetchone()
+        return bool(row and row[0])
 
     def parents(self, story_id: UUID) -> dict[str, str]:
         """Each node of the story → its parent (the root has none)."""
@@ -405,7 +415,9 @@ class ReadModels:
         return {node: parent for node, parent in rows.fetchall()}
 
     def archive_seq(self, story_id: UUID) -> int:
-        """The position of the last change to the story's archive (0: nothing archived)."""
+        """The position of the last change to the story's archive (0: nothing archived, or deleted)."""
+        if self._deleted(story_id):
+            return 0
         row = self.db.execute("select max(seq) from passages where story_id = ?", [str(story_id)]).fetchone()
         return int(row[0] or 0)
 

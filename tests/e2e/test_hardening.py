@@ -114,3 +114,26 @@ async def test_a_client_sees_running_jobs_asks_for_several_statuses_and_waits_on
     ended = await api.call("GET", f"/v1/jobs?story_id={story['id']}&status=done,skipped&status=failed")
     assert [j["node_id"] for j in ended["items"]] == [reply]
     await api.call("GET", "/v1/jobs?status=done,nonsense", status=422)
+
+
+async def test_a_deleted_story_takes_if_match_and_comes_back_as_it_was(api: Api, story: dict[str, Any]) -> None:
+    sid = story["id"]
+    user, reply = await api.turn(sid, "地下室里有什么？", "“一箱旧银币。”")
+    before = await api.call("GET", f"/v1/stories/{sid}")
+    await api.call("DELETE", f"/v1/stories/{sid}", status=409, headers={"If-Match": '"1"'})  # a stale version
+    await api.call("DELETE", f"/v1/stories/{sid}", status=204, headers={"If-Match": f'"{before["version"]}"'})
+    await api.call("GET", f"/v1/stories/{sid}", status=404)
+    listed = await api.call("GET", "/v1/stories")
+    assert sid not in [s["id"] for s in listed["items"]]
+    deleted = await api.call("GET", "/v1/stories?deleted=true")
+    assert [s["id"] for s in deleted["items"]] == [sid]
+
+    back = await api.call("POST", f"/v1/stories/{sid}/restore")
+    assert back["leaf_id"] == reply and back["version"] == before["version"] + 2
+    path = await api.call("GET", f"/v1/stories/{sid}/path")
+    assert [n["id"] for n in path["nodes"]][-2:] == [user, reply]
+    found = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币")
+    assert [h["node_id"] for h in found["hits"]] == [reply]  # its memory came back with it
+    assert (await api.call("GET", "/v1/stories?deleted=true"))["items"] == []
+    again = await api.call("POST", f"/v1/stories/{sid}/restore")  # not deleted: as it stands
+    assert again["version"] == back["version"]

@@ -101,7 +101,7 @@ def test_the_archive_is_the_same_however_the_log_was_cut_into_batches(
     assert (row["user_hidden"], row["reply_hidden"], row["text"]) == (0, 1, "船票呢？\n船票被风吹走了。")
 
 
-def test_a_summary_finished_after_its_story_was_deleted_is_not_archived(
+def test_a_summary_finished_after_its_story_was_deleted_is_not_served(
     sqlite_changji: Changji, runner: ProjectionRunner
 ) -> None:
     story = StoryBuilder.start(sqlite_changji, **SMALL)
