@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import TypeVar
-from uuid import UUID
+from uuid import UUID, uuid4, uuid5
 
 import orjson
 from aiohttp import web
@@ -23,6 +23,24 @@ def service(request: web.Request) -> Service:
 
 def tenant(request: web.Request) -> str:
     return request[TENANT]
+
+
+IDEMPOTENT_IDS = UUID("5d3f0a53-6c1b-4e0c-9f57-2f4a8d7e0b61")  # the namespace of ids made from a key
+
+
+def new_id(request: web.Request, purpose: str) -> UUID:
+    """The id of something this request creates: random, or — with an `Idempotency-Key` — made from the
+    tenant, the key, the request's method and path, and `purpose`, so a retry after a crash between
+    the commit and the answer names the same thing and finds it made (`api/middleware.py`)."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None or TENANT not in request:
+        return uuid4()
+    return uuid5(IDEMPOTENT_IDS, f"{request[TENANT]}\n{key}\n{request.method} {request.path}\n{purpose}")
+
+
+def keyed(request: web.Request) -> bool:
+    """Whether the request carries an `Idempotency-Key` (what it creates may exist from a lost answer)."""
+    return "Idempotency-Key" in request.headers
 
 
 async def body(request: web.Request, model: type[M]) -> M:

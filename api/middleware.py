@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 from collections.abc import Awaitable, Callable
 
@@ -43,7 +44,9 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     """POSTs with an `Idempotency-Key` are answered once; a retry gets the stored response.
 
     Reusing a key with a different request body is refused (422). Only 2xx answers are stored,
-    so a failed attempt can be retried with the same key.
+    so a failed attempt can be retried with the same key. The answer is stored after the events
+    commit; should the process die in between, the retry finds what the first attempt made — a keyed
+    request names what it creates after its key (`api.http.new_id`) — and answers with it.
     """
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or key is None or TENANT not in request:
@@ -69,6 +72,8 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
                 response.headers["ETag"] = stored.etag
             return response
         answer = await handler(request)
+        if key == svc.settings.fault_exit_after_key:  # tests: die between the commit and the answer
+            os._exit(86)
         if isinstance(answer, web.Response) and 200 <= answer.status < 300 and isinstance(answer.body, bytes):
             etag = answer.headers.get("ETag")
             await svc.executor.query(svc.keys.remember, tenant, key, request_hash, answer.status, answer.body, etag)

@@ -74,6 +74,11 @@ class Settings(BaseModel):
         description="origins whose browser pages may call the API (CHANGJI_CORS_ORIGINS, comma-separated; * any);"
         " none by default",
     )
+    fault_exit_after_key: str | None = Field(
+        None,
+        description="tests only (CHANGJI_FAULT_EXIT_AFTER_KEY): the process exits right after committing the request"
+        " that carries this Idempotency-Key, before it answers — a crash at the worst moment",
+    )
     sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
         "NORMAL", description="event-store commits: NORMAL survives kill -9, FULL also power loss"
     )
@@ -99,6 +104,7 @@ class Settings(BaseModel):
             "job_concurrency": os.environ.get("CHANGJI_JOB_CONCURRENCY"),
             "scribe_language": os.environ.get("CHANGJI_SCRIBE_LANGUAGE"),
             "embedder": os.environ.get("CHANGJI_EMBEDDER"),
+            "fault_exit_after_key": os.environ.get("CHANGJI_FAULT_EXIT_AFTER_KEY"),
             "embed_dimensions": os.environ.get("CHANGJI_EMBED_DIMENSIONS"),
             "embed_query_prefix": os.environ.get("CHANGJI_EMBED_QUERY_PREFIX"),
             "embed_passage_prefix": os.environ.get("CHANGJI_EMBED_PASSAGE_PREFIX"),

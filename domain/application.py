@@ -113,6 +113,13 @@ class Changji(Application[UUID]):
             raise missing(f"{cls.__name__.lower()} {aggregate_id} not found")
         return aggregate
 
+    def exists(self, cls: type[Aggregate], aggregate_id: UUID) -> bool:
+        """Whether an aggregate of that class was ever saved under this id (deleted ones too)."""
+        try:
+            return isinstance(self.repository.get(aggregate_id), cls)
+        except AggregateNotFoundError:
+            return False
+
     def card(self, tenant_id: str, card_id: UUID) -> Card:
         card = self.get(Card, card_id, CardNotFoundError)
         if card.tenant_id != tenant_id or card.deleted:

@@ -35,9 +35,9 @@ class Server:
     key: str
     process: subprocess.Popen[bytes] | None = None
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
+    def call(self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
+        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json", **(headers or {})}
         request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())

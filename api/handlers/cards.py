@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from uuid import uuid4
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from api.errors import RequestBodyError
-from api.http import body, if_match, path_id, query_int, respond, service, tenant
+from api.http import body, if_match, keyed, new_id, path_id, query_int, respond, service, tenant
 from api.schemas import (
     CardListResponse,
     CardResponse,
@@ -42,10 +41,11 @@ def _settings(overrides: dict[str, object], base: StorySettings | None = None) -
 
 async def create_card(request: web.Request) -> web.Response:
     req = await body(request, CreateCardRequest)
-    svc, card_id = service(request), uuid4()
-    await svc.executor.write(
-        svc.app.cards.create_card, card_id, tenant(request), req.card, _settings(req.settings.given())
-    )
+    svc, card_id = service(request), new_id(request, "card")
+    if not (keyed(request) and await svc.executor.load(svc.app.exists, Card, card_id)):  # (made: answer was lost)
+        await svc.executor.write(
+            svc.app.cards.create_card, card_id, tenant(request), req.card, _settings(req.settings.given())
+        )
     card = await svc.executor.load(svc.app.card, tenant(request), card_id)
     return respond(card_response(card), 201, card.version)
 

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from aiohttp import web
 
-from api.http import body, if_match, path_id, respond, service, tenant
+from api.http import body, if_match, keyed, new_id, path_id, respond, service, tenant
 from api.schemas import (
     AppendNodeRequest,
     AppendNodeResponse,
@@ -27,9 +27,11 @@ AnnotateMany = Callable[[str, UUID, Sequence[UUID]], int]
 async def append_node(request: web.Request) -> web.Response:
     req = await body(request, AppendNodeRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    appended = await svc.executor.write(
-        svc.writes.append_node, tenant(request), story_id, req.kind, req.text, req.parent_id, if_match(request)
-    )
+    node_id = new_id(request, "node")
+    made = await svc.executor.load(svc.writes.appended, tenant(request), story_id, node_id) if keyed(request) else None
+    appended = made or await svc.executor.write(
+        svc.writes.append_node, tenant(request), story_id, node_id, req.kind, req.text, req.parent_id, if_match(request)
+    )  # (made: a retry of a request whose answer was lost)
     node = appended.node
     reply_to = node.parent_id if node.kind == "reply" else None
     siblings = await svc.executor.query(svc.store.children, reply_to) if reply_to else []

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from aiohttp import web
 
 from api.bootstrap import Service
-from api.http import body, path_id, respond, service, tenant
+from api.http import body, keyed, new_id, path_id, respond, service, tenant
 from api.schemas import CreateSaveRequest, RenameWorldLineRequest, SaveResponse, SavesResponse, WorldLineModel
 from domain.story import Story
 from domain.values import SavePoint
@@ -58,10 +58,14 @@ async def create_save(request: web.Request) -> web.Response:
     req = await body(request, CreateSaveRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     name = req.name or datetime.now(UTC).strftime("存档 %m/%d %H:%M")
-    written = await svc.executor.write(
-        svc.app.saves.mark_save, tenant(request), story_id, uuid4().hex[:16], name, req.node_id, svc.store
-    )
-    save = written.value
+    save_id = new_id(request, "save").hex[:16]
+    story = await svc.executor.load(svc.app.story, tenant(request), story_id)
+    save = story.saves.get(save_id) if keyed(request) else None  # (made: a retry whose answer was lost)
+    if save is None:
+        written = await svc.executor.write(
+            svc.app.saves.mark_save, tenant(request), story_id, save_id, name, req.node_id, svc.store
+        )
+        save = written.value
     story = await svc.executor.load(svc.app.story, tenant(request), story_id)
     assert story.leaf_id is not None
     on_path = await svc.executor.query(svc.store.is_ancestor, save.node_id, story.leaf_id)

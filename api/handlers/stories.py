@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from uuid import uuid4
-
 from aiohttp import web
 
 from api.bootstrap import Service
-from api.http import body, if_match, json_bytes, path_id, query_bool, query_id, query_int, respond, service, tenant
+from api.http import (
+    body,
+    if_match,
+    json_bytes,
+    keyed,
+    new_id,
+    path_id,
+    query_bool,
+    query_id,
+    query_int,
+    respond,
+    service,
+    tenant,
+)
 from api.schemas import (
     CheckoutRequest,
     CreateStoryRequest,
@@ -44,11 +55,12 @@ async def story_response(svc: Service, story: Story) -> StoryResponse:
 
 async def create_story(request: web.Request) -> web.Response:
     req = await body(request, CreateStoryRequest)
-    svc, story_id = service(request), uuid4()
-    await svc.executor.write(
-        svc.app.stories.start_story, story_id, uuid4(), tenant(request), req.card_id, req.greeting_index, req.title,
-        req.settings.given(),
-    )  # fmt: skip
+    svc, story_id = service(request), new_id(request, "story")
+    if not (keyed(request) and await svc.executor.load(svc.app.exists, Story, story_id)):  # (made: answer was lost)
+        await svc.executor.write(
+            svc.app.stories.start_story, story_id, new_id(request, "root"), tenant(request), req.card_id,
+            req.greeting_index, req.title, req.settings.given(),
+        )  # fmt: skip
     story = await svc.executor.load(svc.app.story, tenant(request), story_id)
     return respond(await story_response(svc, story), 201, story.version)
 

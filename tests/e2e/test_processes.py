@@ -84,3 +84,34 @@ def test_first_serve_prints_a_working_key(tmp_path: Path) -> None:
         log = next(tmp_path.glob("serve-*.log")).read_text()
         server.key = next(word for word in log.split() if word.startswith("cj_"))
         assert server.call("GET", "/v1/cards") == {"items": [], "next_cursor": None}
+
+
+def test_a_keyed_retry_after_a_crash_between_commit_and_answer_gets_what_was_made(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    key = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local").stdout.strip().splitlines()[0]
+    with serving(data_dir, key) as server:
+        card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
+    made: dict[str, Any] = {}
+    crash = {"CHANGJI_FAULT_EXIT_AFTER_KEY": "retry-me"}
+    keyed = {"Idempotency-Key": "retry-me"}
+    with serving(data_dir, key, env=crash) as server:  # a story made, the answer never sent
+        with pytest.raises(OSError):
+            server.call("POST", "/v1/stories", {"card_id": card["id"]}, keyed)
+        assert server.process is not None and server.process.wait(timeout=20) == 86
+    with serving(data_dir, key) as server:
+        made["story"] = server.call("POST", "/v1/stories", {"card_id": card["id"]}, keyed)
+        stories = server.call("GET", "/v1/stories")["items"]
+        assert [s["id"] for s in stories] == [made["story"]["id"]]  # one story, the one the crash made
+    node_key = {"Idempotency-Key": "node-1"}
+    body = {"kind": "user", "text": "灯塔还亮着吗？"}
+    path = f"/v1/stories/{made['story']['id']}/nodes"
+    with serving(data_dir, key, env={"CHANGJI_FAULT_EXIT_AFTER_KEY": "node-1"}) as server:
+        with pytest.raises(OSError):
+            server.call("POST", path, body, node_key)
+        assert server.process is not None and server.process.wait(timeout=20) == 86
+    with serving(data_dir, key) as server:
+        retried = server.call("POST", path, body, node_key)
+        again = server.call("POST", path, body, node_key)
+        nodes = server.call("GET", f"/v1/stories/{made['story']['id']}/path")["nodes"]
+    assert [n["text"] for n in nodes].count("灯塔还亮着吗？") == 1  # no duplicate, and no 422
+    assert retried["node"]["id"] == again["node"]["id"] == nodes[-1]["id"]

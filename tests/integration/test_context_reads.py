@@ -3,6 +3,8 @@ that made it so, decided on that write."""
 
 from __future__ import annotations
 
+from uuid import uuid4
+
 from domain.application import Changji
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
@@ -28,9 +30,9 @@ def test_an_over_budget_context_is_read_without_a_write_and_the_reply_announced_
     before = sqlite_changji.recorder.max_notification_id()
     ctx = views.context(story.tenant, story.story_id, None)
     assert ctx.cut_turns > 0 and sqlite_changji.recorder.max_notification_id() == before  # a read: no event
-    appended = writes.append_node(story.tenant, story.story_id, "reply", f"第12答：{LONG}", None, None)
+    appended = writes.append_node(story.tenant, story.story_id, uuid4(), "reply", f"第12答：{LONG}", None, None)
     reply = sqlite_changji.node_aggregate(appended.node.id)
     assert reply.jobs.get("compact") == "pending" and reply.compaction_reason == "budget"
     assert appended.position == sqlite_changji.recorder.max_notification_id()  # the answer waits for it
-    user = writes.append_node(story.tenant, story.story_id, "user", "还有呢？", None, None)
+    user = writes.append_node(story.tenant, story.story_id, uuid4(), "user", "还有呢？", None, None)
     assert user.position == sqlite_changji.recorder.max_notification_id()  # user words decide nothing
