@@ -11,7 +11,7 @@ from aiohttp import web
 from api.bootstrap import Resource, Service, bootstrap
 from api.errors import json_dumps, problem_middleware
 from api.keys import SERVICE
-from api.middleware import auth_middleware, idempotency_middleware
+from api.middleware import auth_middleware, body_limit_middleware, idempotency_middleware
 from api.openapi import build_openapi
 from api.routes import add_routes
 from api.settings import Settings
@@ -39,7 +39,7 @@ def create_app(settings: Settings, service: Service | None = None) -> web.Applic
     """The aiohttp application; `service` (default: `bootstrap(settings)`) is started and stopped with
     it, one cleanup context per resource."""
     app = web.Application(
-        middlewares=[problem_middleware, auth_middleware, idempotency_middleware],
+        middlewares=[problem_middleware, body_limit_middleware, auth_middleware, idempotency_middleware],
         client_max_size=settings.max_body_bytes,
     )
     app[OPENAPI] = build_openapi(package_version())

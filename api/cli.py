@@ -14,10 +14,10 @@ from typing import Any
 from uuid import UUID
 
 import click
-from aiohttp import web
 
 from api.app import create_app
 from api.bootstrap import Service, bootstrap
+from api.server import serve as serve_app
 from api.settings import Settings
 from storage.service_db import ServiceDB
 
@@ -48,7 +48,7 @@ def serve(data_dir: Path | None, host: str | None, port: int | None) -> None:
         click.echo(f"First start: an API key for tenant '{LOCAL_TENANT}' (shown once, stored hashed):\n\n  {key}\n")
     db.close()
     click.echo(f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir})")
-    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None, access_log=None)
+    serve_app(create_app(settings), settings.host, settings.port, access_log=None)
 
 
 @main.group()

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from api.app import create_app
 from api.keys import SERVICE
+from api.server import Runner
 from api.settings import ModelSettings, Settings
 from providers.fake_server import FakeModelServer, echo_writer
 
@@ -52,7 +53,7 @@ async def run_demo(settings: Settings, source: Path | None, user_name: str | Non
 
 async def _serve_and_play(settings: Settings, source: Path | None, user_name: str | None) -> None:
     app = create_app(settings)
-    runner = web.AppRunner(app, access_log=None)
+    runner = Runner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

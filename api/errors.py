@@ -94,13 +94,19 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         return _domain_problem(request, exc)
     except BadRequestError as exc:
         errors = [field_error(exc.field, exc.detail, "invalid")] if exc.field else []
-        return problem(exc.status, _title(exc.status), exc.detail, errors)
+        response = problem(exc.status, _title(exc.status), exc.detail, errors)
+        if exc.status == 408:  # the rest of a stalled body is never read: the connection ends with the answer
+            response.force_close()
+        return response
     except web.HTTPRequestEntityTooLarge as exc:
         return problem(413, "Content Too Large", exc.text or "the request body is too large")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return problem(exc.status, exc.reason, exc.text or exc.reason)
+        response = problem(exc.status, exc.reason, exc.text or exc.reason)
+        if isinstance(exc, web.HTTPMethodNotAllowed):  # which methods the path takes
+            response.headers["Allow"] = ", ".join(sorted(exc.allowed_methods))
+        return response
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return problem(500, "Internal Server Error", "the server failed while handling the request")
@@ -111,6 +117,7 @@ def _title(status: int) -> str:
         400: "Bad Request",
         401: "Unauthorized",
         404: "Not Found",
+        408: "Request Timeout",
         409: "Conflict",
         422: "Unprocessable Content",
     }.get(status, "Error")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import TypeVar
 from uuid import UUID, uuid4, uuid5
@@ -43,8 +44,17 @@ def keyed(request: web.Request) -> bool:
     return "Idempotency-Key" in request.headers
 
 
+async def read_body(request: web.Request) -> bytes:
+    """The request's body, waited for at most the service's `body_seconds` (a body that stalls is 408)."""
+    seconds = request.app[SERVICE].settings.body_seconds
+    try:
+        return await asyncio.wait_for(request.read(), seconds)
+    except TimeoutError:
+        raise BadRequestError(408, f"the request body did not arrive within {seconds:g} s", "body") from None
+
+
 async def body(request: web.Request, model: type[M]) -> M:
-    raw = await request.read()
+    raw = await read_body(request)
     try:
         return model.model_validate_json(raw or b"{}")
     except ValidationError as exc:

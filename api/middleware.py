@@ -10,11 +10,22 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from api.errors import field_error, problem
-from api.http import fingerprint
+from api.http import fingerprint, read_body
 from api.keys import SERVICE, TENANT
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PUBLIC = ("/healthz", "/openapi.json")
+
+
+@web.middleware
+async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A body declared larger than the service takes is refused at once (413), key or no key, unread."""
+    limit = request.app[SERVICE].settings.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        response = problem(413, "Content Too Large", f"the body may be at most {limit} bytes")
+        response.force_close()  # the declared body is never read
+        return response
+    return await handler(request)
 
 
 @web.middleware
@@ -60,7 +71,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     tenant = request[TENANT]
     lock = _locks.setdefault((tenant, key), asyncio.Lock())
     async with lock:
-        raw = request.headers.get("If-Match", "").encode() + b"\n" + await request.read()
+        raw = request.headers.get("If-Match", "").encode() + b"\n" + await read_body(request)
         request_hash = fingerprint(request.method, request.path, raw)
         stored = await svc.executor.query(svc.keys.recall, tenant, key)
         if stored is not None:

@@ -50,6 +50,7 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(8780, ge=0, le=65535)
     max_body_bytes: int = Field(1 << 20, ge=1024)
+    body_seconds: float = Field(30.0, gt=0, description="how long a request body may take to arrive (then 408)")
     poll_interval: float = Field(1.0, gt=0, description="seconds between read-model catch-ups")
     cache_nodes: int = Field(200_000, ge=100, description="aggregates kept in memory")
     main_model: ModelSettings = Field(default_factory=ModelSettings, description="writes replies (engine mode)")
@@ -97,6 +98,7 @@ class Settings(BaseModel):
             "host": os.environ.get("CHANGJI_HOST"),
             "port": os.environ.get("CHANGJI_PORT"),
             "max_body_bytes": os.environ.get("CHANGJI_MAX_BODY_BYTES"),
+            "body_seconds": os.environ.get("CHANGJI_BODY_SECONDS"),
             "sqlite_synchronous": os.environ.get("CHANGJI_SQLITE_SYNCHRONOUS"),
             "job_sweep_seconds": os.environ.get("CHANGJI_JOB_SWEEP_SECONDS"),
             "job_retry_seconds": os.environ.get("CHANGJI_JOB_RETRY_SECONDS"),

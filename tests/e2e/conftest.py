@@ -10,10 +10,18 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from api.app import create_app
+from api.server import Runner
 from api.settings import Settings
 from providers.fake_server import FakeModelServer
 from tests.builders import OTHER_TENANT, TENANT, Api, MakeClient, api_for
 from tests.fake_model import MakeEngine, main_model
+
+
+class ServiceTestServer(TestServer):
+    """aiohttp's test server with the runner the service serves with (`api/server.py`)."""
+
+    async def _make_runner(self, **kwargs: Any) -> Runner:
+        return Runner(self.app, **kwargs)
 
 
 @pytest.fixture
@@ -22,7 +30,7 @@ async def make_client(tmp_path: Path) -> AsyncIterator[MakeClient]:
 
     async def make(**settings: Any) -> TestClient[Any, Any]:
         app = create_app(Settings(data_dir=tmp_path / f"data-{len(clients)}", **settings))
-        client: TestClient[Any, Any] = TestClient(TestServer(app))
+        client: TestClient[Any, Any] = TestClient(ServiceTestServer(app))
         clients.append(client)
         await client.start_server()
         return client

@@ -4,7 +4,11 @@ that stopped at a NUL, …"""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from typing import Any
+
+import pytest
 
 from providers.fake_server import FakeModelServer, Text
 from tests.builders import Api, MakeClient, api_for
@@ -137,3 +141,51 @@ async def test_a_deleted_story_takes_if_match_and_comes_back_as_it_was(api: Api,
     assert (await api.call("GET", "/v1/stories?deleted=true"))["items"] == []
     again = await api.call("POST", f"/v1/stories/{sid}/restore")  # not deleted: as it stands
     assert again["version"] == back["version"]
+
+
+async def test_parser_refusals_are_problem_json_and_never_repeat_the_key(
+    api: Api, story: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    port = api.client.server.port
+    assert port is not None
+    secret = api.headers["Authorization"].removeprefix("Bearer ").encode()
+    bad = [
+        b"GET /v1/stories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + b"\x01\r\n\r\n",
+        b"GET /v1/stories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + b"\x00\r\n\r\n",
+        b"GET /v1/stories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + b" " * 9000 + b"\r\n\r\n",
+    ]
+    with caplog.at_level(logging.DEBUG):
+        answers = [await raw_request(port, head) for head in bad]
+    assert [status for status, _ in answers] == [400, 400, 431]
+    for _, answer in answers:
+        assert secret not in answer and json.loads(answer)["status"] in (400, 431)
+    assert secret.decode() not in caplog.text and "Traceback" not in caplog.text
+
+
+async def test_a_body_declared_too_large_is_refused_at_once_and_a_stalled_one_times_out(
+    make_client: MakeClient,
+) -> None:
+    client = await make_client(body_seconds=0.5)
+    api = api_for(client, "tenant-a")
+    story = await api.story()
+    port = client.server.port
+    assert port is not None
+    head = (
+        b"POST /v1/stories/" + story["id"].encode() + b"/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: "
+        + api.headers["Authorization"].encode() + b"\r\nContent-Type: application/json\r\nContent-Length: "
+    )  # fmt: skip
+    started = asyncio.get_running_loop().time()
+    status, answer = await raw_request(port, head + b"10000000000\r\n\r\n")  # nothing of it sent
+    assert status == 413 and json.loads(answer)["status"] == 413
+    status, answer = await raw_request(port, head + b'40\r\n\r\n{"kind": ')  # a body that stops coming
+    assert status == 408 and json.loads(answer)["errors"][0]["field"] == "body"
+    assert asyncio.get_running_loop().time() - started < 5
+    assert (await api.call("GET", f"/v1/stories/{story['id']}/path"))["nodes"][-1]["kind"] == "greeting"
+
+
+async def test_a_method_the_path_does_not_take_is_a_405_that_says_which_it_does(
+    api: Api, story: dict[str, Any]
+) -> None:
+    response = await api.client.put(f"/v1/stories/{story['id']}", headers=api.headers)
+    assert response.status == 405 and response.content_type == "application/problem+json"
+    assert set(response.headers["Allow"].split(", ")) >= {"GET", "PATCH", "DELETE"}

@@ -1,0 +1,90 @@
+"""Serving the app: aiohttp's runner with one change — a request aiohttp's own parser refuses (a control
+character in a header, a header past 8,190 bytes, a malformed request line) is answered as problem+json
+with a fixed sentence, and logged as one line naming the error's kind.
+
+aiohttp would answer it in plain text quoting the offending bytes and log a traceback quoting them too:
+an `Authorization` header with a stray byte would put its key in the log and back on the wire. No
+request byte is ever repeated here. aiohttp offers no setting for this, so the runner gives each
+connection a handler class of ours (`_QuietHandler`); everything else is aiohttp's.
+
+`serve(app, host, port)` runs until SIGINT or SIGTERM and stops cleanly (exit status 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from typing import Any
+
+from aiohttp import web
+from aiohttp.http_exceptions import LineTooLong
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
+
+from api.errors import PROBLEM
+
+log = logging.getLogger(__name__)
+SENTENCES = {
+    400: "the request could not be read: a malformed request line, header or body",
+    413: "the request is larger than this server accepts",
+    431: "a request header is longer than this server accepts (8,190 bytes)",
+}
+
+
+class _QuietHandler(RequestHandler):
+    def handle_error(
+        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        if status >= 500:  # a fault of ours (aiohttp's handler machinery): aiohttp logs and answers it
+            return super().handle_error(request, status, exc, message)
+        if isinstance(exc, LineTooLong):
+            status = 431
+        log.info("refused a request from %s that could not be read (%s)", request.remote, type(exc).__name__)
+        title = {400: "Bad Request", 413: "Content Too Large", 431: "Request Header Fields Too Large"}.get(
+            status, "Bad Request"
+        )
+        body = {
+            "type": f"https://changji.dev/problems/{title.lower().replace(' ', '-')}",
+            "title": title,
+            "status": status,
+            "detail": SENTENCES.get(status, SENTENCES[400]),
+            "errors": [],
+        }
+        response = web.Response(status=status, text=json.dumps(body), content_type=PROBLEM)
+        response.force_close()
+        return response
+
+
+class _QuietServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _QuietHandler(self, loop=self._loop, **self._kwargs)
+
+
+class Runner(web.AppRunner):
+    """aiohttp's `AppRunner`, its connections handled by `_QuietHandler`."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = _QuietServer  # the same server; only the handler class of its connections changes
+        return server
+
+
+def serve(app: web.Application, host: str, port: int, **runner_args: Any) -> None:
+    """Serve `app` on host:port until SIGINT or SIGTERM."""
+
+    async def main() -> None:
+        runner = Runner(app, handle_signals=False, **runner_args)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
