@@ -39,6 +39,7 @@ from domain.ports import ChatModel, ChatResult, ModelCallError, ToolCall
 from domain.rules.draft_tools import memory_request
 from domain.values import NodeView, Recollection, StopReason
 from engine.tool_schemas import ENGINE_RULES, MAX_ROUNDS, TOOLS
+from engine.tool_stream import STREAMED_TOOLS, ContentStream
 from projections.context.records import Context
 from service.executor import W
 
@@ -394,11 +395,25 @@ class TurnRunner:
             preview.append(delta)
             emit(TurnEvent("delta", {"text": delta}))
 
+        contents: dict[int, ContentStream] = {}
+
+        def on_call(index: int, name: str, fragment: str) -> None:
+            """The reply's words inside a draft_write / draft_append call, streamed as they arrive: a
+            delta that names its tool (the first of a draft_write starts the shown draft over)."""
+            if name not in STREAMED_TOOLS:
+                return
+            content = contents.setdefault(index, ContentStream())
+            first = not content.at_all
+            text = content.feed(fragment)
+            if text:
+                content.at_all = True
+                emit(TurnEvent("delta", {"text": text, "tool": name, "call": index, "first": first}))
+
         loop = asyncio.get_running_loop()
         fold = loop.call_later(FOLD_WHILE_WAITING, self.folds.sync_soon, saved) if saved is not None else None
         start = handle.calling_since = time.perf_counter()
         try:
-            result = await self.model.chat(messages, TOOLS if with_tools else None, on_text=on_text)
+            result = await self.model.chat(messages, TOOLS if with_tools else None, on_text=on_text, on_call=on_call)
         except ModelCallError as failure:
             handle.calling_since = None
             failure.elapsed_ms = (time.perf_counter() - start) * 1000

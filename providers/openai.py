@@ -3,7 +3,8 @@
 Behaviour every caller can rely on:
 - Any base URL, key and model (DeepSeek, Qwen, a local server, the fake server in tests).
 - Chat always streams (`stream: true`, `stream_options.include_usage`): text deltas reach `on_text`
-  as they arrive, tool calls are assembled from their fragments, `usage` is captured when sent.
+  as they arrive, tool calls are assembled from their fragments (each fragment also reaches
+  `on_call`), `usage` is captured when sent.
 - Retries with exponential backoff and full jitter on 429, 5xx and network errors, honouring
   `Retry-After`, but only while nothing has been streamed to the caller: once text went out, a
   failure is final (`ModelCallError("interrupted")`), so no delta is ever repeated.
@@ -137,6 +138,7 @@ class OpenAIChat(_Client):
         tools: Sequence[Mapping[str, Any]] | None = None,
         on_text: Callable[[str], None] | None = None,
         max_tokens: int | None = None,
+        on_call: Callable[[int, str, str], None] | None = None,
     ) -> ChatResult:
         body: dict[str, Any] = {
             "model": self.model,
@@ -151,7 +153,7 @@ class OpenAIChat(_Client):
         attempts: list[_Stream] = []
 
         async def consume(response: aiohttp.ClientResponse) -> _Stream:
-            stream = _Stream(on_text)  # a fresh one per attempt: fragments of a broken try are dropped
+            stream = _Stream(on_text, on_call)  # a fresh one per attempt: fragments of a broken try are dropped
             attempts.append(stream)
             await stream.read(response)
             return stream
@@ -163,8 +165,10 @@ class OpenAIChat(_Client):
 class _Stream:
     """Assembles one streamed chat completion from its SSE chunks."""
 
-    def __init__(self, on_text: Callable[[str], None] | None) -> None:
-        self.on_text = on_text
+    def __init__(
+        self, on_text: Callable[[str], None] | None, on_call: Callable[[int, str, str], None] | None = None
+    ) -> None:
+        self.on_text, self.on_call = on_text, on_call
         self.text: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}
         self.usage: dict[str, int] = {}
@@ -199,11 +203,15 @@ class _Stream:
                 if self.on_text is not None:
                     self.on_text(delta["content"])
             for fragment in delta.get("tool_calls") or ():
-                call = self.calls.setdefault(int(fragment.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+                index = int(fragment.get("index", 0))
+                call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
                 function = fragment.get("function") or {}
                 call["id"] = fragment.get("id") or call["id"]
                 call["name"] += function.get("name") or ""
                 call["arguments"] += function.get("arguments") or ""
+                if self.on_call is not None and function.get("arguments"):
+                    self.delivered = True  # (what reached the caller is never streamed twice: no retry)
+                    self.on_call(index, call["name"], function["arguments"])
             self.finish = choice.get("finish_reason") or self.finish
 
     def result(self, model: str) -> ChatResult:

@@ -118,11 +118,12 @@ class TimedModel:
         tools: Sequence[Mapping[str, Any]] | None = None,
         on_text: Callable[[str], None] | None = None,
         max_tokens: int | None = None,
+        on_call: Callable[[int, str, str], None] | None = None,
     ) -> ChatResult:
         self.last = (messages, len(messages))  # the loop extends its list in place: keep the length
         t0 = time.perf_counter()
         try:
-            return await self.inner.chat(messages, tools, on_text=on_text, max_tokens=max_tokens)
+            return await self.inner.chat(messages, tools, on_text=on_text, max_tokens=max_tokens, on_call=on_call)
         finally:
             self.seconds += time.perf_counter() - t0
             self.calls += 1
