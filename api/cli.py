@@ -17,6 +17,8 @@ import click
 
 from api.app import create_app
 from api.bootstrap import Service, bootstrap
+from api.keys import SERVICE
+from api.server import AccessLog
 from api.server import serve as serve_app
 from api.settings import Settings
 from storage.service_db import ServiceDB
@@ -47,8 +49,26 @@ def serve(data_dir: Path | None, host: str | None, port: int | None) -> None:
         _, key = db.create_key(LOCAL_TENANT, "created by the first `changji serve`")
         click.echo(f"First start: an API key for tenant '{LOCAL_TENANT}' (shown once, stored hashed):\n\n  {key}\n")
     db.close()
-    click.echo(f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir})")
-    serve_app(create_app(settings), settings.host, settings.port, access_log=None)
+    app = create_app(settings)
+    svc = app[SERVICE]
+    click.echo(f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir.resolve()})")
+    for role, model in (("main model", settings.main_model), ("side model", settings.side_model)):
+        where = f"{model.model} at {model.base_url}" if model.configured else "none"
+        click.echo(f"  {role}: {where}")
+    if not settings.main_model.configured:
+        click.echo("    (engine endpoints answer 503; bring-your-own mode works)")
+    if not settings.side_model.configured:
+        click.echo("    (summaries are written offline; the scene is only patched by hand)")
+    click.echo(f"  recall: {svc.recall.embedder_name}")
+    click.echo(f"  access log: {'on' if settings.access_log else 'off (CHANGJI_ACCESS_LOG=1)'}")
+    if settings.access_log:
+        logging.getLogger("aiohttp.access").setLevel(logging.INFO)
+    serve_app(app, settings.host, settings.port, access_log_class=AccessLog, access_log=_access(settings))
+    click.echo("changji stopped")
+
+
+def _access(settings: Settings) -> logging.Logger | None:
+    return logging.getLogger("aiohttp.access") if settings.access_log else None
 
 
 @main.group()

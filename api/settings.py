@@ -51,6 +51,7 @@ class Settings(BaseModel):
     port: int = Field(8780, ge=0, le=65535)
     max_body_bytes: int = Field(1 << 20, ge=1024)
     body_seconds: float = Field(30.0, gt=0, description="how long a request body may take to arrive (then 408)")
+    access_log: bool = Field(False, description="log each request: method, path (no query), status, size, time")
     poll_interval: float = Field(1.0, gt=0, description="seconds between read-model catch-ups")
     cache_nodes: int = Field(200_000, ge=100, description="aggregates kept in memory")
     main_model: ModelSettings = Field(default_factory=ModelSettings, description="writes replies (engine mode)")
@@ -99,6 +100,7 @@ class Settings(BaseModel):
             "port": os.environ.get("CHANGJI_PORT"),
             "max_body_bytes": os.environ.get("CHANGJI_MAX_BODY_BYTES"),
             "body_seconds": os.environ.get("CHANGJI_BODY_SECONDS"),
+            "access_log": os.environ.get("CHANGJI_ACCESS_LOG"),
             "sqlite_synchronous": os.environ.get("CHANGJI_SQLITE_SYNCHRONOUS"),
             "job_sweep_seconds": os.environ.get("CHANGJI_JOB_SWEEP_SECONDS"),
             "job_retry_seconds": os.environ.get("CHANGJI_JOB_RETRY_SECONDS"),

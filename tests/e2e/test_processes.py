@@ -115,3 +115,18 @@ def test_a_keyed_retry_after_a_crash_between_commit_and_answer_gets_what_was_mad
         nodes = server.call("GET", f"/v1/stories/{made['story']['id']}/path")["nodes"]
     assert [n["text"] for n in nodes].count("灯塔还亮着吗？") == 1  # no duplicate, and no 422
     assert retried["node"]["id"] == again["node"]["id"] == nodes[-1]["id"]
+
+
+def test_serve_says_what_it_runs_with_and_its_access_log_keeps_no_query_or_key(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    key = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local").stdout.strip().splitlines()[0]
+    with serving(data_dir, key, env={"CHANGJI_ACCESS_LOG": "1"}) as server:
+        card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚"}})
+        story = server.call("POST", "/v1/stories", {"card_id": card["id"]})
+        server.call("GET", f"/v1/stories/{story['id']}/search?q=private-words")
+    log = next(tmp_path.glob("serve-*.log")).read_text()
+    assert f"data in {data_dir.resolve()}" in log
+    assert "main model: none" in log and "side model: none" in log and "recall: " in log
+    assert f"GET /v1/stories/{story['id']}/search 200" in log  # the access log: path, status, size, time
+    assert "private-words" not in log and key not in log
+    assert log.rstrip().endswith("changji stopped")

@@ -31,7 +31,7 @@ async def test_turn_stream_sends_turn_deltas_tools_sealed_done_in_order(
     written = [d for k, d in events if k == "delta" and d.get("tool")]  # the draft_write's words as they came
     assert kinds == ["turn", "delta", *["delta"] * len(written), "tool", "tool", "sealed", "done"]
     assert "".join(d["text"] for d in written) == "雾散了。"
-    assert [(d["tool"], d["call"], d["first"]) for d in written][0] == ("draft_write", 0, True)
+    assert (written[0]["tool"], written[0]["call"], written[0]["first"]) == ("draft_write", 0, True)
     turn, delta = events[0][1], events[1][1]
     wrote, sealed_tool, sealed, done = (d for _, d in events[-4:])
     assert turn["model"] == "fake-main"

@@ -12,7 +12,7 @@ from engine.tool_stream import ContentStream
 
 def streamed(arguments: str, cuts: list[int]) -> str:
     stream, out, start = ContentStream(), [], 0
-    for cut in sorted(set(cuts)) + [len(arguments)]:
+    for cut in [*sorted(set(cuts)), len(arguments)]:
         out.append(stream.feed(arguments[start:cut]))
         start = cut
     return "".join(out)
@@ -36,5 +36,4 @@ def test_nothing_streams_before_the_content_key_or_without_one() -> None:
 def test_any_content_cut_anywhere_comes_out_whole(content: str, cuts: list[int], ascii_only: bool) -> None:
     arguments = json.dumps({"version": 0, "content": content}, ensure_ascii=ascii_only)
     decoded = streamed(arguments, [c for c in cuts if c <= len(arguments)])
-    expected = content.encode("utf-16", "surrogatepass").decode("utf-16", "ignore") if ascii_only else content
-    assert decoded == expected or decoded == content
+    assert decoded == content  # (st.text() makes no lone surrogates; an emoji escaped is a surrogate pair)
