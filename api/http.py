@@ -53,10 +53,16 @@ async def read_body(request: web.Request) -> bytes:
         raise BadRequestError(408, f"the request body did not arrive within {seconds:g} s", "body") from None
 
 
-async def body(request: web.Request, model: type[M]) -> M:
+async def body(request: web.Request, model: type[M], optional: bool = False) -> M:
+    """The request's JSON body as `model`; a missing one is refused (422), or read as `{}` where the
+    route's body is `optional` (every field has a default: `POST …/regenerate`, `…/compact`, `…/saves`)."""
     raw = await read_body(request)
+    if not raw.strip():
+        if not optional:
+            raise BadRequestError(422, "a JSON body is required", "body")
+        raw = b"{}"
     try:
-        return model.model_validate_json(raw or b"{}")
+        return model.model_validate_json(raw)
     except ValidationError as exc:
         raise RequestBodyError(exc) from None
 

@@ -3,16 +3,42 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from api.routes import ROUTES
-from api.schemas import Problem
+from api.schemas import JobStatus, Problem
+from domain.values import JobKind
 
 REF = "#/components/schemas/{model}"
-QUERY_TYPES = {"limit": "integer", "from_depth": "integer", "k": "integer", "deleted": "boolean"}
+UUID_SCHEMA = {"type": "string", "format": "uuid"}
+QUERY_SCHEMAS: dict[str, dict[str, Any]] = {
+    "limit": {"type": "integer"},
+    "cursor": {"type": "integer", "description": "the `next_cursor` of the page before"},
+    "from_depth": {"type": "integer"},
+    "k": {"type": "integer"},
+    "deleted": {"type": "boolean"},
+    "at": UUID_SCHEMA | {"description": "a node of the story (default: its leaf)"},
+    "story_id": UUID_SCHEMA,
+    "card_id": UUID_SCHEMA,
+    "q": {"type": "string"},
+    "kind": {"type": "string", "enum": list(get_args(JobKind))},
+    "status": {
+        "type": "string",
+        "description": "one or more of " + ", ".join(get_args(JobStatus)) + " (comma-separated, or repeated)",
+    },
+}
+
+
+def _query(name: str, ranges: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    schema = dict(QUERY_SCHEMAS.get(name, {"type": "string"}))
+    if name in ranges:
+        low, high = ranges[name]
+        bounds = ("minLength", "maxLength") if schema.get("type") == "string" else ("minimum", "maximum")
+        schema |= dict(zip(bounds, (low, high), strict=True))
+    return {"name": name, "in": "query", "required": name == "q", "schema": schema}
 
 
 def _problem(description: str) -> dict[str, Any]:
@@ -39,10 +65,7 @@ def build_openapi(version: str) -> dict[str, Any]:
                 {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                 for name in re.findall(r"{(\w+)}", route.path)
             ]
-            + [
-                {"name": q, "in": "query", "required": q == "q", "schema": {"type": QUERY_TYPES.get(q, "string")}}
-                for q in route.query
-            ],
+            + [_query(q, {name: (low, high) for name, low, high in route.ranges}) for q in route.query],
             "responses": {
                 str(route.status): {"description": "success"}
                 | (
@@ -58,21 +81,28 @@ def build_openapi(version: str) -> dict[str, Any]:
         }
         if route.if_match:
             operation["parameters"].append(
-                {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}}
+                {
+                    "name": "If-Match",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string", "description": 'the ETag of the version read, such as "7"'},
+                }
             )
             operation["responses"]["409"] = _problem("stale If-Match version, or a concurrent write")
+            operation["responses"]["400"] = _problem("malformed If-Match")
         if route.idempotent:
             operation["parameters"].append(
                 {
                     "name": "Idempotency-Key",
                     "in": "header",
                     "required": False,
-                    "schema": {"type": "string", "maxLength": 255},
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
                 }
             )
+            operation["responses"]["400"] = _problem("malformed If-Match or Idempotency-Key")
         if route.request is not None:
             operation["requestBody"] = {
-                "required": True,
+                "required": not route.body_optional,
                 "content": {"application/json": {"schema": {"$ref": REF.format(model=route.request.__name__)}}},
             }
         paths.setdefault(route.path, {})[route.method.lower()] = operation

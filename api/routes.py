@@ -26,31 +26,33 @@ class Route:
     query: tuple[str, ...] = ()
     if_match: bool = False
     idempotent: bool = False
+    body_optional: bool = False  # the request body may be left out (read as {}): every field has a default
+    ranges: tuple[tuple[str, int, int], ...] = ()  # query parameters' bounds: integers' values, q's length
 
 
 ROUTES = (
     Route("POST", "/v1/cards", cards.create_card, "Create a card", s.CreateCardRequest, s.CardResponse, 201, idempotent=True),
-    Route("GET", "/v1/cards", cards.list_cards, "List cards", None, s.CardListResponse, query=("limit", "cursor")),
+    Route("GET", "/v1/cards", cards.list_cards, "List cards", None, s.CardListResponse, query=("limit", "cursor"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
     Route("GET", "/v1/cards/{card_id}", cards.get_card, "Get a card", None, s.CardResponse),
     Route("PATCH", "/v1/cards/{card_id}", cards.update_card, "Update a card", s.UpdateCardRequest, s.CardResponse, if_match=True),
     Route("DELETE", "/v1/cards/{card_id}", cards.delete_card, "Delete a card", status=204),
     Route("POST", "/v1/stories", stories.create_story, "Start a story from a card", s.CreateStoryRequest, s.StoryResponse, 201, idempotent=True),
-    Route("GET", "/v1/stories", stories.list_stories, "List stories (deleted=true: the deleted ones, to restore)", None, s.StoryListResponse, query=("limit", "cursor", "card_id", "deleted")),
+    Route("GET", "/v1/stories", stories.list_stories, "List stories (deleted=true: the deleted ones, to restore)", None, s.StoryListResponse, query=("limit", "cursor", "card_id", "deleted"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
     Route("GET", "/v1/stories/{story_id}", stories.get_story, "Get a story", None, s.StoryResponse),
     Route("PATCH", "/v1/stories/{story_id}", stories.update_story, "Retitle or reconfigure a story", s.UpdateStoryRequest, s.StoryResponse),
     Route("DELETE", "/v1/stories/{story_id}", stories.delete_story, "Delete a story (its events stay: it can be restored)", status=204, if_match=True),
     Route("POST", "/v1/stories/{story_id}/restore", stories.restore_story, "Bring a deleted story back as it was", None, s.StoryResponse, if_match=True),
     Route("POST", "/v1/stories/{story_id}/nodes", nodes.append_node, "Append a user or reply node (a reply under an answered user node is a regenerate)", s.AppendNodeRequest, s.AppendNodeResponse, 201, if_match=True, idempotent=True),
     Route("POST", "/v1/stories/{story_id}/checkout", stories.checkout, "Move the leaf to any node", s.CheckoutRequest, s.LeafResponse, if_match=True),
-    Route("GET", "/v1/stories/{story_id}/tree", stories.tree, "The story's nodes (the tree), oldest first", None, s.TreeResponse, query=("limit", "cursor")),
-    Route("GET", "/v1/stories/{story_id}/path", stories.path, "The path root→leaf (or →at)", None, s.PathResponse, query=("at", "limit")),
+    Route("GET", "/v1/stories/{story_id}/tree", stories.tree, "The story's nodes (the tree), oldest first", None, s.TreeResponse, query=("limit", "cursor"), ranges=(("limit", 1, 5000), ("cursor", 0, 2**62))),
+    Route("GET", "/v1/stories/{story_id}/path", stories.path, "The path root→leaf (or →at)", None, s.PathResponse, query=("at", "limit"), ranges=(("limit", 1, 10_000),)),
     Route("GET", "/v1/stories/{story_id}/context", stories.context, "The context for the next turn, with its explain list", None, s.ContextResponse, query=("at",)),
-    Route("GET", "/v1/stories/{story_id}/search", explore.search, "Full-text search over the story's nodes", None, s.SearchResponse, query=("q", "limit")),
-    Route("GET", "/v1/stories/{story_id}/replay", explore.replay, "Replay a path: its events and the projections after each step", None, s.ReplayResponse, query=("at", "from_depth", "limit")),
+    Route("GET", "/v1/stories/{story_id}/search", explore.search, "Full-text search over the story's nodes", None, s.SearchResponse, query=("q", "limit"), ranges=(("q", 1, 200), ("limit", 1, 200))),
+    Route("GET", "/v1/stories/{story_id}/replay", explore.replay, "Replay a path: its events and the projections after each step", None, s.ReplayResponse, query=("at", "from_depth", "limit"), ranges=(("from_depth", 0, 2**31), ("limit", 1, 100))),
     Route("POST", "/v1/stories/{story_id}/hide", nodes.hide_many, "Hide several nodes", s.NodeIdsRequest, s.NodeIdsResponse),
     Route("POST", "/v1/stories/{story_id}/unhide", nodes.unhide_many, "Unhide several nodes", s.NodeIdsRequest, s.NodeIdsResponse),
     Route("GET", "/v1/stories/{story_id}/saves", saves.list_saves, "Save points grouped by world line", None, s.SavesResponse),
-    Route("POST", "/v1/stories/{story_id}/saves", saves.create_save, "Save at the leaf (or a node)", s.CreateSaveRequest, s.SaveResponse, 201, idempotent=True),
+    Route("POST", "/v1/stories/{story_id}/saves", saves.create_save, "Save at the leaf (or a node)", s.CreateSaveRequest, s.SaveResponse, 201, idempotent=True, body_optional=True),
     Route("POST", "/v1/stories/{story_id}/saves/{save_id}/restore", saves.restore_save, "Move the leaf back to a save", None, s.SavesResponse),
     Route("DELETE", "/v1/stories/{story_id}/saves/{save_id}", saves.delete_save, "Delete a save point", status=204),
     Route("PATCH", "/v1/stories/{story_id}/worldlines/{worldline_id}", saves.rename_worldline, "Rename a world line", s.RenameWorldLineRequest, s.SavesResponse),
@@ -63,7 +65,7 @@ ROUTES = (
     Route("POST", "/v1/nodes/{node_id}/unhide", nodes.unhide, "Bring the node back", None, s.NodeResponse),
     Route("POST", "/v1/nodes/{node_id}/revise", nodes.revise, "Revise a reply's text in place", s.ReviseRequest, s.NodeResponse),
     Route("POST", "/v1/stories/{story_id}/turns", turns.post_turn, "Engine mode: the user's words in, the main model's reply out (JSON, or SSE with Accept: text/event-stream)", s.PostTurnRequest, s.TurnResponse, 201, if_match=True),
-    Route("POST", "/v1/stories/{story_id}/regenerate", turns.regenerate, "Engine mode: a new reply beside the others under a user node", s.RegenerateRequest, s.TurnResponse, 201),
+    Route("POST", "/v1/stories/{story_id}/regenerate", turns.regenerate, "Engine mode: a new reply beside the others under a user node", s.RegenerateRequest, s.TurnResponse, 201, body_optional=True),
     Route("POST", "/v1/nodes/{node_id}/answer", turns.answer, "Answer a turn's decision card; the turn resumes", s.AnswerRequest, s.TurnResponse, 201),
     Route("POST", "/v1/nodes/{node_id}/stop", turns.stop, "Stop a turn; what was written stays as an unsealed draft", None, s.StopResponse),
     Route("GET", "/v1/nodes/{node_id}/draft", turns.draft, "A reply's draft with every version it went through", None, s.DraftResponse),
@@ -72,11 +74,11 @@ ROUTES = (
     Route("GET", "/v1/stories/{story_id}/scene", scene.get_scene, "The scene (world state, roster, presence) at the leaf or at a node", None, s.SceneResponse, query=("at",)),
     Route("PATCH", "/v1/stories/{story_id}/scene", scene.edit_scene, "Patch the scene or the roster at the leaf or at a node (the scribe's merge rules; warnings returned)", s.EditSceneRequest, s.EditSceneResponse),
     Route("GET", "/v1/stories/{story_id}/summaries", summaries.get_summaries, "The summary layers (digest, episodes) of the path to the leaf or a node", None, s.SummariesResponse, query=("at",)),
-    Route("POST", "/v1/stories/{story_id}/compact", summaries.compact, "Compact now: pack everything but the last keep_turns turns, then fold", s.CompactRequest, s.CompactResponse),
+    Route("POST", "/v1/stories/{story_id}/compact", summaries.compact, "Compact now: pack everything but the last keep_turns turns, then fold", s.CompactRequest, s.CompactResponse, body_optional=True),
     Route("PATCH", "/v1/nodes/{node_id}/summary", summaries.edit_summary, "Rewrite the episode or digest this node carries (later folds use the edit)", s.EditSummaryRequest, s.SummariesResponse),
-    Route("GET", "/v1/stories/{story_id}/recall", recall.recall, "Recall: the archived passages of the path to the leaf (or a node) that match a query, with their scores", None, s.RecallResponse, query=("q", "k", "at")),
+    Route("GET", "/v1/stories/{story_id}/recall", recall.recall, "Recall: the archived passages of the path to the leaf (or a node) that match a query, with their scores", None, s.RecallResponse, query=("q", "k", "at"), ranges=(("q", 1, 500), ("k", 1, 50))),
     Route("GET", "/v1/stories/{story_id}/index", recall.index, "The story's recall index: passages indexed, how far behind, the embedder", None, s.IndexResponse),
-    Route("GET", "/v1/jobs", jobs.list_jobs, "Background jobs and their outcomes (status: one or more, comma-separated or repeated)", None, s.JobListResponse, query=("story_id", "kind", "status", "limit", "cursor")),
+    Route("GET", "/v1/jobs", jobs.list_jobs, "Background jobs and their outcomes (status: one or more, comma-separated or repeated)", None, s.JobListResponse, query=("story_id", "kind", "status", "limit", "cursor"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
     Route("GET", "/v1/stories/{story_id}/jobs", jobs.story_jobs, "The story's background work at a glance: jobs by status, and whether all of it is settled", None, s.StoryJobsResponse),
 )  # fmt: skip
 

@@ -55,7 +55,7 @@ async def list_saves(request: web.Request) -> web.Response:
 
 
 async def create_save(request: web.Request) -> web.Response:
-    req = await body(request, CreateSaveRequest)
+    req = await body(request, CreateSaveRequest, optional=True)
     svc, story_id = service(request), path_id(request, "story_id")
     name = req.name or datetime.now(UTC).strftime("存档 %m/%d %H:%M")
     save_id = new_id(request, "save").hex[:16]

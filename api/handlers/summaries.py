@@ -54,7 +54,7 @@ async def get_summaries(request: web.Request) -> web.Response:
 
 async def compact(request: web.Request) -> web.Response:
     """Pack everything but the last keep_turns now (from 500 characters), then fold as usual."""
-    req = await body(request, CompactRequest)
+    req = await body(request, CompactRequest, optional=True)
     svc, story_id = service(request), path_id(request, "story_id")
     node = (await svc.executor.load(svc.views.summaries, tenant(request), story_id, req.at)).node
     done = await svc.compactor.compact(node.id, manual=True, job_node=node.id)

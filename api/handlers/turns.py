@@ -54,7 +54,7 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
 
 
 async def regenerate(request: web.Request) -> web.StreamResponse:
-    req = await body(request, RegenerateRequest)
+    req = await body(request, RegenerateRequest, optional=True)
     svc, story_id = service(request), path_id(request, "story_id")
     runner = _runner(svc)
     opened = await runner.reopen(tenant(request), story_id, req.user_id)
