@@ -1,0 +1,175 @@
+"""Crash probe: kill -9 the server while clients write, retry every unanswered write with its
+Idempotency-Key after the restart, and count what the stories hold.
+
+    python ops/probe/kill_retries.py [--runs 20] [--writers 16]
+
+A real `changji serve` runs on a temp data dir. Each writer has a story of its own and appends nodes
+to it (user, reply, user, …), each POST with an Idempotency-Key of its own. The probe kills the server
+with SIGKILL `--runs` times, at random moments, and starts it again on the same data dir; a writer
+whose request got no answer sends the same request with the same key until it is answered. At the end
+every story's path is read back: each acknowledged write must be there exactly once (no write lost,
+no duplicate), and no retry may be refused.
+
+Figures (last-line JSON): `runs`, `acknowledged`, `retried`, `lost`, `duplicates`, `refused`, `probe_s`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+CHANGJI = str(Path(sys.executable).parent / "changji")
+
+
+class Served:
+    def __init__(self, data_dir: Path, port: int) -> None:
+        self.data_dir, self.port = data_dir, port
+        self.process: subprocess.Popen[bytes] | None = None
+        self.base = f"http://127.0.0.1:{port}"
+        self.log = (data_dir.parent / "serve.log").open("ab")
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [CHANGJI, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port)],
+            stdout=self.log, stderr=self.log,
+            env={**os.environ, "CHANGJI_EMBEDDER": "none"},
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.base + "/healthz", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise SystemExit("the server did not come up")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def call(base: str, key: str, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        base + path, data=data, method=method,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json", **(headers or {})},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read() or b"null")
+
+
+class Writer(threading.Thread):
+    def __init__(self, base: str, key: str, story_id: str, index: int, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.base, self.key, self.story_id, self.index, self.stop = base, key, story_id, index, stop
+        self.acked: list[str] = []
+        self.retried = self.refused = 0
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            text = f"w{self.index}-{n}"
+            body = {"kind": "user" if n % 2 == 0 else "reply", "text": text}
+            attempts = 0
+            while True:  # the same request, the same key, until it is answered
+                try:
+                    call(
+                        self.base,
+                        self.key,
+                        "POST",
+                        f"/v1/stories/{self.story_id}/nodes",
+                        body,
+                        {"Idempotency-Key": text},
+                    )
+                    break
+                except urllib.error.HTTPError as error:
+                    self.refused += 1
+                    print(f"refused {text}: {error.code} {error.read()[:200]!r}", file=sys.stderr)
+                    return
+                except OSError:  # the server is down (killed): try again once it is back
+                    attempts += 1
+                    time.sleep(0.05)
+            self.retried += attempts > 0
+            self.acked.append(text)
+            n += 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--writers", type=int, default=16)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="changji-probe-"))
+    data_dir = root / "data"
+    made = subprocess.run([CHANGJI, "keys", "create", "--data-dir", str(data_dir)], capture_output=True, text=True)
+    key = made.stdout.strip().splitlines()[0]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = Served(data_dir, port)
+    server.start()
+    card = call(server.base, key, "POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
+    stories = [
+        call(server.base, key, "POST", "/v1/stories", {"card_id": card["id"]})["id"] for _ in range(args.writers)
+    ]
+    stop = threading.Event()
+    writers = [Writer(server.base, key, sid, i, stop) for i, sid in enumerate(stories)]
+    for writer in writers:
+        writer.start()
+    rng = random.Random(7)
+    for run in range(args.runs):
+        time.sleep(rng.uniform(0.3, 1.2))
+        server.kill()
+        print(f"run {run + 1}: killed with {sum(len(w.acked) for w in writers)} writes acknowledged", file=sys.stderr)
+        server.start()
+    time.sleep(0.5)
+    stop.set()
+    for writer in writers:
+        writer.join(timeout=60)
+    lost = duplicates = 0
+    for writer, sid in zip(writers, stories, strict=True):
+        texts = Counter(
+            n["text"] for n in call(server.base, key, "GET", f"/v1/stories/{sid}/path?limit=10000")["nodes"]
+        )
+        lost += sum(1 for text in writer.acked if texts[text] == 0)
+        duplicates += sum(count - 1 for text, count in texts.items() if count > 1)
+    server.stop()
+    print(
+        json.dumps(
+            {
+                "runs": args.runs,
+                "writers": args.writers,
+                "acknowledged": sum(len(w.acked) for w in writers),
+                "retried": sum(w.retried for w in writers),
+                "lost": lost,
+                "duplicates": duplicates,
+                "refused": sum(w.refused for w in writers),
+                "probe_s": round(time.perf_counter() - started, 1),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
