@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from typing import TypeVar
 from uuid import UUID, uuid4, uuid5
 
@@ -16,6 +17,7 @@ from api.errors import BadRequestError, RequestBodyError
 from api.keys import SERVICE, TENANT
 
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
 
 
 def service(request: web.Request) -> Service:
@@ -51,6 +53,9 @@ async def read_body(request: web.Request) -> bytes:
         return await asyncio.wait_for(request.read(), seconds)
     except TimeoutError:
         raise BadRequestError(408, f"the request body did not arrive within {seconds:g} s", "body") from None
+    except ConnectionResetError:  # the client went away mid-upload: nothing to answer, nothing to log loudly
+        log.info("a client went away before its request body arrived")
+        raise BadRequestError(400, "the request body was cut off", "body") from None
 
 
 async def body(request: web.Request, model: type[M], optional: bool = False) -> M:

@@ -74,18 +74,26 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
         raw = request.headers.get("If-Match", "").encode() + b"\n" + await read_body(request)
         request_hash = fingerprint(request.method, request.path, raw)
         stored = await svc.executor.query(svc.keys.recall, tenant, key)
-        if stored is not None:
-            if stored.request_hash != request_hash:
-                return problem(422, "Unprocessable Content", "this Idempotency-Key was used for a different request")
+        if stored is not None and stored.request_hash != request_hash:
+            return problem(422, "Unprocessable Content", "this Idempotency-Key was used for a different request")
+        if stored is not None and stored.status:
             response = web.Response(status=stored.status, body=stored.body, content_type="application/json")
             response.headers["Idempotent-Replayed"] = "true"
             if stored.etag:
                 response.headers["ETag"] = stored.etag
             return response
-        answer = await handler(request)
+        if stored is None:  # (status 0: an attempt ran and its answer was lost; this one finds what it made)
+            await svc.executor.query(svc.keys.reserve, tenant, key, request_hash)
+        try:
+            answer = await handler(request)
+        except BaseException:
+            await asyncio.shield(svc.executor.query(svc.keys.release, tenant, key))
+            raise
         if key == svc.settings.fault_exit_after_key:  # tests: die between the commit and the answer
             os._exit(86)
         if isinstance(answer, web.Response) and 200 <= answer.status < 300 and isinstance(answer.body, bytes):
             etag = answer.headers.get("ETag")
             await svc.executor.query(svc.keys.remember, tenant, key, request_hash, answer.status, answer.body, etag)
+        else:
+            await svc.executor.query(svc.keys.release, tenant, key)
         return answer

@@ -31,6 +31,7 @@ from api.errors import PROBLEM
 log = logging.getLogger(__name__)
 SENTENCES = {
     400: "the request could not be read: a malformed request line, header or body",
+    414: "the request line is longer than this server accepts (8,190 bytes)",
     413: "the request is larger than this server accepts",
     431: "a request header is longer than this server accepts (8,190 bytes)",
 }
@@ -43,11 +44,10 @@ class _QuietHandler(RequestHandler):
         if status >= 500:  # a fault of ours (aiohttp's handler machinery): aiohttp logs and answers it
             return super().handle_error(request, status, exc, message)
         if isinstance(exc, LineTooLong):
-            status = 431
+            status = 414 if "status line" in str(exc).lower() else 431
         log.info("refused a request from %s that could not be read (%s)", request.remote, type(exc).__name__)
-        title = {400: "Bad Request", 413: "Content Too Large", 431: "Request Header Fields Too Large"}.get(
-            status, "Bad Request"
-        )
+        titles = {413: "Content Too Large", 414: "URI Too Long", 431: "Request Header Fields Too Large"}
+        title = titles.get(status, "Bad Request")
         body = {
             "type": f"https://changji.dev/problems/{title.lower().replace(' ', '-')}",
             "title": title,
@@ -62,9 +62,8 @@ class _QuietHandler(RequestHandler):
 
 class AccessLog(AbstractAccessLogger):
     def log(self, request: BaseRequest, response: web.StreamResponse, time: float) -> None:
-        self.logger.info(
-            "%s %s %s %s %.1fms", request.method, request.path, response.status, response.body_length, time * 1000
-        )
+        path = request.raw_path.split("?", 1)[0]  # as sent, percent-escaped: one line, whatever it decodes to
+        self.logger.info("%s %s %s %s %.1fms", request.method, path, response.status, response.body_length, time * 1000)
 
 
 class _QuietServer(web.Server):
@@ -73,7 +72,12 @@ class _QuietServer(web.Server):
 
 
 class Runner(web.AppRunner):
-    """aiohttp's `AppRunner`, its connections handled by `_QuietHandler`."""
+    """aiohttp's `AppRunner`, its connections handled by `_QuietHandler`. A connection answered with
+    `Connection: close` and a body left unread (a 408, a 413) lingers `lingering_time` (1 s, not 10)."""
+
+    def __init__(self, app: web.Application, **kwargs: Any) -> None:
+        kwargs.setdefault("lingering_time", 1.0)
+        super().__init__(app, **kwargs)
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()

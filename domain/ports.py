@@ -73,7 +73,8 @@ class ModelCallError(Exception):
 
 class ChatModel(Protocol):
     """An OpenAI-compatible chat model. Text deltas go to `on_text` as they stream in, and each tool
-    call's argument fragments to `on_call(index, name, fragment)`."""
+    call's argument fragments to `on_call(index, name, fragment)`, which answers whether it passed
+    anything on to the user (after which a broken call is not retried)."""
 
     model: str
 
@@ -83,7 +84,7 @@ class ChatModel(Protocol):
         tools: Sequence[Mapping[str, Any]] | None = None,
         on_text: Callable[[str], None] | None = None,
         max_tokens: int | None = None,
-        on_call: Callable[[int, str, str], None] | None = None,
+        on_call: Callable[[int, str, str], bool] | None = None,
     ) -> ChatResult: ...
 
     async def close(self) -> None:

@@ -397,17 +397,19 @@ class TurnRunner:
 
         contents: dict[int, ContentStream] = {}
 
-        def on_call(index: int, name: str, fragment: str) -> None:
+        def on_call(index: int, name: str, fragment: str) -> bool:
             """The reply's words inside a draft_write / draft_append call, streamed as they arrive: a
-            delta that names its tool (the first of a draft_write starts the shown draft over)."""
+            delta that names its tool (the first of a draft_write starts the shown draft over). True
+            when a delta went out."""
             if name not in STREAMED_TOOLS:
-                return
+                return False
             content = contents.setdefault(index, ContentStream())
             first = not content.at_all
             text = content.feed(fragment)
             if text:
                 content.at_all = True
                 emit(TurnEvent("delta", {"text": text, "tool": name, "call": index, "first": first}))
+            return bool(text)
 
         loop = asyncio.get_running_loop()
         fold = loop.call_later(FOLD_WHILE_WAITING, self.folds.sync_soon, saved) if saved is not None else None

@@ -4,7 +4,7 @@ Behaviour every caller can rely on:
 - Any base URL, key and model (DeepSeek, Qwen, a local server, the fake server in tests).
 - Chat always streams (`stream: true`, `stream_options.include_usage`): text deltas reach `on_text`
   as they arrive, tool calls are assembled from their fragments (each fragment also reaches
-  `on_call`), `usage` is captured when sent.
+  `on_call`, which says whether it passed anything on), `usage` is captured when sent.
 - Retries with exponential backoff and full jitter on 429, 5xx and network errors, honouring
   `Retry-After`, but only while nothing has been streamed to the caller: once text went out, a
   failure is final (`ModelCallError("interrupted")`), so no delta is ever repeated.
@@ -138,7 +138,7 @@ class OpenAIChat(_Client):
         tools: Sequence[Mapping[str, Any]] | None = None,
         on_text: Callable[[str], None] | None = None,
         max_tokens: int | None = None,
-        on_call: Callable[[int, str, str], None] | None = None,
+        on_call: Callable[[int, str, str], bool] | None = None,
     ) -> ChatResult:
         body: dict[str, Any] = {
             "model": self.model,
@@ -166,7 +166,7 @@ class _Stream:
     """Assembles one streamed chat completion from its SSE chunks."""
 
     def __init__(
-        self, on_text: Callable[[str], None] | None, on_call: Callable[[int, str, str], None] | None = None
+        self, on_text: Callable[[str], None] | None, on_call: Callable[[int, str, str], bool] | None = None
     ) -> None:
         self.on_text, self.on_call = on_text, on_call
         self.text: list[str] = []
@@ -209,9 +209,9 @@ class _Stream:
                 call["id"] = fragment.get("id") or call["id"]
                 call["name"] += function.get("name") or ""
                 call["arguments"] += function.get("arguments") or ""
-                if self.on_call is not None and function.get("arguments"):
+                passed = self.on_call is not None and function.get("arguments")
+                if passed and self.on_call is not None and self.on_call(index, call["name"], function["arguments"]):
                     self.delivered = True  # (what reached the caller is never streamed twice: no retry)
-                    self.on_call(index, call["name"], function["arguments"])
             self.finish = choice.get("finish_reason") or self.finish
 
     def result(self, model: str) -> ChatResult:

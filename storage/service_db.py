@@ -94,12 +94,30 @@ class ServiceDB:
             ).fetchone()
         return StoredResponse(row[0], row[1], row[2], row[3]) if row else None
 
-    def remember(
-        self, tenant_id: str, key: str, request_hash: str, status: int, body: bytes, etag: str | None = None
-    ) -> None:
+    def reserve(self, tenant_id: str, key: str, request_hash: str) -> None:
+        """Note a keyed request before it runs (status 0: no answer yet), so a retry after a crash is
+        checked against the request that was made, body included."""
         with self._lock, self.conn:
             self.conn.execute(
                 "insert or ignore into idempotency (tenant_id, key, request_hash, status, body, created_at, etag)"
+                " values (?, ?, ?, 0, x'', ?, null)",
+                [tenant_id, key, request_hash, datetime.now(UTC).isoformat()],
+            )
+
+    def release(self, tenant_id: str, key: str) -> None:
+        """Forget a keyed request that ended without an answer worth keeping (an error): it may be sent again."""
+        with self._lock, self.conn:
+            self.conn.execute(
+                "delete from idempotency where tenant_id = ? and key = ? and status = 0", [tenant_id, key]
+            )
+
+    def remember(
+        self, tenant_id: str, key: str, request_hash: str, status: int, body: bytes, etag: str | None = None
+    ) -> None:
+        """The answer of a keyed request, kept for its retries (it replaces the note `reserve` made)."""
+        with self._lock, self.conn:
+            self.conn.execute(
+                "insert or replace into idempotency (tenant_id, key, request_hash, status, body, created_at, etag)"
                 " values (?, ?, ?, ?, ?, ?, ?)",
                 [tenant_id, key, request_hash, status, body, datetime.now(UTC).isoformat(), etag],
             )

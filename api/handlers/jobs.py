@@ -9,6 +9,7 @@ from aiohttp import web
 from api.errors import BadRequestError
 from api.http import path_id, query_id, query_int, respond, service, tenant
 from api.schemas import JobListResponse, JobModel, JobStatus, StoryJobsResponse
+from domain.values import JobKind
 
 STATUSES = get_args(JobStatus)
 DUE = ("pending", "retrying")
@@ -30,6 +31,8 @@ async def list_jobs(request: web.Request) -> web.Response:
     story_id = query_id(request, "story_id")
     statuses = _statuses(request)
     kind = request.query.get("kind") or None
+    if kind is not None and kind not in get_args(JobKind):
+        raise BadRequestError(422, f"kind must be one of {', '.join(get_args(JobKind))}", "query.kind")
     if story_id is not None:
         await svc.executor.load(svc.app.story, tenant(request), story_id)  # 404 for someone else's story
     stored = (

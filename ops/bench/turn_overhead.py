@@ -118,7 +118,7 @@ class TimedModel:
         tools: Sequence[Mapping[str, Any]] | None = None,
         on_text: Callable[[str], None] | None = None,
         max_tokens: int | None = None,
-        on_call: Callable[[int, str, str], None] | None = None,
+        on_call: Callable[[int, str, str], bool] | None = None,
     ) -> ChatResult:
         self.last = (messages, len(messages))  # the loop extends its list in place: keep the length
         t0 = time.perf_counter()

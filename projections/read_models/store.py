@@ -39,10 +39,8 @@ TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
     "passages", "positions",
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 8
-PREVIEW_CHARS = (
-    80  # of a node's text in the tree listing  # bump when a table changes: the read models are then rebuilt
-)
+SCHEMA, SCHEMA_VERSION = "schema", 9  # bump when a table changes: the read models are then rebuilt
+PREVIEW_CHARS = 80  # of a node's text in the tree listing
 RUNNER = "main"
 SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
 # the scene fold walks the first two; text upserts need the unique key of the third

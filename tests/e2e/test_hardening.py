@@ -46,8 +46,11 @@ async def raw_request(client_port: int, head: bytes) -> tuple[int, bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", client_port)
     writer.write(head)
     await writer.drain()
-    answer = await asyncio.wait_for(reader.read(65536), 10)
-    writer.close()
+    try:
+        answer = await asyncio.wait_for(reader.read(65536), 10)
+    finally:
+        writer.close()
+        await writer.wait_closed()
     status = int(answer.split(b" ", 2)[1])
     return status, answer.split(b"\r\n\r\n", 1)[1]
 
@@ -189,3 +192,42 @@ async def test_a_method_the_path_does_not_take_is_a_405_that_says_which_it_does(
     response = await api.client.put(f"/v1/stories/{story['id']}", headers=api.headers)
     assert response.status == 405 and response.content_type == "application/problem+json"
     assert set(response.headers["Allow"].split(", ")) >= {"GET", "PATCH", "DELETE"}
+
+
+async def closed_after(port: int, raw: bytes, wait: float = 8.0) -> float:
+    """Seconds until the server closes the connection after `raw` (its answer read and dropped)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    await writer.drain()
+    started = asyncio.get_running_loop().time()
+    try:
+        while await asyncio.wait_for(reader.read(65536), wait):
+            pass
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return asyncio.get_running_loop().time() - started
+
+
+async def test_a_refused_body_ends_its_connection_soon_and_an_abandoned_upload_logs_no_traceback(
+    make_client: MakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = await make_client(body_seconds=0.3)
+    api = api_for(client, "tenant-a")
+    story = await api.story()
+    port = client.server.port
+    assert port is not None
+    head = (
+        b"POST /v1/stories/" + story["id"].encode() + b"/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: "
+        + api.headers["Authorization"].encode() + b"\r\nContent-Type: application/json\r\nContent-Length: "
+    )  # fmt: skip
+    assert await closed_after(port, head + b"10000000000\r\n\r\n") < 3  # 413, not read for seconds after
+    assert await closed_after(port, head + b'40\r\n\r\n{"kind": ') < 3  # 408 after 0.3 s, then closed
+    with caplog.at_level(logging.INFO):
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(head + b'400\r\n\r\n{"kind": "user", ')
+        await writer.drain()
+        writer.close()  # gone mid-body
+        await writer.wait_closed()
+        await asyncio.sleep(0.6)
+    assert "Traceback" not in caplog.text and "unhandled error" not in caplog.text

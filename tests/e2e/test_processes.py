@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.error import HTTPError
 from urllib.parse import quote
 
 import pytest
@@ -99,6 +100,10 @@ def test_a_keyed_retry_after_a_crash_between_commit_and_answer_gets_what_was_mad
             server.call("POST", "/v1/stories", {"card_id": card["id"]}, keyed)
         assert server.process is not None and server.process.wait(timeout=20) == 86
     with serving(data_dir, key) as server:
+        with pytest.raises(HTTPError) as refused:  # the key with another body, even though no answer was kept
+            server.call("POST", "/v1/stories", {"card_id": card["id"], "title": "另一个"}, keyed)
+        assert refused.value.code == 422
+        refused.value.close()
         made["story"] = server.call("POST", "/v1/stories", {"card_id": card["id"]}, keyed)
         stories = server.call("GET", "/v1/stories")["items"]
         assert [s["id"] for s in stories] == [made["story"]["id"]]  # one story, the one the crash made
@@ -124,7 +129,11 @@ def test_serve_says_what_it_runs_with_and_its_access_log_keeps_no_query_or_key(t
         card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚"}})
         story = server.call("POST", "/v1/stories", {"card_id": card["id"]})
         server.call("GET", f"/v1/stories/{story['id']}/search?q=private-words")
+        with pytest.raises(HTTPError) as missing:
+            server.call("GET", "/v1/x%0A2026-01-01%20forged%20line")
+        missing.value.close()
     log = next(tmp_path.glob("serve-*.log")).read_text()
+    assert "\n2026-01-01 forged line" not in log and "/v1/x%0A2026-01-01%20forged%20line 404" in log
     assert f"data in {data_dir.resolve()}" in log
     assert "main model: none" in log and "side model: none" in log and "recall: " in log
     assert f"GET /v1/stories/{story['id']}/search 200" in log  # the access log: path, status, size, time

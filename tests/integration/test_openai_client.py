@@ -244,3 +244,19 @@ async def test_embeddings_return_one_vector_per_text_in_order(fake: FakeModelSer
         await embedder.close()
     assert len(vectors) == 3
     assert vectors[0] == vectors[2] != vectors[1]
+
+
+def test_a_tool_call_that_passed_nothing_on_leaves_the_stream_retriable() -> None:
+    from providers.openai import _Stream
+
+    fragment = {
+        "choices": [
+            {"delta": {"tool_calls": [{"index": 0, "function": {"name": "memory_search", "arguments": '{"q'}}]}}
+        ]
+    }
+    quiet = _Stream(None, lambda index, name, text: False)  # nothing reached the user: a retry repeats nothing
+    quiet.take(fragment)
+    assert not quiet.delivered
+    shown = _Stream(None, lambda index, name, text: True)  # words went out: never streamed twice
+    shown.take(fragment)
+    assert shown.delivered
