@@ -68,7 +68,7 @@ class Recall:
         """`saved`: embeddings kept on disk across restarts (None: in memory only); `query_seconds`: how
         long `prepare` waits for a query's vector."""
         self.store, self.embedder, self.max_stories, self.saved = store, embedder, max_stories, saved
-        self.query_seconds, self.retry_seconds = query_seconds, RETRY_SECONDS
+        self.query_seconds, self.retry_seconds, self.build_pause = query_seconds, RETRY_SECONDS, MIN_BUILD_SECONDS
         # query text → (its vector, or None where the embedder failed; when, monotonic)
         self._query_vectors: OrderedDict[str, tuple[np.ndarray | None, float]] = OrderedDict()
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
@@ -198,11 +198,11 @@ class Recall:
 
     def _rebuild(self, story_id: UUID) -> StoryIndex | None:
         wait = self._next_build.get(story_id, 0.0) - time.monotonic()
-        if wait > MIN_BUILD_SECONDS:  # the embedder failed lately: no try before its time, and no sleep
+        if wait > self.build_pause:  # the embedder failed lately: no try before its time, and no sleep
             return self.index(story_id)  # on the one build thread (a search after that time asks again)
         if wait > 0:
             time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
-        self._next_build[story_id] = time.monotonic() + MIN_BUILD_SECONDS
+        self._next_build[story_id] = time.monotonic() + self.build_pause
         seq = self.store.archive_seq(story_id)
         current = self.index(story_id)
         fresh = current is not None and current.seq >= seq and current.complete

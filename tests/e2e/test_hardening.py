@@ -40,6 +40,14 @@ async def test_each_checkout_answers_with_the_leaf_and_version_its_own_commit_ma
     assert final["version"] == max(a["story_version"] for a in answers)
 
 
+def append_head(api: Api, story_id: str) -> bytes:
+    """A node append's request head, up to the value of its Content-Length."""
+    return (
+        b"POST /v1/stories/" + story_id.encode() + b"/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: "
+        + api.headers["Authorization"].encode() + b"\r\nContent-Type: application/json\r\nContent-Length: "
+    )  # fmt: skip
+
+
 async def raw_request(client_port: int, head: bytes) -> tuple[int, bytes]:
     """Send raw request bytes (headers no client library would send) and read the answer's status line
     and body."""
@@ -173,10 +181,7 @@ async def test_a_body_declared_too_large_is_refused_at_once_and_a_stalled_one_ti
     story = await api.story()
     port = client.server.port
     assert port is not None
-    head = (
-        b"POST /v1/stories/" + story["id"].encode() + b"/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: "
-        + api.headers["Authorization"].encode() + b"\r\nContent-Type: application/json\r\nContent-Length: "
-    )  # fmt: skip
+    head = append_head(api, story["id"])
     started = asyncio.get_running_loop().time()
     status, answer = await raw_request(port, head + b"10000000000\r\n\r\n")  # nothing of it sent
     assert status == 413 and json.loads(answer)["status"] == 413
@@ -217,10 +222,7 @@ async def test_a_refused_body_ends_its_connection_soon_and_an_abandoned_upload_l
     story = await api.story()
     port = client.server.port
     assert port is not None
-    head = (
-        b"POST /v1/stories/" + story["id"].encode() + b"/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: "
-        + api.headers["Authorization"].encode() + b"\r\nContent-Type: application/json\r\nContent-Length: "
-    )  # fmt: skip
+    head = append_head(api, story["id"])
     assert await closed_after(port, head + b"10000000000\r\n\r\n") < 3  # 413, not read for seconds after
     assert await closed_after(port, head + b'40\r\n\r\n{"kind": ') < 3  # 408 after 0.3 s, then closed
     with caplog.at_level(logging.INFO):
@@ -229,5 +231,8 @@ async def test_a_refused_body_ends_its_connection_soon_and_an_abandoned_upload_l
         await writer.drain()
         writer.close()  # gone mid-body
         await writer.wait_closed()
-        await asyncio.sleep(0.6)
+        deadline = asyncio.get_running_loop().time() + 5
+        while "went away" not in caplog.text and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)  # until the server has heard the client go
+    assert "went away before its request body arrived" in caplog.text
     assert "Traceback" not in caplog.text and "unhandled error" not in caplog.text

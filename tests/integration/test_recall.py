@@ -319,6 +319,7 @@ def test_an_endpoint_is_never_waited_for_on_a_search_and_a_failed_build_holds_no
 ) -> None:
     embedder = RemoteLike()
     recall = Recall(read_models, embedder)
+    recall.build_pause = 0.0  # no pause between two builds of a story (the retry delay after a failure stays 30 s)
     story, other = StoryBuilder.start(sqlite_changji), StoryBuilder.start(sqlite_changji)
     _, treasure = story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
     filler(story, 3)
@@ -336,7 +337,6 @@ def test_an_endpoint_is_never_waited_for_on_a_search_and_a_failed_build_holds_no
     embedder.failing = True
     story.turn("灯塔的钥匙呢？", "“挂在门后。”")  # words it has not embedded yet
     runner.catch_up()
-    time.sleep(2.1)  # past the pause between two builds of a story
     index = recall.refresh_soon(story.story_id).result(timeout=30)
     assert index is not None and not index.complete and index.vectors is None  # words alone for now
     started = time.perf_counter()
