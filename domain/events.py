@@ -367,7 +367,9 @@ class SummaryEdited(_Folded, AggregateEvent):
 
 class CompactionDue(_Folded, AggregateEvent):
     """With this reply its path holds `uncovered` turns after the last summary, enough for a pack (or
-    more than the context window fits, `reason` "budget"): a compaction job for the path is due."""
+    more than the context window fits, `reason` "budget"): a compaction job for the path is due.
+    The turns are counted up to a bound (`domain.rules.compaction.announce_limit`, so that announcing
+    costs the same however long the story): a path further behind records the bound plus one."""
 
     uncovered: int
     reason: CompactionReason

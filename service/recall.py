@@ -39,6 +39,11 @@ from storage.embedding_cache import EmbeddingCache
 
 log = logging.getLogger(__name__)
 MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns in a row share one build)
+# ... and after a build of d seconds, not before BUILD_REST × d: a rebuild takes time in proportion to
+# the archive, so a long story that keeps moving would otherwise keep a core busy rebuilding; this way
+# builds take at most 1 / (1 + BUILD_REST) of the time, whatever the story's length (its index lags
+# by a few more turns, which the verbatim window holds anyway)
+BUILD_REST = 9.0
 RETRY_SECONDS = 30.0  # after the embedder failed, the wait before a story's vectors are tried again
 QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
 
@@ -203,6 +208,14 @@ class Recall:
         if wait > 0:
             time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
         self._next_build[story_id] = time.monotonic() + self.build_pause
+        return self._build(story_id)
+
+    def _rest_after(self, story_id: UUID, seconds: float) -> None:
+        """A build that took `seconds` (embedding new passages aside) rests BUILD_REST times as long."""
+        until = time.monotonic() + max(self.build_pause, BUILD_REST * seconds)
+        self._next_build[story_id] = max(self._next_build.get(story_id, 0.0), until)
+
+    def _build(self, story_id: UUID) -> StoryIndex | None:
         seq = self.store.archive_seq(story_id)
         current = self.index(story_id)
         fresh = current is not None and current.seq >= seq and current.complete
@@ -213,20 +226,25 @@ class Recall:
             return None
         if fresh:
             return current
+        started, embedding = time.monotonic(), 0.0
         try:
             texts = [row["text"] for row in rows]
             in_context = with_previous(texts, previous_passages(rows, self.store.parents(story_id)))
             vectors, complete = None, True
             if self._vectors is not None:
                 try:
+                    embedding = time.monotonic()
                     vectors = self._vectors.of(in_context)
                 except Exception as exc:  # the embedder failed: words alone until it is tried again
                     log.warning("embedding story %s failed (%r): its recall is BM25 alone for now", story_id, exc)
                     complete = False
                     self._next_build[story_id] = time.monotonic() + self.retry_seconds
+                finally:
+                    embedding = time.monotonic() - embedding
             index = StoryIndex(
                 seq, rows, vectors, self._lexical_terms(texts), complete, in_context, self._lexical_terms(in_context)
             )
+            self._rest_after(story_id, time.monotonic() - started - embedding)
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)
             return current

@@ -6,7 +6,6 @@ commands do (`Executor.load`); the render and window caches they keep are theirs
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
@@ -20,7 +19,7 @@ from domain.rules.paths import project_path, walk_up
 from domain.rules.scene import Roster, SceneSnapshot
 from domain.story import Story
 from domain.values import NodeView, Recollection, StorySettings
-from projections.context.assemble import assemble_context
+from projections.context.assemble import assemble_context, leaves_turns_out
 from projections.context.recall import recall_line
 from projections.context.records import Context
 from projections.context.system_prompt import fill_macros
@@ -28,12 +27,12 @@ from projections.context.window import RenderCache, WindowCache
 from projections.read_models.scenes import SceneAt
 from projections.read_models.store import ReadModels
 from projections.recall.story_index import Hit
+from service.lineages import Lineages, OnPath
 from service.recall import Recall
 
 log = logging.getLogger(__name__)
 VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
 RECALL_SECONDS = 5.0  # a recall still running after this long is given up: the turn goes on without it
-MAX_LINEAGES = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,32 +52,6 @@ class Replayed:
     next_depth: int | None
 
 
-class Lineage:
-    """One story's current path root→tip, as node ids by depth: moved to another leaf by walking up from
-    it only as far as the fork (the next turn: a step or two; a branch switch: to the branch point)."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.depth_of: dict[str, int] = {}
-
-    def move_to(self, leaf: NodeView, load: Callable[[UUID], NodeView]) -> None:
-        chain: list[NodeView] = []
-        node: NodeView | None = leaf
-        while node is not None and self.depth_of.get(str(node.id)) != node.depth:
-            chain.append(node)
-            node = load(node.parent_id) if node.parent_id is not None else None
-        keep = node.depth + 1 if node is not None else 0
-        for gone in self.ids[keep:]:
-            del self.depth_of[gone]
-        del self.ids[keep:]
-        for step in reversed(chain):
-            self.ids.append(str(step.id))
-            self.depth_of[self.ids[-1]] = step.depth
-
-    def __contains__(self, node_id: object) -> bool:
-        return node_id in self.depth_of
-
-
 class StoryViews:
     def __init__(
         self,
@@ -92,7 +65,7 @@ class StoryViews:
         self.recall_seconds = recall_seconds
         self.renders = RenderCache(counter)
         self.windows = WindowCache()
-        self._lineages: OrderedDict[UUID, Lineage] = OrderedDict()
+        self._lineages = Lineages()
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing."""
@@ -110,10 +83,13 @@ class StoryViews:
         a compaction is announced on the reply (`CompactionDue`, reason budget); the position, or 0.
         The write that changed the path decides, so a read of the context never has to."""
         story = self.app.story(tenant_id, story_id)
-        ctx = self._assemble(story, reply_id)
         settings = self.app.settings(story)
         recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
-        if not ctx.cut_turns and ctx.tokens + recall_share <= ctx.budget:  # the next turn recalls into its share
+        over = leaves_turns_out(  # the next turn recalls into its share
+            self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
+            self.app.render_epoch(story.id), self.app.node, self.store.has_summaries(story.id), recall_share,
+        )  # fmt: skip
+        if not over:
             return 0
         try:  # never fail the reply's own write for it
             return self.app.compaction.schedule_budget_pack(reply_id)
@@ -162,13 +138,9 @@ class StoryViews:
 
         return recall
 
-    def lineage(self, story_id: UUID, leaf: NodeView) -> Lineage:
-        lineage = self._lineages.pop(story_id, None) or Lineage()
-        lineage.move_to(leaf, self.app.node)
-        self._lineages[story_id] = lineage
-        if len(self._lineages) > MAX_LINEAGES:
-            self._lineages.popitem(last=False)
-        return lineage
+    def lineage(self, story_id: UUID, leaf: NodeView) -> OnPath:
+        """The nodes on the path to `leaf` (`service/lineages.py`: the walk costs what changed since)."""
+        return self._lineages.at(story_id, leaf, self.app.node)
 
     def recall_at(self, tenant_id: str, story_id: UUID, query: str, k: int, at: UUID | None) -> list[Hit]:
         """What recall finds for `query` on the path to a node (default: the leaf), whatever the window:
@@ -177,11 +149,7 @@ class StoryViews:
         node = self.app.leaf_or(story, at, "at").view
         if self.recall is None:
             return []
-        if at is None:
-            lineage = self.lineage(story.id, node)
-        else:  # a read at some other node leaves the story's own lineage where the story is
-            lineage = Lineage()
-            lineage.move_to(node, self.app.node)
+        lineage = self.lineage(story.id, node)
         return self.recall.search_within(self.recall_seconds, story.id, query, k, node.depth + 1, lineage.__contains__)
 
     def memory_at(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, k: int) -> list[Recollection]:

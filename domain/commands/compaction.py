@@ -86,9 +86,10 @@ class CompactionCommands(CommandGroup):
         node = self.app.node_aggregate(node_id)
         if node.jobs.get("compact") in UNDER_WAY:
             return 0
+        settings = self.app.settings(self.app.story_of(self.app.node(node_id)))
+        turns = uncovered_turns(walk_up(self.app.node, node_id), announce_limit(settings))  # bounded
         with self.app.evicting(node):
-            plan = self.plan_compaction(node_id)
-            node.announce_compaction(plan.uncovered_turns, reason)
+            node.announce_compaction(turns, reason)
             return self.app.commit(node)
 
     def schedule_budget_pack(self, leaf_id: UUID) -> int:

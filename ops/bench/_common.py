@@ -181,10 +181,14 @@ SAMPLE_CARD = CardData(
 CARD_SETTINGS: dict[str, Any] = {}  # overrides of the sample card's story settings (e.g. context_window)
 
 
-def create_card_and_story(app: Changji, tenant: str = TENANT, title: str = "bench") -> tuple[UUID, UUID, UUID]:
-    """A card and a story started from it; returns (card id, story id, root node id)."""
+def create_card_and_story(
+    app: Changji, tenant: str = TENANT, title: str = "bench", settings: dict[str, Any] | None = None
+) -> tuple[UUID, UUID, UUID]:
+    """A card (story settings: CARD_SETTINGS, then `settings`) and a story started from it; returns
+    (card id, story id, root node id)."""
     card_id, story_id, root_id = uuid4(), uuid4(), uuid4()
-    app.cards.create_card(card_id, tenant, SAMPLE_CARD, StorySettings(user_name=USER_NAME, **CARD_SETTINGS))
+    chosen = {**CARD_SETTINGS, **(settings or {})}
+    app.cards.create_card(card_id, tenant, SAMPLE_CARD, StorySettings(user_name=USER_NAME, **chosen))
     app.stories.start_story(story_id, root_id, tenant, card_id, 0, title, {})
     return card_id, story_id, root_id
 
@@ -226,6 +230,8 @@ def build_story(
     branch_back: int = 10,
     branch_turns: int = 3,
     label: str = "",
+    compact: bool = False,
+    settings: dict[str, Any] | None = None,
 ) -> Built:
     """A story of `turns` turns on the main path, plus a regenerated reply every `regenerate_every` turns
     (the leaf follows the new sibling, as after a swipe) and, every `branch_every` turns, a side branch of
@@ -233,8 +239,12 @@ def build_story(
     main tip. Every node goes through `Changji.stories.append_node` with an explicit parent.
 
     Texts are chosen by distance from the end of the story, so the last turns of stories of any length
-    (the context window) hold the same texts and ratios between sizes compare equal windows."""
-    card_id, story_id, root_id = create_card_and_story(app, tenant, f"bench {turns}")
+    (the context window) hold the same texts and ratios between sizes compare equal windows.
+
+    `compact`: the story is compacted as it grows, as a served story is: whenever a reply announces a
+    compaction, the offline summarizer runs it there and then (`compact_now`), so the story ends with
+    its episodes and digest in place and no compaction due. `settings`: the card's story settings."""
+    card_id, story_id, root_id = create_card_and_story(app, tenant, f"bench {turns}", settings)
     built = Built(card_id, story_id, root_id, root_id, turns)
     clock = time.perf_counter
 
@@ -242,6 +252,8 @@ def build_story(
         t0 = clock()
         view = app.stories.append_node(tenant, story_id, uuid4(), kind, text, parent).node  # type: ignore[arg-type]
         dt = clock() - t0
+        if compact and kind == "reply" and app.node_aggregate(view.id).jobs.get("compact") == "pending":
+            compact_now(app, view.id)
         built.append_times.append(dt)
         built.append_seconds += dt
         built.appends += 1
@@ -273,6 +285,19 @@ def build_story(
     built.tip_id = tip
     built.wall_seconds = clock() - started
     return built
+
+
+def compact_now(app: Changji, node_id: UUID) -> None:
+    """Run the compaction a reply announced, with the offline summarizer, and settle its job."""
+    import asyncio
+
+    from schedulers.outcomes import Failed
+    from schedulers.workers.compaction import CompactWorker, Inline
+
+    done = asyncio.run(CompactWorker(app, Inline(), None).compact(node_id, False, node_id))
+    if isinstance(done, Failed):
+        raise RuntimeError(f"compaction at {node_id} failed: {done}")
+    app.jobs.finish_job(node_id, "compact", done.detail)
 
 
 _WORD = re.compile(r"[a-z0-9]+")

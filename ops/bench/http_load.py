@@ -1,22 +1,36 @@
-"""HTTP load: `changji serve` on loopback, 64 concurrent BYO clients on a 10k-turn story.
+"""HTTP load: 64 concurrent bring-your-own clients on loopback, changji against a plain floor.
 
-    python ops/bench/http_load.py [--quick] [--profile]
+    python ops/bench/http_load.py [--quick] [--profile] [--variants floor,raw,compacted] [--embedder none]
 
-1. Builds one story of 10k turns (--quick: 1k) with branches directly with `Changji` in a temp data
-   dir, catches the read models up (`ProjectionRunner`) and creates an API key for the story's tenant.
-2. Starts `changji serve --data-dir D --port P` on 127.0.0.1 as a subprocess and waits for /healthz.
-3. Drives it from a separate process (this script with `--drive`, an aiohttp client) with 64
-   concurrent clients. Each turn: POST a user node with `parent_id` = the client's own tip (clients
-   branch off the story's last reply, so they never contend for the leaf), POST a reply under it, GET
-   `/v1/stories/{id}/context?at=<reply>`. Bounded by a turn count (3,000; --quick: 600) and a time limit.
-4. Stops the server (SIGTERM, wait) and prints the figures: `turns_per_s`, `p50_ms`, `p99_ms`
-   (per request, over all requests), `errors` (non-2xx or exceptions), `requests`, `duration_s`, plus
-   per-kind latencies and the cold first context.
+Variants, run one after the other in one run (these machines are noisy: compare within a run):
+- `floor`: aiohttp + SQLite doing a turn's minimum on the same routes (`serve_floor`: a committed
+  insert per POST, a read by id per context, JSON in and out) — the ceiling of the stack here;
+- `raw`: `changji serve` over one story of 10k turns (--quick: 1k) with branches and no summaries,
+  played with compaction off (`pack_turns` 0, as an import leaves a story too); its first reply over
+  the budget then asks for a compaction (reason budget), which runs during the load;
+- `compacted`: the same story compacted as it grew (the offline summarizer, `_common.compact_now`).
+Each served story is built directly with `Changji` in a temp data dir, its read models caught up and a
+key made; the server starts as `changji serve` (CHANGJI_EMBEDDER from `--embedder`, default `none`:
+recall on, by its two BM25 rankings; e5 would spend the run embedding 20k passages in the background)
+and the load waits until the story's background jobs are settled.
 
-`--profile`: the same run with the server under `py-spy record` (found on PATH, in $PY_SPY, or
-in /tmp/pyspy/bin; `PY_SPY=none` skips it), sampling the thread that holds the GIL; without py-spy the
-server runs in this process under cProfile (every thread).
-The top functions go to stderr. A profiled run's figures are slower than a plain one's.
+The driver is a separate process (this script with `--drive`, one aiohttp client session). Each
+client plays turns the way a BYO front end does, for `seconds` (30; --quick: 8): POST the user's
+words under its own tip (the clients branch off the story's last reply, so they never contend for a
+leaf), GET the context at them (recall and scene included), POST the reply.
+
+Figures per variant (`raw_…`, `compacted_…`, `floor_…`): turns_per_s, p50/p99/max over all requests,
+errors (non-2xx or exceptions), p50/p99 per request kind, the cold first context, the context answer's
+size, the server's and the client's CPU in cores, the server's resident memory after the load; then
+`variant_ratio` (the faster served variant's turns/s over the slower's), `variant_p99_ratio`, and each
+served variant's `share_of_floor`.
+
+`--profile`: py-spy (on PATH or $PY_SPY; `pip install py-spy`) attaches to each server once it is
+settled and samples the thread holding the GIL for the whole load; the top functions, by own and by
+inclusive samples, go to stderr. A profiled run's figures are a little slower than a plain one's.
+
+(The script keeps its name: an `http.py` here would shadow the standard library's `http` package for
+every import made while it runs as a script.)
 """
 
 from __future__ import annotations
@@ -35,19 +49,65 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 from _common import TENANT, build_story, emit, log, median_ms, parse_args, percentile, texts
 
-FULL: dict[str, Any] = {"story_turns": 10_000, "turns": 3_000, "clients": 64, "time_limit": 120.0}
-QUICK: dict[str, Any] = {"story_turns": 1_000, "turns": 600, "clients": 64, "time_limit": 30.0}
+# each variant is driven for `seconds`: a fast server is measured as long as a slow one
+FULL: dict[str, Any] = {"story_turns": 10_000, "seconds": 30.0, "clients": 64, "settle_limit": 600.0}
+QUICK: dict[str, Any] = {"story_turns": 1_000, "seconds": 8.0, "clients": 64, "settle_limit": 120.0}
 KINDS = ("append_user", "append_reply", "context")
+VARIANTS = ("floor", "raw", "compacted")
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", action="store_true", help="profile the server while it serves the load")
+    parser.add_argument("--profile", action="store_true", help="profile each server under py-spy while it serves")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="which to run, in order (default: all three)")
+    parser.add_argument("--profile-dir", type=Path, help="keep each variant's raw py-spy samples there")
+    parser.add_argument("--embedder", default="none", help="CHANGJI_EMBEDDER of the served variants (default: none)")
     parser.add_argument("--drive", metavar="CONFIG_JSON", help=argparse.SUPPRESS)  # the client process
+    parser.add_argument("--floor", metavar="PORT:PATH", help=argparse.SUPPRESS)  # the floor server process
+
+
+# --- the floor: aiohttp and SQLite doing a turn's minimum ---------------------------------------------
+
+
+def serve_floor(port: int, path: Path) -> None:
+    """The same routes, doing only what a turn cannot do without: each POST a committed insert (WAL,
+    synchronous=NORMAL, as changji's event store), each context GET a read of the node by its id, JSON
+    in and out. No auth lookup, no events, no read models: the ceiling of aiohttp + SQLite on this machine."""
+    import sqlite3
+
+    from aiohttp import web
+
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("pragma journal_mode=wal")
+    db.execute("pragma synchronous=normal")
+    db.execute("create table nodes (id text primary key, parent text, kind text, text text)")
+
+    async def append(request: web.Request) -> web.Response:
+        body = await request.json()
+        node_id = str(uuid.uuid4())
+        db.execute("begin")
+        db.execute("insert into nodes values (?, ?, ?, ?)", (node_id, body["parent_id"], body["kind"], body["text"]))
+        db.execute("commit")
+        return web.json_response({"node": {"id": node_id, "kind": body["kind"], "text": body["text"]}}, status=201)
+
+    async def context(request: web.Request) -> web.Response:
+        row = db.execute("select id, kind, text from nodes where id = ?", (request.query.get("at"),)).fetchone()
+        messages = [{"role": "user" if row[1] == "user" else "assistant", "content": row[2]}] if row else []
+        return web.json_response({"leaf_id": request.query.get("at"), "messages": messages})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    app = web.Application()
+    app.router.add_post("/v1/stories/{story_id}/nodes", append)
+    app.router.add_get("/v1/stories/{story_id}/context", context)
+    app.router.add_get("/healthz", healthz)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
 
 # --- the client process ---------------------------------------------------------------------------
@@ -63,7 +123,7 @@ async def drive(config: dict[str, Any]) -> dict[str, Any]:
     context_url = f"{base}/v1/stories/{story_id}/context"
     latencies: dict[str, list[float]] = {kind: [] for kind in KINDS}
     errors: collections.Counter[str] = collections.Counter()
-    state = {"left": config["turns"], "done": 0}
+    state = {"done": 0}
     context_bytes: list[int] = []
     clock = time.perf_counter
 
@@ -97,24 +157,24 @@ async def drive(config: dict[str, Any]) -> dict[str, Any]:
         if first.status != 200:
             raise SystemExit(f"the first context failed: HTTP {first.status}")
 
-        deadline = clock() + config["time_limit"]
+        deadline = clock() + config["seconds"]
 
         async def client(index: int) -> None:
             tip = config["tip"]
-            while state["left"] > 0 and clock() < deadline:
-                state["left"] -= 1
+            while clock() < deadline:
                 user_text, reply_text = pool.next_pair()
                 user = await call(
                     "append_user", "POST", nodes_url, json={"kind": "user", "text": user_text, "parent_id": tip}
                 )
                 if user is None:
                     continue
-                reply = await call("append_reply", "POST", nodes_url,
-                                   json={"kind": "reply", "text": reply_text, "parent_id": user["node"]["id"]})  # fmt: skip
-                if reply is None:
+                words = user["node"]["id"]
+                if await call("context", "GET", context_url, params={"at": words}) is None:
                     continue
-                tip = reply["node"]["id"]
-                if await call("context", "GET", context_url, params={"at": tip}) is not None:
+                reply = await call("append_reply", "POST", nodes_url,
+                                   json={"kind": "reply", "text": reply_text, "parent_id": words})  # fmt: skip
+                if reply is not None:
+                    tip = reply["node"]["id"]
                     state["done"] += 1
 
         started, cpu = clock(), time.process_time()
@@ -126,7 +186,6 @@ async def drive(config: dict[str, Any]) -> dict[str, Any]:
         "turns": state["done"],
         "duration_s": duration,
         "cold_context_ms": cold_ms,
-        "timed_out": clock() >= deadline,
         "client_cpu_s": cpu,
         "context_kb": sum(context_bytes) / len(context_bytes) / 1024 if context_bytes else -1,
     }
@@ -157,20 +216,11 @@ def wait_healthy(base: str, proc: subprocess.Popen[bytes] | None, timeout: float
 
 
 def py_spy() -> str | None:
-    """The py-spy executable ($PY_SPY, PATH, /tmp/pyspy/bin); PY_SPY=none forces the cProfile fallback."""
-    if os.environ.get("PY_SPY", "").lower() == "none":
-        return None
-    for candidate in (os.environ.get("PY_SPY"), shutil.which("py-spy"), "/tmp/pyspy/bin/py-spy"):
+    """The py-spy executable: $PY_SPY, on PATH, or beside this Python."""
+    for candidate in (os.environ.get("PY_SPY"), shutil.which("py-spy"), str(Path(sys.executable).with_name("py-spy"))):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
-
-
-def children_of(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -182,17 +232,14 @@ def cpu_seconds(pid: int | None) -> float:
         return 0.0
 
 
-def stop(proc: subprocess.Popen[bytes], server_pid: int | None = None) -> None:
+def stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the server (aiohttp shuts down gracefully on it) and wait; kill if it hangs."""
     with contextlib.suppress(ProcessLookupError):
-        os.kill(server_pid or proc.pid, signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         log("the server did not stop within 20s: killing it")
-        if server_pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(server_pid, signal.SIGKILL)
         proc.kill()
         proc.wait()
 
@@ -202,14 +249,14 @@ def run_driver(config: dict[str, Any]) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--drive", json.dumps(config)],
         stdout=subprocess.PIPE,
-        timeout=config["time_limit"] + 120,
+        timeout=config["seconds"] + 120,
         check=True,
     )
     result: dict[str, Any] = json.loads(out.stdout.decode().strip().splitlines()[-1])
     return result
 
 
-def summarize_pyspy(raw: Path, top: int = 30) -> None:
+def summarize_pyspy(raw: Path, variant: str, top: int = 30) -> None:
     """Self and inclusive sample counts per function from py-spy's raw (collapsed) output."""
     own: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
@@ -225,7 +272,7 @@ def summarize_pyspy(raw: Path, top: int = 30) -> None:
         own[names[-1]] += n
         for name in set(names):
             inclusive[name] += n
-    log(f"\n== server profile (py-spy, {total} samples of the thread holding the GIL) ==\n-- self --")
+    log(f"\n== [{variant}] server profile (py-spy, {total} samples of the thread holding the GIL) ==\n-- self --")
     for name, n in own.most_common(top):
         log(f"{100 * n / total:6.1f}%  {name}")
     log("-- inclusive --")
@@ -233,49 +280,150 @@ def summarize_pyspy(raw: Path, top: int = 30) -> None:
         log(f"{100 * n / total:6.1f}%  {name}")
 
 
-def serve_in_process_profiled(data_dir: Path, port: int, config: dict[str, Any]) -> dict[str, Any]:
-    """Fallback profile without py-spy: the server in this process, cProfile on every thread."""
-    import cProfile
-    import pstats
-    import threading
-
-    from aiohttp import web
-
-    from api.app import create_app
+def build_variant(variant: str, data_dir: Path, story_turns: int) -> dict[str, str]:
+    """A data dir holding one story of `story_turns` turns (compacted as it grew, or never) with its read
+    models caught up, and a key for its tenant: what the driver needs to know of it."""
     from api.settings import Settings
+    from domain.application import Changji
+    from projections.read_models.store import ReadModels
+    from projections.runner import ProjectionRunner
+    from storage.service_db import ServiceDB
 
-    profiles: list[cProfile.Profile] = []
+    settings = Settings(data_dir=data_dir)
+    data_dir.mkdir(parents=True)
+    app = Changji(env=settings.event_store_env())
+    log(
+        f"[{variant}] building a {story_turns}-turn story{' (compacted as it grows)' if variant == 'compacted' else ''}…"
+    )
+    t0 = time.perf_counter()
+    compacted = variant == "compacted"
+    off = None if compacted else {"pack_turns": 0}  # compaction off: nothing is summarized as it grows
+    built = build_story(app, story_turns, texts(), tenant=TENANT, compact=compacted, settings=off,
+                        label=f"[{variant}] ")  # fmt: skip
+    log(f"[{variant}] built in {time.perf_counter() - t0:.1f}s")
+    store = ReadModels(settings.read_models_path)
+    runner = ProjectionRunner(app, store)
+    t0 = time.perf_counter()
+    position = runner.catch_up()
+    log(f"[{variant}] read models caught up to {position:,} in {time.perf_counter() - t0:.1f}s")
+    store.writer.conn.close()
+    app.close()
+    db = ServiceDB(settings.service_db_path)
+    _, key = db.create_key(TENANT, "ops/bench/http_load.py")
+    db.close()
+    return {"key": key, "story_id": str(built.story_id), "tip": str(built.tip_id)}
 
-    def start_thread_profile(*_: Any) -> None:
-        profile = cProfile.Profile()
-        profiles.append(profile)
-        profile.enable()  # replaces this hook for the thread
 
-    async def run() -> dict[str, Any]:
-        app = create_app(Settings(data_dir=data_dir, port=port))
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        main = cProfile.Profile()
-        profiles.append(main)
-        threading.setprofile(start_thread_profile)
-        main.enable()
-        try:
-            return await asyncio.to_thread(run_driver, config)
-        finally:
-            main.disable()
-            threading.setprofile(None)
-            await runner.cleanup()
+def wait_settled(base: str, key: str, story_id: str, timeout: float) -> float:
+    """Wait until the story's background work is settled (its backlog of scribe jobs, any compaction);
+    return how long it took."""
+    started = time.monotonic()
+    request = urllib.request.Request(f"{base}/v1/stories/{story_id}/jobs", headers={"Authorization": f"Bearer {key}"})
+    while time.monotonic() - started < timeout:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            if json.loads(response.read())["settled"]:
+                return time.monotonic() - started
+        time.sleep(0.5)
+    raise RuntimeError(f"the story's jobs did not settle within {timeout:.0f}s")
 
-    result = asyncio.run(run())
-    stats = pstats.Stats(profiles[0])
-    for profile in profiles[1:]:
-        stats.add(profile)
-    log("\n== server profile (cProfile, all threads) ==")
-    stats.stream = sys.stderr  # type: ignore[attr-defined]
-    stats.sort_stats("tottime").print_stats(30)
-    stats.sort_stats("cumtime").print_stats(50)
+
+def run_server(
+    variant: str, tmp: Path, plan: dict[str, Any], args: argparse.Namespace, spy: str | None
+) -> dict[str, Any]:
+    """Build the variant, serve it (`changji serve`, or the floor), drive the load; the driver's result."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    data_dir = tmp / variant
+    config: dict[str, Any] = {
+        "base": base, "clients": plan["clients"], "seconds": plan["seconds"],
+    }  # fmt: skip
+    env = {**os.environ, "CHANGJI_EMBEDDER": args.embedder}
+    if variant == "floor":
+        data_dir.mkdir(parents=True)
+        config.update(key="floor", story_id=str(uuid.uuid4()), tip=str(uuid.uuid4()))
+        command = [sys.executable, os.path.abspath(__file__), "--floor", f"{port}:{data_dir / 'floor.sqlite'}"]
+    else:
+        config.update(build_variant(variant, data_dir, plan["story_turns"]))
+        changji = str(Path(sys.executable).with_name("changji"))
+        command = [changji, "--log-level", "WARNING", "serve", "--data-dir", str(data_dir), "--port", str(port)]
+    raw = tmp / f"py-spy-{variant}.txt"
+    log_path = tmp / f"server-{variant}.log"
+    server_log = log_path.open("wb")
+    proc = subprocess.Popen(command, stdout=server_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        wait_healthy(base, proc)
+        if variant != "floor":
+            settled = wait_settled(base, config["key"], config["story_id"], plan["settle_limit"])
+            log(f"[{variant}] background jobs settled in {settled:.1f}s")
+        server_cpu = cpu_seconds(proc.pid)
+        profiler = None
+        if spy:  # attached once the server is up and settled: the samples are of the load alone
+            seconds = str(int(plan["seconds"]))
+            profiler = subprocess.Popen(
+                [spy, "record", "--pid", str(proc.pid), "--gil", "--format", "raw", "--rate", "200",
+                 "--duration", seconds, "--output", str(raw)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        log(
+            f"[{variant}] server up on {base}; driving {plan['clients']} clients for {plan['seconds']:.0f}s "
+            "from a separate process…"
+        )
+        result = run_driver(config)
+        result["server_cpu_s"] = cpu_seconds(proc.pid) - server_cpu
+        result["server_rss_mb"] = rss_mb(proc.pid)
+        if profiler is not None:
+            profiler.wait(timeout=60)
+    except BaseException:
+        server_log.flush()
+        log(log_path.read_text(errors="replace")[-3000:])
+        raise
+    finally:
+        stop(proc)
+        server_log.close()
+    if spy and raw.exists():
+        summarize_pyspy(raw, variant)
+        if args.profile_dir:
+            args.profile_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copy(raw, args.profile_dir / raw.name)
     return result
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux /proc), MB; -1 if unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return -1.0
+
+
+def variant_figures(variant: str, result: dict[str, Any], figures: dict[str, Any]) -> None:
+    latencies: dict[str, list[float]] = result["latencies"]
+    every = [x for kind in KINDS for x in latencies[kind]]
+    errors = sum(result["errors"].values())
+    for message, count in sorted(result["errors"].items(), key=lambda kv: -kv[1])[:10]:
+        log(f"[{variant}] error ×{count}: {message}")
+    v = variant
+    figures[f"{v}_turns_per_s"] = result["turns"] / result["duration_s"]
+    figures[f"{v}_p50_ms"] = percentile(every, 50) * 1000
+    figures[f"{v}_p99_ms"] = percentile(every, 99) * 1000
+    figures[f"{v}_max_ms"] = max(every) * 1000 if every else -1
+    figures[f"{v}_errors"] = errors
+    figures[f"{v}_turns"] = result["turns"]
+    figures[f"{v}_duration_s"] = result["duration_s"]
+    for kind in KINDS:
+        figures[f"{v}_{kind}_p50_ms"] = median_ms(latencies[kind])
+        figures[f"{v}_{kind}_p99_ms"] = percentile(latencies[kind], 99) * 1000
+    figures[f"{v}_cold_context_ms"] = result["cold_context_ms"]
+    figures[f"{v}_context_response_kb"] = result["context_kb"]
+    # cores busy during the load (2 on this machine)
+    figures[f"{v}_server_cpu_cores"] = result.get("server_cpu_s", 0.0) / result["duration_s"]
+    figures[f"{v}_client_cpu_cores"] = result["client_cpu_s"] / result["duration_s"]
+    figures[f"{v}_server_rss_mb"] = result.get("server_rss_mb", -1.0)
+    log(f"[{v}] {result['turns']} turns in {result['duration_s']:.1f}s = {figures[f'{v}_turns_per_s']:.0f} turns/s; "
+        f"p50 {figures[f'{v}_p50_ms']:.1f} ms, p99 {figures[f'{v}_p99_ms']:.1f} ms, {errors} errors")  # fmt: skip
 
 
 def main() -> None:
@@ -283,114 +431,37 @@ def main() -> None:
     if args.drive:
         print(json.dumps(asyncio.run(drive(json.loads(args.drive)))), flush=True)
         return
-
-    from api.settings import Settings
-    from domain.application import Changji
-    from projections.read_models.store import ReadModels
-    from projections.runner import ProjectionRunner
-    from storage.service_db import ServiceDB
-
+    if args.floor:
+        port, _, path = args.floor.partition(":")
+        serve_floor(int(port), Path(path))
+        return
     plan = QUICK if args.quick else FULL
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        raise SystemExit(f"unknown variants: {', '.join(sorted(unknown))} (choose from {', '.join(VARIANTS)})")
+    spy = py_spy() if args.profile else None
+    if args.profile and spy is None:
+        raise SystemExit("--profile needs py-spy (pip install py-spy, or set $PY_SPY)")
     started = time.perf_counter()
+    figures: dict[str, Any] = {"story_turns": plan["story_turns"], "clients": plan["clients"]}
     with tempfile.TemporaryDirectory(prefix="changji-bench-http-") as tmp:
-        data_dir = Path(tmp) / "data"
-        settings = Settings(data_dir=data_dir)
-        data_dir.mkdir(parents=True)
-        app = Changji(env=settings.event_store_env())
-        log(f"http bench ({'quick' if args.quick else 'full'}): building a {plan['story_turns']}-turn story…")
-        built = build_story(app, plan["story_turns"], texts(), tenant=TENANT)
-        store = ReadModels(settings.read_models_path)
-        runner = ProjectionRunner(app, store)
-        t0 = time.perf_counter()
-        position = runner.catch_up()
-        log(f"  read models caught up to {position:,} in {time.perf_counter() - t0:.1f}s")
-        close = getattr(store, "close", None)
-        close() if callable(close) else store.writer.conn.close()
-        app.close()
-        db = ServiceDB(settings.service_db_path)
-        _, key = db.create_key(TENANT, "ops/bench/http_load.py")
-        db.close()
-
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        config = {
-            "base": base, "key": key, "story_id": str(built.story_id), "tip": str(built.tip_id),
-            "turns": plan["turns"], "clients": plan["clients"], "time_limit": plan["time_limit"],
-        }  # fmt: skip
-        spy = py_spy() if args.profile else None
-        if args.profile and spy is None:
-            log("py-spy not found: profiling the server in this process with cProfile")
-            result = serve_in_process_profiled(data_dir, port, config)
-        else:
-            changji = str(Path(sys.executable).with_name("changji"))
-            command = [changji, "--log-level", "WARNING", "serve", "--data-dir", str(data_dir), "--port", str(port)]
-            raw = Path(tmp) / "py-spy.txt"
-            if spy:
-                command = [
-                    spy,
-                    "record",
-                    "--gil",
-                    "--format",
-                    "raw",
-                    "--rate",
-                    "200",
-                    "--output",
-                    str(raw),
-                    "--",
-                    *command,
-                ]
-            server_log = (Path(tmp) / "server.log").open("wb")
-            proc = subprocess.Popen(command, stdout=server_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            server_pid = 0  # under py-spy, the server is py-spy's child
-            try:
-                wait_healthy(base, proc)
-                server_pid = (children_of(proc.pid) or [0])[0] if spy else 0
-                server_cpu = cpu_seconds(server_pid or proc.pid)
-                log(f"  server up on {base}; driving {plan['clients']} clients × {plan['turns']} turns "
-                    f"(limit {plan['time_limit']:.0f}s) from a separate process…")  # fmt: skip
-                result = run_driver(config)
-                result["server_cpu_s"] = cpu_seconds(server_pid or proc.pid) - server_cpu
-            except BaseException:
-                server_log.flush()
-                log((Path(tmp) / "server.log").read_text(errors="replace")[-3000:])
-                raise
-            finally:
-                stop(proc, server_pid or None)
-                server_log.close()
-            if spy and raw.exists():
-                summarize_pyspy(raw)
-
-    latencies: dict[str, list[float]] = result["latencies"]
-    every = [x for kind in KINDS for x in latencies[kind]]
-    errors = sum(result["errors"].values())
-    for message, count in sorted(result["errors"].items(), key=lambda kv: -kv[1])[:10]:
-        log(f"  error ×{count}: {message}")
-    figures: dict[str, Any] = {
-        "turns_per_s": result["turns"] / result["duration_s"],
-        "p50_ms": percentile(every, 50) * 1000,
-        "p99_ms": percentile(every, 99) * 1000,
-        "errors": errors,
-        "requests": len(every) + sum(n for m, n in result["errors"].items() if "HTTP" not in m),
-        "duration_s": result["duration_s"],
-        "turns": result["turns"],
-        "clients": plan["clients"],
-        "story_turns": plan["story_turns"],
-    }
-    for kind in KINDS:
-        figures[f"{kind}_p50_ms"] = median_ms(latencies[kind])
-        figures[f"{kind}_p99_ms"] = percentile(latencies[kind], 99) * 1000
-    figures["max_ms"] = max(every) * 1000 if every else -1
-    figures["cold_context_ms"] = result["cold_context_ms"]
-    figures["context_response_kb"] = result["context_kb"]
-    # cores busy during the load (2 on this machine): the server is one process, one GIL
-    figures["server_cpu_cores"] = result.get("server_cpu_s", 0.0) / result["duration_s"]
-    figures["client_cpu_cores"] = result["client_cpu_s"] / result["duration_s"]
-    figures["hit_time_limit"] = bool(result["timed_out"])
+        for variant in variants:
+            variant_figures(variant, run_server(variant, Path(tmp), plan, args, spy), figures)
+    served = [v for v in ("raw", "compacted") if v in variants]
+    if len(served) == 2:
+        rates = [figures[f"{v}_turns_per_s"] for v in served]
+        figures["variant_ratio"] = max(rates) / min(rates) if min(rates) else -1
+        figures["variant_p99_ratio"] = max(figures["raw_p99_ms"], figures["compacted_p99_ms"]) / max(
+            min(figures["raw_p99_ms"], figures["compacted_p99_ms"]), 1e-9
+        )
+    if "floor" in variants and served:
+        floor = figures["floor_turns_per_s"]
+        for v in served:
+            figures[f"{v}_share_of_floor"] = figures[f"{v}_turns_per_s"] / floor if floor else -1
     figures["profiled"] = bool(args.profile)
     figures["quick"] = bool(args.quick)
     figures["bench_s"] = time.perf_counter() - started
-    log(f"  {figures['turns']} turns in {figures['duration_s']:.1f}s = {figures['turns_per_s']:.0f} turns/s; "
-        f"p50 {figures['p50_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms, {errors} errors")  # fmt: skip
     emit(figures)
 
 

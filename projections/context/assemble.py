@@ -24,6 +24,7 @@ from projections.context.scene import tail_blocks
 from projections.context.summaries import SummaryBlock, summary_blocks
 from projections.context.system_prompt import build_system_prompt, fill_macros
 from projections.context.window import (
+    COUNTED_TEXTS,
     MESSAGE,
     MESSAGE_OVERHEAD_TOKENS,
     NODE,
@@ -100,14 +101,23 @@ def assemble_context(
             for i, block in enumerate(blocks)
         ]
 
+    def summary_tokens(of: Layers) -> int:
+        """What the layers `of` take, remembered by what they are made of (the render epoch covers the
+        anchors they quote): trying episodes one by one asks for the same layers turn after turn."""
+        made_of = (_made_of(of), char, user, epoch)
+        tokens = cache.summaries.get(made_of)
+        if tokens is None:
+            tokens = cache.summaries[made_of] = sum(s.tokens for s in counted(of))
+            if len(cache.summaries) > COUNTED_TEXTS:
+                del cache.summaries[next(iter(cache.summaries))]
+        return tokens
+
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
     recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
     share = settings.recall_tokens if recalling else 0
     if settings.fill_window and window.cut_at is None and load is not None:  # room left: fill it word for word
         room = key.budget - scene_tokens - share
-        window, layers = unfold_episodes(
-            window, layers, room, lambda of: sum(s.tokens for s in counted(of)), load, cache, windows
-        )
+        window, layers = unfold_episodes(window, layers, room, summary_tokens, load, cache, windows)
     summaries = counted(layers)
     extra = scene_tokens + sum(summary.tokens for summary in summaries)
     if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
@@ -117,10 +127,10 @@ def assemble_context(
         window = extend_window(window, [], key._replace(budget=key.budget - extra - share))
         shown = frozenset(str(node.id) for node, _ in layers.episodes)
         hits = recall(window.kept[0][NODE].depth, shown)
-        block = recall_block(hits, char, user, share, cache.count_raw, fill_macros)
+        block = recall_block(hits, char, user, share, cache.count_line, fill_macros)
         if block is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
-            extra += cache.count_raw(block.text)
+            extra += block.tokens if block.tokens is not None else cache.count_raw(block.text)
     assembly = _Assembly(cache, budget)
     assembly.open(system, summaries, window.cut_at, layers.covered_depth, window.kept)
     body = window.kept[:-1] if ends_with_user else window.kept  # the leaf's own words are added last, below
@@ -129,6 +139,45 @@ def assemble_context(
     if ends_with_user:
         assembly.add_leaf(tails, window.kept[-1])  # the leaf's turn is always kept, and the leaf ends it
     return assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers, window.kept)
+
+
+def leaves_turns_out(
+    card: CardData,
+    settings: StorySettings,
+    upward: Iterable[NodeView],
+    cache: RenderCache,
+    windows: WindowCache | None,
+    epoch: int,
+    load: Callable[[UUID], NodeView],
+    summarized: bool,
+    reserve: int,
+) -> bool:
+    """Whether the context at a reply (the path read leaf→root) leaves turns out for the budget, or
+    would once `reserve` more tokens are taken (the next turn's recall share): the test a reply's
+    write makes before it announces a compaction. Decided on the window of turns below the summaries:
+    turns `fill_window` shows again word for word only take room that is left (they are summarized),
+    so a context filled to its budget is not one that leaves turns out. Fits the same window (from the
+    same cache) as `assemble_context` at that reply, and builds no messages."""
+    char, user = card.name, settings.user_name
+    budget = max(settings.context_window - settings.reply_reserve, 0)
+    iterator = iter(upward)
+    leaf = next(iterator)
+    fixed = cache.count(build_system_prompt(card, user))
+    key = WindowKey(budget - fixed, char, user, epoch)
+    window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows)
+    if windows is not None and window.settled:
+        windows.put(leaf.id, window)
+    if window.cut_at is not None:
+        return True
+    layers = layers_from(window.boundary, load) if window.boundary is not None else NO_LAYERS
+    blocks = summary_blocks(layers, load, char, user, fill_macros)
+    summaries = sum(map(cache.count_raw, (b.text for b in blocks))) + (MESSAGE_OVERHEAD_TOKENS if blocks else 0)
+    return fixed + summaries + window.tokens + reserve > budget
+
+
+def _made_of(layers: Layers) -> tuple[object, ...]:
+    digest = (layers.digest[0].id, layers.digest[0].version) if layers.digest else None
+    return (digest, *((node.id, node.version) for node, _ in layers.episodes))
 
 
 SUMMARY_KINDS = frozenset({"digest", "episode", "anchors"})
@@ -296,7 +345,12 @@ class _Assembly:
             self.messages.append(Message("user", content))
         last = len(self.messages) - 1
         for block in tails:
-            counted = self.cache.count(block.text) if block.what == "instructions" else self.cache.count_raw(block.text)
+            if block.tokens is not None:
+                counted = block.tokens
+            elif block.what == "instructions":
+                counted = self.cache.count(block.text)
+            else:
+                counted = self.cache.count_raw(block.text)
             span = (offset, offset + len(block.text))
             self.explain.append(
                 ExplainBlock(

@@ -21,7 +21,9 @@ def recall_block(
     count: Callable[[str], int],
     fill: Callable[[str, str, str], str],
 ) -> TailBlock | None:
-    """The block for the best hits that fit `budget` tokens (None: none fits, or nothing was recalled)."""
+    """The block for the best hits that fit `budget` tokens (None: none fits, or nothing was recalled).
+    Its tokens are the opener's and each line's, a token for each line break: the lines recur from turn
+    to turn (`count` remembers them), a block of them rarely does."""
     kept: list[tuple[Hit, str]] = []
     used = count(OPENER)
     for hit in hits:  # best first: the least relevant are the ones left out
@@ -38,7 +40,7 @@ def recall_block(
     found = sorted({name for hit, _ in kept for name in hit.found_by})
     why = f"recalled for the user's words: {len(kept)} of {len(hits)} passages ({' + '.join(found)}), fused scores"
     node_ids = tuple(UUID(hit.row["node_id"]) for hit, _ in kept)
-    return TailBlock("recall", why, text, node_ids, tuple(round(hit.score, 4) for hit, _ in kept))
+    return TailBlock("recall", why, text, node_ids, tuple(round(hit.score, 4) for hit, _ in kept), used)
 
 
 def recall_line(hit: Hit, char: str, user: str, fill: Callable[[str, str, str], str]) -> str:

@@ -42,6 +42,7 @@ class TailBlock:
     text: str
     node_ids: tuple[UUID, ...] = ()
     scores: tuple[float, ...] = ()
+    tokens: int | None = None  # as the block counted itself, line by line, when it was made (None: count the text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from projections.context.system_prompt import fill_macros
 
 MESSAGE_OVERHEAD_TOKENS = 4
 COUNTED_TEXTS = 1024  # distinct system prompts and instructions whose counts are kept
+COUNTED_LINES = 32_768  # recalled lines whose counts are kept (by the text's hash: a few MB)
 SPANS = 4096  # summarized spans remembered rendered (or as too big)
 UNSETTLED = ("writing", "waiting")
 NODE: Final = 0  # the parts of a `Rendered`, by name
@@ -60,6 +61,8 @@ class RenderCache:
         self.maxsize = maxsize
         self._items: dict[tuple[int, int], tuple[str, str, str, int]] = {}  # → (char, user, text, tokens)
         self._counts: dict[str, int] = {}
+        self._lines: dict[int, int] = {}
+        self.summaries: dict[tuple[object, ...], int] = {}  # summary layers' tokens, by what they are made of
 
     def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
         key = (node.id.int, node.version)
@@ -79,6 +82,17 @@ class RenderCache:
             tokens = self._counts[key] = self.counter.count(text)
             if len(self._counts) > COUNTED_TEXTS:
                 del self._counts[next(iter(self._counts))]
+        return tokens
+
+    def count_line(self, text: str) -> int:
+        """Tokens of a recalled line, remembered by the text's hash: a story's passages come back turn
+        after turn, in ever other company, and there are too many of them to keep their texts."""
+        key = hash(text)
+        tokens = self._lines.get(key)
+        if tokens is None:
+            tokens = self._lines[key] = self.counter.count(text)
+            if len(self._lines) > COUNTED_LINES:
+                del self._lines[next(iter(self._lines))]
         return tokens
 
     def count(self, text: str) -> int:
