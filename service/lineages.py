@@ -18,10 +18,12 @@ from uuid import UUID
 from domain.values import NodeView
 
 Load = Callable[[UUID], NodeView]
+Ancestry = Callable[[UUID], "list[tuple[str, int]] | None"]  # (id, depth) up to the root, leaf first; None: unknown
 OnPath = Container[object]  # `node_id in it`: whether the node (its id as a string) is on the path
-BRANCHES = 16  # branches kept per story (the least recently used goes first)
+BRANCHES = 64  # branches kept per story (the least recently used goes first)
 BRANCH_NODES = 2048  # a branch longer than this becomes the story's trunk
 STORIES = 256  # stories whose trunks are kept
+FAR = 64  # nodes walked up one by one before the rest of a path is asked of the read models
 
 
 class Lineage:
@@ -44,8 +46,16 @@ class Lineage:
             node = load(node.parent_id) if node.parent_id is not None else None
         return chain, node
 
-    def move_to(self, leaf: NodeView, load: Load) -> None:
-        chain, fork = self.fork(leaf, load)
+    def move_to(self, leaf: NodeView, load: Load, ancestry: Ancestry | None = None) -> None:
+        chain, fork = self.fork(leaf, load, FAR if ancestry is not None else None)
+        if fork is None and ancestry is not None and chain and chain[-1].parent_id is not None:
+            above = ancestry(chain[-1].parent_id)
+            if above is not None:  # the rest of the path in one query
+                self.ids = [node_id for node_id, _ in reversed(above)] + [str(n.id) for n in reversed(chain)]
+                self.depth_of = {node_id: depth for node_id, depth in above}
+                self.depth_of.update((str(n.id), n.depth) for n in chain)
+                return
+            chain, fork = self.fork(leaf, load)  # not folded yet: node by node
         self._replace(chain, fork.depth + 1 if fork is not None else 0)
 
     def _replace(self, chain: list[NodeView], keep: int) -> None:
@@ -80,8 +90,10 @@ class Branch:
 class StoryLineage:
     """A story's trunk and its recent branches, by tip."""
 
-    def __init__(self, branches: int = BRANCHES, branch_nodes: int = BRANCH_NODES) -> None:
-        self.trunk = Lineage()
+    def __init__(
+        self, branches: int = BRANCHES, branch_nodes: int = BRANCH_NODES, ancestry: Ancestry | None = None
+    ) -> None:
+        self.trunk, self.ancestry = Lineage(), ancestry
         self.branches: OrderedDict[UUID, Branch] = OrderedDict()
         self.most, self.longest = branches, branch_nodes
 
@@ -89,6 +101,8 @@ class StoryLineage:
         """The path to `leaf`, moving the trunk or a branch there: one walk up from the leaf, to the
         first node that is a remembered branch's tip or on the trunk."""
         trunk = self.trunk
+        if not trunk.ids:  # the story's first: the whole path
+            return self._move_trunk(leaf, load)
         chain: list[NodeView] = []
         node: NodeView | None = leaf
         while node is not None and len(chain) <= self.longest:
@@ -120,7 +134,7 @@ class StoryLineage:
     def _move_trunk(self, leaf: NodeView, load: Load) -> Lineage:
         """The trunk moved to `leaf` by walking up to where it forks; the branches named the trunk as it
         was, so they go."""
-        self.trunk.move_to(leaf, load)
+        self.trunk.move_to(leaf, load, self.ancestry)
         self.branches.clear()
         return self.trunk
 
@@ -139,12 +153,18 @@ class Prefix:
 class Lineages:
     """The trunks and branches of the most recently used stories."""
 
-    def __init__(self, stories: int = STORIES, branches: int = BRANCHES, branch_nodes: int = BRANCH_NODES) -> None:
-        self.stories, self.branches, self.branch_nodes = stories, branches, branch_nodes
+    def __init__(
+        self,
+        stories: int = STORIES,
+        branches: int = BRANCHES,
+        branch_nodes: int = BRANCH_NODES,
+        ancestry: Ancestry | None = None,
+    ) -> None:
+        self.stories, self.branches, self.branch_nodes, self.ancestry = stories, branches, branch_nodes, ancestry
         self._of: OrderedDict[UUID, StoryLineage] = OrderedDict()
 
     def at(self, story_id: UUID, leaf: NodeView, load: Load) -> OnPath:
-        story = self._of.pop(story_id, None) or StoryLineage(self.branches, self.branch_nodes)
+        story = self._of.pop(story_id, None) or StoryLineage(self.branches, self.branch_nodes, self.ancestry)
         self._of[story_id] = story
         if len(self._of) > self.stories:
             self._of.popitem(last=False)

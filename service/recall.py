@@ -43,7 +43,7 @@ MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns 
 # the archive, so a long story that keeps moving would otherwise keep a core busy rebuilding; this way
 # builds take at most 1 / (1 + BUILD_REST) of the time, whatever the story's length (its index lags
 # by a few more turns, which the verbatim window holds anyway)
-BUILD_REST = 9.0
+BUILD_REST = 19.0
 RETRY_SECONDS = 30.0  # after the embedder failed, the wait before a story's vectors are tried again
 QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
 

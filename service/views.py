@@ -65,7 +65,7 @@ class StoryViews:
         self.recall_seconds = recall_seconds
         self.renders = RenderCache(counter)
         self.windows = WindowCache()
-        self._lineages = Lineages()
+        self._lineages = Lineages(ancestry=store.ancestry)
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing."""

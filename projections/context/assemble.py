@@ -28,6 +28,7 @@ from projections.context.window import (
     MESSAGE,
     MESSAGE_OVERHEAD_TOKENS,
     NODE,
+    RECALL_LINES,
     TEXT,
     TOKENS,
     RenderCache,
@@ -127,7 +128,9 @@ def assemble_context(
         window = extend_window(window, [], key._replace(budget=key.budget - extra - share))
         shown = frozenset(str(node.id) for node, _ in layers.episodes)
         hits = recall(window.kept[0][NODE].depth, shown)
-        block = recall_block(hits, char, user, share, cache.count_line, fill_macros)
+        if len(cache.recall_lines) > RECALL_LINES:
+            cache.recall_lines.clear()  # (refilled by the passages that come back)
+        block = recall_block(hits, char, user, share, cache.count_line, fill_macros, cache.recall_lines)
         if block is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
             extra += block.tokens if block.tokens is not None else cache.count_raw(block.text)

@@ -4,7 +4,7 @@ labelled with its turn (and marked when the user hid it) — an episode summary 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from uuid import UUID
 
 from projections.context.records import TailBlock
@@ -20,14 +20,21 @@ def recall_block(
     budget: int,
     count: Callable[[str], int],
     fill: Callable[[str, str, str], str],
+    lines: MutableMapping[tuple[str, int, str, str], str] | None = None,
 ) -> TailBlock | None:
     """The block for the best hits that fit `budget` tokens (None: none fits, or nothing was recalled).
     Its tokens are the opener's and each line's, a token for each line break: the lines recur from turn
-    to turn (`count` remembers them), a block of them rarely does."""
+    to turn (`count` remembers them), a block of them rarely does; so do the lines themselves, kept in
+    `lines` by passage, version and names (the caller bounds it)."""
     kept: list[tuple[Hit, str]] = []
     used = count(OPENER)
     for hit in hits:  # best first: the least relevant are the ones left out
-        line = recall_line(hit, char, user, fill)
+        key = (str(hit.row["id"]), int(hit.row["seq"]), char, user)
+        line = lines.get(key) if lines is not None else None
+        if line is None:
+            line = recall_line(hit, char, user, fill)
+            if lines is not None:
+                lines[key] = line
         tokens = count(line) + 1
         if used + tokens > budget:
             break

@@ -26,6 +26,7 @@ from projections.context.system_prompt import fill_macros
 MESSAGE_OVERHEAD_TOKENS = 4
 COUNTED_TEXTS = 1024  # distinct system prompts and instructions whose counts are kept
 COUNTED_LINES = 32_768  # recalled lines whose counts are kept (by the text's hash: a few MB)
+RECALL_LINES = 8192  # recalled lines kept as made (a few MB of text)
 SPANS = 4096  # summarized spans remembered rendered (or as too big)
 UNSETTLED = ("writing", "waiting")
 NODE: Final = 0  # the parts of a `Rendered`, by name
@@ -63,6 +64,7 @@ class RenderCache:
         self._counts: dict[str, int] = {}
         self._lines: dict[int, int] = {}
         self.summaries: dict[tuple[object, ...], int] = {}  # summary layers' tokens, by what they are made of
+        self.recall_lines: dict[tuple[str, int, str, str], str] = {}  # by passage id, its seq and the names
 
     def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
         key = (node.id.int, node.version)

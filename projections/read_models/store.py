@@ -325,6 +325,17 @@ class ReadModels:
         ).fetchone()
         return row is not None
 
+    def ancestry(self, node_id: UUID) -> list[tuple[str, int]] | None:
+        """(id, depth) of the node and every node above it, leaf first; None if it is not folded yet."""
+        rows = self.db.execute(
+            "with recursive up(id, parent_id, depth) as ("
+            " select id, parent_id, depth from nodes where id = ?"
+            " union all select n.id, n.parent_id, n.depth from nodes n join up on n.id = up.parent_id)"
+            " select id, depth from up",
+            [str(node_id)],
+        ).fetchall()
+        return [(str(r[0]), int(r[1])) for r in rows] if rows else None
+
     def path_ids(self, node_id: UUID, min_depth: int) -> set[UUID]:
         rows = self.db.execute(
             "with recursive up(id, parent_id, depth) as ("

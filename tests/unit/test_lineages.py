@@ -21,7 +21,7 @@ class Tree:
     def __init__(self) -> None:
         self.nodes: dict[UUID, NodeView] = {}
         self.root = self.add(None)
-        self.loads = 0
+        self.loads = self.queries = 0
 
     def add(self, parent: NodeView | None) -> NodeView:
         depth = parent.depth + 1 if parent else 0
@@ -36,6 +36,19 @@ class Tree:
         self.loads += 1
         return self.nodes[node_id]
 
+    def ancestry(self, node_id: UUID) -> list[tuple[str, int]] | None:
+        """As the read models answer: (id, depth) up to the root, unless the node is among the newest
+        (not folded yet)."""
+        if node_id in list(self.nodes)[-3:]:
+            return None
+        self.queries += 1
+        out, node = [], self.nodes[node_id]
+        while True:
+            out.append((str(node.id), node.depth))
+            if node.parent_id is None:
+                return out
+            node = self.nodes[node.parent_id]
+
     def ancestors(self, leaf: NodeView) -> set[str]:
         out, node = set(), leaf
         while node is not None:
@@ -49,10 +62,11 @@ steps = st.lists(st.tuples(st.floats(0, 1), st.integers(0, 40)), min_size=1, max
 
 
 @settings(max_examples=200, deadline=None)
-@given(steps=steps, small=st.booleans())
-def test_membership_is_exactly_the_path(steps: list[tuple[float, int]], small: bool) -> None:
+@given(steps=steps, small=st.booleans(), bulk=st.booleans())
+def test_membership_is_exactly_the_path(steps: list[tuple[float, int]], small: bool, bulk: bool) -> None:
     tree = Tree()
-    paths = Lineages(branches=3, branch_nodes=8) if small else Lineages()
+    ancestry = tree.ancestry if bulk else None
+    paths = Lineages(branches=3, branch_nodes=8, ancestry=ancestry) if small else Lineages(ancestry=ancestry)
     order = [tree.root]
     for where, grow in steps:
         leaf = order[min(int(where * len(order)), len(order) - 1)]
@@ -96,3 +110,14 @@ def test_a_branch_grown_long_becomes_the_trunk() -> None:
     assert str(trunk.id) not in on_path and str(side.id) in on_path
     story = paths._of[STORY]
     assert story.trunk.ids[-1] == str(side.id) and not story.branches
+
+
+def test_a_story_first_seen_deep_is_read_from_the_read_models_not_node_by_node() -> None:
+    tree = Tree()
+    leaf = tree.root
+    for _ in range(5000):
+        leaf = tree.add(leaf)
+    paths = Lineages(ancestry=tree.ancestry)
+    on_path = paths.at(STORY, leaf, tree.load)
+    assert tree.queries == 1 and tree.loads <= 70
+    assert str(tree.root.id) in on_path and str(leaf.id) in on_path
