@@ -32,6 +32,7 @@ from service.views import StoryViews
 from service.writes import StoryWrites
 from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from storage.embedding_cache import EmbeddingCache
+from storage.notifications import SQLiteNotifications
 from storage.service_db import ServiceDB
 
 Step = Callable[[], Awaitable[None]]
@@ -132,7 +133,7 @@ def bootstrap(
             checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
     app = app or Changji(env=env)
     store = store or ReadModels(settings.read_models_path, LOG_LIMIT_BYTES if checkpointer else None)
-    runner = ProjectionRunner(app, store)
+    runner = ProjectionRunner(app, store, SQLiteNotifications.of(app))
     read_side = ReadSide(runner, settings.poll_interval)
     # where every commit waits for the disk, a command on the loop would hold it that long
     inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"

@@ -28,10 +28,18 @@ class NotificationSource(Protocol):
     mapper: Any
 
 
+class BulkReader(Protocol):
+    """Events of the notification log decoded in bulk (`storage.notifications.SQLiteNotifications`)."""
+
+    def read(self, start: int, limit: int, stop: int | None = None) -> list[tuple[int, Any]]: ...
+
+
 class ProjectionRunner:
-    def __init__(self, source: NotificationSource, store: ReadModels) -> None:
+    def __init__(self, source: NotificationSource, store: ReadModels, reader: BulkReader | None = None) -> None:
+        """`reader`: reads the log faster than the source's recorder and mapper (None: those)."""
         self.source = source
         self.store = store
+        self.reader = reader
         self.position = store.position()
         self._lock = threading.Lock()
 
@@ -69,12 +77,9 @@ class ProjectionRunner:
 
     def _catch_up(self, until: int | None, progress: Callable[[int], None] | None) -> int:
         while until is None or self.position < until:
-            notifications = self.source.recorder.select_notifications(start=self.position + 1, limit=BATCH)
-            if not notifications:
+            batch = self._read(self.position + 1, BATCH)
+            if not batch:
                 break
-            batch = []
-            for n in notifications:
-                batch.append((n.id, self.source.mapper.to_domain_event(n)))
             try:
                 self.position = self.store.apply(batch)
             except Exception:
@@ -82,9 +87,15 @@ class ProjectionRunner:
                 raise
             if progress is not None:
                 progress(len(batch))
-            if len(notifications) < BATCH:
+            if len(batch) < BATCH:
                 break  # that was the end of the log: no need to ask again
         return self.position
+
+    def _read(self, start: int, limit: int) -> list[tuple[int, Any]]:
+        if self.reader is not None:
+            return self.reader.read(start, limit)
+        mapper = self.source.mapper
+        return [(n.id, mapper.to_domain_event(n)) for n in self.source.recorder.select_notifications(start=start, limit=limit)]
 
     def index_search(self, limit: int | None = None) -> int:
         """Bring the full-text index up to date with the texts folded so far (at most `limit` texts,

@@ -1,0 +1,95 @@
+"""The event store's notification log read in bulk, for folding many events at once (a rebuild, a
+catch-up after a restart): the same domain events the application's mapper makes, decoded faster.
+
+eventsourcing's mapper decodes each stored event with the standard `json` module and an object hook
+in Python; here the rows come straight from SQLite on a connection of their own, their JSON is parsed
+by orjson and only the marked values (`{"_type_": …, "_data_": …}`) go through the application's own
+transcodings. The result is exactly what `mapper.to_domain_event` returns (tested event for event),
+about four times faster. Stores other than SQLite, or a mapper that compresses or encrypts, are read
+through the recorder and the mapper as before (`ProjectionRunner` falls back).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+from uuid import UUID
+
+import orjson
+from eventsourcing.utils import resolve_topic
+
+
+class SQLiteNotifications:
+    """Reads (notification id, domain event) pairs from an eventsourcing SQLite event store file."""
+
+    def __init__(self, path: str, transcoder: Any, table: str = "stored_events") -> None:
+        self.path, self.table = path, table
+        self.names: dict[str, Any] = dict(transcoder.names)
+        self._conn: sqlite3.Connection | None = None
+        self._classes: dict[str, type] = {}
+
+    @classmethod
+    def of(cls, source: Any) -> SQLiteNotifications | None:
+        """A reader for an application whose events are in an SQLite file, stored as plain JSON."""
+        mapper, recorder = getattr(source, "mapper", None), getattr(source, "recorder", None)
+        datastore = getattr(recorder, "datastore", None)
+        pool = getattr(datastore, "pool", None)
+        path = getattr(pool, "db_name", None)
+        if mapper is None or mapper.compressor or mapper.cipher or not isinstance(path, str):
+            return None
+        if getattr(pool, "is_sqlite_memory_mode", True) or getattr(datastore, "originator_id_type", "") != "uuid":
+            return None
+        return cls(path, mapper.transcoder, recorder.events_table_name)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False)  # (reads only)
+            self._conn.execute("PRAGMA busy_timeout=5000")
+        return self._conn
+
+    def read(self, start: int, limit: int, stop: int | None = None) -> list[tuple[int, Any]]:
+        """Up to `limit` events from notification id `start` on (up to `stop`), in order."""
+        sql = f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.table} WHERE rowid >= ?"
+        args: list[int] = [start]
+        if stop is not None:
+            sql += " AND rowid <= ?"
+            args.append(stop)
+        rows = self._connection().execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
+        return [(row[0], self._event(row[1], row[2], row[3], row[4])) for row in rows]
+
+    def _event(self, originator_id: str, version: int, topic: str, state: bytes) -> Any:
+        cls = self._classes.get(topic)
+        if cls is None:
+            cls = self._classes[topic] = resolve_topic(topic)
+        values: dict[str, Any] = orjson.loads(state)
+        for key, value in values.items():
+            if type(value) is dict or type(value) is list:
+                values[key] = self._decoded(value)
+        values["originator_id"] = UUID(originator_id)
+        values["originator_version"] = version
+        class_version = getattr(cls, "class_version", 1)
+        from_version = values.pop("class_version", 1)
+        while from_version < class_version:
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(values)
+            from_version += 1
+        event = object.__new__(cls)
+        object.__setattr__(event, "__dict__", values)
+        return event
+
+    def _decoded(self, value: Any) -> Any:
+        """Marked values by their transcodings, inner ones first (as the JSON object hook does)."""
+        if type(value) is list:
+            return [self._decoded(v) if type(v) is dict or type(v) is list else v for v in value]
+        if type(value) is not dict:
+            return value
+        for key, inner in value.items():
+            if type(inner) is dict or type(inner) is list:
+                value[key] = self._decoded(inner)
+        if len(value) == 2 and "_type_" in value and "_data_" in value:
+            return self.names[value["_type_"]].decode(value["_data_"])
+        return value
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
