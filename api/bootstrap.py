@@ -132,9 +132,12 @@ def bootstrap(
             env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
             checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
     app = app or Changji(env=env)
+    rebuilt_in = settings.data_dir if settings.persistence == "sqlite" and store is None else None
     store = store or ReadModels(settings.read_models_path, LOG_LIMIT_BYTES if checkpointer else None)
     runner = ProjectionRunner(app, store, SQLiteNotifications.of(app))
-    read_side = ReadSide(runner, settings.poll_interval)
+    read_side = ReadSide(runner, settings.poll_interval, data_dir=rebuilt_in)  # rebuilt read models offered there
+    if checkpointer is not None:
+        read_side.on_adopted(checkpointer.replace)
     # where every commit waits for the disk, a command on the loop would hold it that long
     inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
     executor = Executor(read_side, inline_commands=inline)

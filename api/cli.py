@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,11 @@ from api.keys import SERVICE
 from api.server import AccessLog
 from api.server import serve as serve_app
 from api.settings import Settings
+from domain.application import Changji
+from projections.read_models.store import ReadModels
+from projections.runner import ProjectionRunner
+from storage import read_model_files
+from storage.notifications import SQLiteNotifications
 from storage.service_db import ServiceDB
 
 DATA_DIR = click.option(
@@ -49,21 +55,24 @@ def serve(data_dir: Path | None, host: str | None, port: int | None) -> None:
         _, key = db.create_key(LOCAL_TENANT, "created by the first `changji serve`")
         click.echo(f"First start: an API key for tenant '{LOCAL_TENANT}' (shown once, stored hashed):\n\n  {key}\n")
     db.close()
-    app = create_app(settings)
-    svc = app[SERVICE]
-    click.echo(f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir.resolve()})")
-    for role, model in (("main model", settings.main_model), ("side model", settings.side_model)):
-        where = f"{model.model} at {model.base_url}" if model.configured else "none"
-        click.echo(f"  {role}: {where}")
-    if not settings.main_model.configured:
-        click.echo("    (engine endpoints answer 503; bring-your-own mode works)")
-    if not settings.side_model.configured:
-        click.echo("    (summaries are written offline; the scene is only patched by hand)")
-    click.echo(f"  recall: {svc.recall.embedder_name}")
-    click.echo(f"  access log: {'on' if settings.access_log else 'off (CHANGJI_ACCESS_LOG=1)'}")
-    if settings.access_log:
-        logging.getLogger("aiohttp.access").setLevel(logging.INFO)
-    serve_app(app, settings.host, settings.port, access_log_class=AccessLog, access_log=_access(settings))
+    with read_model_files.serving(settings.data_dir):  # a rebuild offers its file to this process
+        app = create_app(settings)
+        svc = app[SERVICE]
+        click.echo(
+            f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir.resolve()})"
+        )
+        for role, model in (("main model", settings.main_model), ("side model", settings.side_model)):
+            where = f"{model.model} at {model.base_url}" if model.configured else "none"
+            click.echo(f"  {role}: {where}")
+        if not settings.main_model.configured:
+            click.echo("    (engine endpoints answer 503; bring-your-own mode works)")
+        if not settings.side_model.configured:
+            click.echo("    (summaries are written offline; the scene is only patched by hand)")
+        click.echo(f"  recall: {svc.recall.embedder_name}")
+        click.echo(f"  access log: {'on' if settings.access_log else 'off (CHANGJI_ACCESS_LOG=1)'}")
+        if settings.access_log:
+            logging.getLogger("aiohttp.access").setLevel(logging.INFO)
+        serve_app(app, settings.host, settings.port, access_log_class=AccessLog, access_log=_access(settings))
     click.echo("changji stopped")
 
 
@@ -114,13 +123,45 @@ def projections() -> None:
 
 @projections.command("rebuild")
 @DATA_DIR
-def projections_rebuild(data_dir: Path | None) -> None:
-    """Drop every read model and replay all events into it (stop `serve` first)."""
-    with _offline(data_dir) as service:
-        total = service.runner.max_position()
-        with click.progressbar(length=total, label="replaying events", file=sys.stderr) as bar:
-            position = service.runner.rebuild(progress=bar.update)
-    click.echo(f"rebuilt read models at position {position}")
+@click.option(
+    "--wait", type=float, default=60.0, show_default=True, help="seconds to wait for a running service to switch"
+)
+def projections_rebuild(data_dir: Path | None, wait: float) -> None:
+    """Replay every event into a new read-model file; a running service switches to it, or it is used from the next start."""
+    settings = Settings.from_env(data_dir=data_dir)
+    if settings.persistence != "sqlite":
+        raise click.ClickException("read models in memory are rebuilt at every start")
+    folder = settings.data_dir
+    target = read_model_files.new_file(folder)
+    app = Changji(env=settings.event_store_env())
+    try:
+        runner = ProjectionRunner(app, ReadModels(target), SQLiteNotifications.of(app))
+        total = runner.max_position()
+        started = time.perf_counter()
+        with click.progressbar(length=total, label=f"replaying {total:,} events", file=sys.stderr) as bar:
+            position = runner.rebuild(progress=bar.update)
+        runner.store.mark_rebuilt()
+        runner.store.writer.conn.close()
+    finally:
+        app.close()
+    seconds = time.perf_counter() - started
+    click.echo(
+        f"rebuilt read models at position {position:,} in {seconds:.1f}s ({position / max(seconds, 1e-9):,.0f} events/s): {target.name}"
+    )
+    with read_model_files.unless_served(folder) as free:
+        if free:
+            read_model_files.promote(folder, target)
+            click.echo("in use from the next start")
+            return
+        read_model_files.offer(folder, target)
+    click.echo("offered to the running service…")
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if read_model_files.current(folder) == target:
+            click.echo("the running service switched to it")
+            return
+        time.sleep(0.2)
+    click.echo(f"the running service has not switched within {wait:.0f}s; it will at its next poll or start")
 
 
 @main.command()

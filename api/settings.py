@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 
 from providers.openai import ModelEndpoint
+from storage import read_model_files
 
 
 class ModelSettings(BaseModel):
@@ -136,7 +137,7 @@ class Settings(BaseModel):
     def read_models_path(self) -> str:
         if self.persistence == "memory":
             return f"file:changji-read-models-{id(self)}?mode=memory&cache=shared"
-        return str(self.data_dir / "read_models.sqlite")
+        return str(read_model_files.current(self.data_dir))  # read_models.sqlite, or a rebuilt file
 
     @property
     def service_db_path(self) -> str:

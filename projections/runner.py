@@ -95,7 +95,10 @@ class ProjectionRunner:
         if self.reader is not None:
             return self.reader.read(start, limit)
         mapper = self.source.mapper
-        return [(n.id, mapper.to_domain_event(n)) for n in self.source.recorder.select_notifications(start=start, limit=limit)]
+        return [
+            (n.id, mapper.to_domain_event(n))
+            for n in self.source.recorder.select_notifications(start=start, limit=limit)
+        ]
 
     def index_search(self, limit: int | None = None) -> int:
         """Bring the full-text index up to date with the texts folded so far (at most `limit` texts,
@@ -109,6 +112,15 @@ class ProjectionRunner:
             if step < size:
                 break
         return done
+
+    def adopt(self, path: str) -> int:
+        """Switch to a read-model file rebuilt beside this process (complete up to some position), then
+        fold what was written after it; the position. A file that is not a finished rebuild is refused
+        (ValueError) and the read models stay as they were."""
+        with self._lock:
+            self.store.reopen(path)
+            self.position = self.store.position()
+        return self.catch_up()
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
         """Drop the read models and replay the whole log into them, full-text index included."""

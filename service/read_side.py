@@ -4,6 +4,11 @@ step behind, and a poll for events other processes wrote.
 Read your writes: a command returns the notification position of its last event, and `sync(position)`
 returns only once the read models have folded at least that far. Concurrent callers share one
 catch-up. Listeners (`on_synced`) hear of every catch-up: the job system looks for new work there.
+
+A read-model file rebuilt beside the running service (`changji projections rebuild`) is adopted at the
+next poll: on the projector thread, between two folds, the read models switch to it and fold what was
+written since it was made; then it is the file in use (`storage/read_model_files.py`). Listeners
+(`on_adopted`) hear of the new path.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from projections.runner import INDEX_BATCH, ProjectionRunner
+from storage import read_model_files
 
 log = logging.getLogger(__name__)
 # the full-text index catches up this long after a fold, in the background (a search does at once):
@@ -23,9 +30,17 @@ INDEX_DELAY = 1.0
 
 
 class ReadSide:
-    def __init__(self, runner: ProjectionRunner, poll_interval: float = 1.0, index_delay: float = INDEX_DELAY) -> None:
+    def __init__(
+        self,
+        runner: ProjectionRunner,
+        poll_interval: float = 1.0,
+        index_delay: float = INDEX_DELAY,
+        data_dir: Path | None = None,
+    ) -> None:
+        """`data_dir`: where rebuilt read-model files are offered (None: none are looked for)."""
         self.runner = runner
-        self.poll_interval, self.index_delay = poll_interval, index_delay
+        self.poll_interval, self.index_delay, self.data_dir = poll_interval, index_delay, data_dir
+        self._adopted: list[Callable[[str, str], None]] = []
         self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
         self._catch_up: asyncio.Future[int] | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -40,6 +55,31 @@ class ReadSide:
     def on_synced(self, listener: Callable[[], None]) -> None:
         """Call `listener` (on the event loop) after every catch-up."""
         self._listeners.append(listener)
+
+    def on_adopted(self, listener: Callable[[str, str], None]) -> None:
+        """Call `listener(old path, new path)` when a rebuilt read-model file was adopted."""
+        self._adopted.append(listener)
+
+    async def adopt_offered(self) -> str | None:
+        """Adopt a rebuilt read-model file if one is offered; its path, or None."""
+        if self.data_dir is None:
+            return None
+        offered = read_model_files.waiting(self.data_dir)
+        if offered is None or str(offered) == self.runner.store.path:
+            return None
+        old = self.runner.store.path
+        loop = asyncio.get_running_loop()
+        try:
+            position = await loop.run_in_executor(self._projector, self.runner.adopt, str(offered))
+        except ValueError as exc:
+            log.error("not adopting the offered read models: %s", exc)
+            return None
+        read_model_files.promote(self.data_dir, offered)
+        log.info("read models switched to %s, folded up to %s", offered.name, position)
+        for listener in self._adopted:
+            listener(old, str(offered))
+        await self.sync()
+        return str(offered)
 
     async def sync(self, position: int | None = None) -> int:
         """Catch the read models up (to at least `position`). Concurrent callers share one catch-up."""
@@ -109,7 +149,9 @@ class ReadSide:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Fold everything already in the log, then poll for events written by other processes."""
+        """Fold everything already in the log, then poll for events written by other processes (and
+        for rebuilt read models offered meanwhile)."""
+        await self.adopt_offered()
         await self.sync()
         self._poller = asyncio.create_task(self._poll())
 
@@ -117,6 +159,7 @@ class ReadSide:
         while True:
             await asyncio.sleep(self.poll_interval)
             try:
+                await self.adopt_offered()
                 await self.sync()
             except Exception:
                 log.exception("read-model catch-up failed; retrying at the next poll")

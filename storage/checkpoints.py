@@ -86,6 +86,14 @@ class Checkpointer:
             conn.execute("PRAGMA busy_timeout=5000")
         return conn
 
+    def replace(self, old: str, new: str) -> None:
+        """Checkpoint `new` from now on instead of `old` (read models switched to a rebuilt file)."""
+        with self._lock:
+            self.paths = [new if path == old else path for path in self.paths]
+            conn = self._connections.pop(old, None)
+            if conn is not None:
+                conn.close()
+
     def close(self) -> None:
         with self._lock:
             for conn in self._connections.values():

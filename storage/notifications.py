@@ -35,7 +35,7 @@ class SQLiteNotifications:
         datastore = getattr(recorder, "datastore", None)
         pool = getattr(datastore, "pool", None)
         path = getattr(pool, "db_name", None)
-        if mapper is None or mapper.compressor or mapper.cipher or not isinstance(path, str):
+        if mapper is None or recorder is None or mapper.compressor or mapper.cipher or not isinstance(path, str):
             return None
         if getattr(pool, "is_sqlite_memory_mode", True) or getattr(datastore, "originator_id_type", "") != "uuid":
             return None

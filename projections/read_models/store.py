@@ -42,6 +42,7 @@ TABLES = (
 SCHEMA, SCHEMA_VERSION = "schema", 9  # bump when a table changes: the read models are then rebuilt
 PREVIEW_CHARS = 80  # of a node's text in the tree listing
 RUNNER = "main"
+REBUILT = "rebuilt"  # the position a rebuild into a new file reached: that file is complete up to there
 SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
 # the scene fold walks the first two; text upserts need the unique key of the third
 KEPT_WHILE_LOADING = (
@@ -72,16 +73,48 @@ class ReadModels:
         (`api.checkpoints.Checkpointer`) instead of running them inside a fold's commit, and a log that
         starts over is cut back to that size. None: SQLite's automatic checkpoints."""
         self.path = str(path)
+        self.log_limit_bytes = log_limit_bytes
         self._local = threading.local()
-        self.writer = self._connect()
-        if log_limit_bytes is not None:
-            self.writer.execute("PRAGMA wal_autocheckpoint=0")
-            self.writer.execute(f"PRAGMA journal_size_limit={int(log_limit_bytes)}")
-        self.scenes = SceneTables(self.writer)
+        self._generation = 0  # bumped by `reopen`: each thread's reading connection follows
         self.jobs_added: Counter[str] = Counter()  # job rows folded by this process, per kind: sweep now
+        self._open_writer()
         if self._schema() not in (None, SCHEMA_VERSION):
             self.drop()  # an older layout: start over; the runner replays every event from position 0
         self._create()
+
+    def mark_rebuilt(self) -> None:
+        """Record that this file was rebuilt up to its position (a file `reopen` may switch to)."""
+        self.writer.execute(
+            "insert into positions (name, position) values (?, ?) on conflict(name) do update set position ="
+            " excluded.position",
+            [REBUILT, self.position()],
+        )
+
+    def _open_writer(self) -> None:
+        self.writer = self._connect()
+        if self.log_limit_bytes is not None:
+            self.writer.execute("PRAGMA wal_autocheckpoint=0")
+            self.writer.execute(f"PRAGMA journal_size_limit={int(self.log_limit_bytes)}")
+        self.scenes = SceneTables(self.writer)
+
+    def reopen(self, path: str | Path) -> None:
+        """Switch to another read-model file (a rebuilt one) in place, for every thread: the caller holds
+        the runner's lock, so no fold is under way; each reading connection is replaced at its thread's
+        next read. A file of another layout is refused (ValueError), and this one stays."""
+        probe = sqlite_utils.Database(sqlite3.connect(str(path), isolation_level=None))
+        try:
+            marks = dict(probe.execute("select name, position from positions").fetchall())
+        except sqlite3.OperationalError:
+            marks = {}
+        finally:
+            probe.conn.close()
+        if marks.get(SCHEMA) != SCHEMA_VERSION or REBUILT not in marks:
+            raise ValueError(f"{path} is not a finished rebuild of read-model layout {SCHEMA_VERSION}")
+        old = self.writer
+        self.path = str(path)
+        self._open_writer()
+        self._generation += 1
+        old.conn.close()
 
     def _connect(self) -> sqlite_utils.Database:
         conn = sqlite3.connect(
@@ -96,8 +129,11 @@ class ReadModels:
     def db(self) -> sqlite_utils.Database:
         """A connection for reading, one per thread."""
         db: sqlite_utils.Database | None = getattr(self._local, "db", None)
-        if db is None:
+        if db is None or self._local.generation != self._generation:
+            if db is not None:
+                db.conn.close()
             db = self._local.db = self._connect()
+            self._local.generation = self._generation
         return db
 
     def _create(self) -> None:

@@ -10,7 +10,8 @@ from urllib.parse import quote
 
 import pytest
 
-from projections.read_models.store import ReadModels
+from projections.read_models.store import REBUILT, ReadModels
+from storage import read_model_files
 from tests.processes import run, serving
 
 pytestmark = pytest.mark.slow
@@ -58,14 +59,50 @@ def test_story_survives_a_server_restart(played: Played) -> None:
     assert [h["node_id"] for h in hits] == [played.path[1]]
 
 
-def test_projections_rebuild_replays_every_event_while_the_server_is_stopped(played: Played) -> None:
-    store = ReadModels(played.data_dir / "read_models.sqlite")
+def _rows(path: Path) -> dict[str, list[dict[str, Any]]]:
+    store = ReadModels(path)
     store.index_texts(10**9)  # what the server's background indexing or a search would do
-    before = store.dump()
+    rows = store.dump()
+    rows["positions"] = [r for r in rows["positions"] if r["name"] != REBUILT]
+    store.writer.conn.close()
+    return rows
+
+
+def test_projections_rebuild_replays_every_event_while_the_server_is_stopped(played: Played) -> None:
+    old = read_model_files.current(played.data_dir)
+    before = _rows(old)
     result = run("projections", "rebuild", "--data-dir", str(played.data_dir))
     assert result.returncode == 0, result.stderr
-    assert "rebuilt read models at position" in result.stdout
-    assert store.dump() == before
+    assert "rebuilt read models at position" in result.stdout and "in use from the next start" in result.stdout
+    new = read_model_files.current(played.data_dir)
+    assert new != old and new.exists() and not old.exists()  # a new file; the old one removed
+    assert _rows(new) == before
+    with serving(played.data_dir, played.key) as server:  # … and a restarted server reads from it
+        path = server.call("GET", f"/v1/stories/{played.story['id']}/path")["nodes"]
+    assert [n["id"] for n in path] == played.path
+
+
+def test_a_rebuild_beside_a_running_server_is_switched_to_without_a_stop(tmp_path: Path) -> None:
+    data_dir = tmp_path / "live"
+    key = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local").stdout.strip().splitlines()[0]
+    with serving(data_dir, key) as server:
+        card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
+        story = server.call("POST", "/v1/stories", {"card_id": card["id"]})
+        for kind, text in TURNS:
+            server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": kind, "text": text})
+        old = read_model_files.current(data_dir)
+        result = run("projections", "rebuild", "--data-dir", str(data_dir), "--wait", "30")
+        assert result.returncode == 0, result.stderr
+        assert "the running service switched to it" in result.stdout, result.stdout
+        new = read_model_files.current(data_dir)
+        assert new != old and not old.exists()
+        server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "user", "text": "风停了吗？"})  # written after
+        nodes = server.call("GET", f"/v1/stories/{story['id']}/path")["nodes"]
+        hits = server.call("GET", f"/v1/stories/{story['id']}/search?q={quote('风停')}")["hits"]
+    assert [n["text"] for n in nodes[1:]] == [t for _, t in TURNS] + ["风停了吗？"]
+    assert {h["node_id"] for h in hits} >= {nodes[-1]["id"]}
+    store = ReadModels(new)  # the switched-to file holds what was written after the switch
+    assert store.writer.execute("select count(*) from nodes where story_id = ?", [story["id"]]).fetchone()[0] == 6
 
 
 def test_replay_command_prints_the_paths_events(played: Played) -> None:

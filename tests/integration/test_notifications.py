@@ -34,7 +34,14 @@ def test_the_bulk_reader_decodes_what_the_mapper_decodes(sqlite_changji: Changji
         assert vars(event) == vars(expected), (position, type(event).__name__)
         assert {k: type(v) for k, v in vars(event).items()} == {k: type(v) for k, v in vars(expected).items()}
         kinds.add(type(event).__name__)
-    assert {"CardCreated", "UserSpoke", "EpisodeSummarized", "DigestFolded", "SavePointMarked", "ReplyRevised"} <= kinds, kinds
+    assert {
+        "CardCreated",
+        "UserSpoke",
+        "EpisodeSummarized",
+        "DigestFolded",
+        "SavePointMarked",
+        "ReplyRevised",
+    } <= kinds, kinds
     assert [p for p, _ in reader.read(fast[10][0], 5, stop=fast[12][0])] == [p for p, _ in fast[10:13]]
 
 

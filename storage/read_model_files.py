@@ -1,0 +1,125 @@
+"""Which file holds the read models, and how a rebuilt one takes over — also under a running service.
+
+The read models live in `read_models.sqlite` until a rebuild makes a new file beside it
+(`read_models-<time>.sqlite`, never a file in use: SQLite's log and shared-memory files belong to the
+database they were made for, so a file is never replaced under its own name). The name of the file in
+use is then kept in `read_models.current`. A rebuilt file waits in `read_models.next` for a serving
+process to adopt it (it holds `serve.lock` while it runs); with no service running, the rebuild
+promotes it itself. Pointers are written whole or not at all (a temporary file, then a rename), and
+files no pointer names are removed when a process promotes another or starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+DEFAULT = "read_models.sqlite"
+CURRENT, NEXT, LOCK = "read_models.current", "read_models.next", "serve.lock"
+SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+def current(data_dir: Path) -> Path:
+    """The read-model file in use."""
+    named = _read(data_dir / CURRENT)
+    return data_dir / (named or DEFAULT)
+
+
+def waiting(data_dir: Path) -> Path | None:
+    """A rebuilt file waiting to be adopted, if any (and it exists)."""
+    named = _read(data_dir / NEXT)
+    return data_dir / named if named and (data_dir / named).exists() else None
+
+
+def new_file(data_dir: Path) -> Path:
+    """A fresh name for a rebuild (nothing at it)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    for n in range(1000):
+        path = data_dir / f"read_models-{stamp}{f'-{n}' if n else ''}.sqlite"
+        if not any(Path(f"{path}{suffix}").exists() for suffix in SUFFIXES):
+            return path
+    raise RuntimeError("no free name for a rebuilt read-model file")
+
+
+def offer(data_dir: Path, path: Path) -> None:
+    """Leave a rebuilt file for the running service to adopt."""
+    _write(data_dir / NEXT, path.name)
+
+
+def promote(data_dir: Path, path: Path) -> None:
+    """Make `path` the file in use (and forget any offer of it), then remove the files nobody names."""
+    _write(data_dir / CURRENT, path.name)
+    if _read(data_dir / NEXT) == path.name:
+        with contextlib.suppress(FileNotFoundError):
+            (data_dir / NEXT).unlink()
+    remove_unused(data_dir)
+
+
+def remove_unused(data_dir: Path) -> list[Path]:
+    """Remove read-model files no pointer names (what a promotion left behind); return them."""
+    keep = {current(data_dir).name}
+    offered = waiting(data_dir)
+    if offered is not None:
+        keep.add(offered.name)
+    gone = []
+    for path in [data_dir / DEFAULT, *data_dir.glob("read_models-*.sqlite")]:
+        if path.name in keep or not path.exists():
+            continue
+        for suffix in SUFFIXES:
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{path}{suffix}").unlink()
+        gone.append(path)
+    return gone
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path) -> Iterator[None]:
+    """Held by a serving process for its lifetime: a rebuild then offers its file instead of promoting it."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with (data_dir / LOCK).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)  # shared: several processes may serve one data dir
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def unless_served(data_dir: Path) -> Iterator[bool]:
+    """True (and no service can start meanwhile) when no process serves the data dir; False if one does."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with (data_dir / LOCK).open("a") as handle:
+        if not _try_lock(handle):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _try_lock(handle: IO[str]) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _read(path: Path) -> str | None:
+    try:
+        name = path.read_text("utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return name if name and "/" not in name and name.endswith(".sqlite") else None
+
+
+def _write(path: Path, name: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(name + "\n", "utf-8")
+    os.replace(temporary, path)
