@@ -18,6 +18,7 @@ from projections.read_models.store import ReadModels
 log = logging.getLogger(__name__)
 
 BATCH = 1000
+REBUILD_BATCH = 5000  # a replay from 0 folds bigger batches: fewer, larger transactions
 INDEX_BATCH = 100  # texts per full-text indexing transaction, a few ms (the lock is let go between them)
 
 
@@ -47,7 +48,11 @@ class ProjectionRunner:
         return int(self.source.recorder.max_notification_id() or 0)
 
     def catch_up(
-        self, until: int | None = None, progress: Callable[[int], None] | None = None, wait: bool = True
+        self,
+        until: int | None = None,
+        progress: Callable[[int], None] | None = None,
+        wait: bool = True,
+        batch: int = BATCH,
     ) -> int:
         """Fold notifications after the tracked position (up to `until`, or all); return the new position.
 
@@ -59,7 +64,7 @@ class ProjectionRunner:
         try:
             if until is not None and self.position < until:
                 self._fold_recent(until)
-            return self._catch_up(until, progress) if wait else self.position
+            return self._catch_up(until, progress, batch) if wait else self.position
         finally:
             self._lock.release()
 
@@ -75,9 +80,9 @@ class ProjectionRunner:
                 log.exception("read models stopped: an event after position %s failed to fold", self.position)
                 raise
 
-    def _catch_up(self, until: int | None, progress: Callable[[int], None] | None) -> int:
+    def _catch_up(self, until: int | None, progress: Callable[[int], None] | None, size: int) -> int:
         while until is None or self.position < until:
-            batch = self._read(self.position + 1, BATCH)
+            batch = self._read(self.position + 1, size)
             if not batch:
                 break
             try:
@@ -87,7 +92,7 @@ class ProjectionRunner:
                 raise
             if progress is not None:
                 progress(len(batch))
-            if len(batch) < BATCH:
+            if len(batch) < size:
                 break  # that was the end of the log: no need to ask again
         return self.position
 
@@ -122,11 +127,13 @@ class ProjectionRunner:
             self.position = self.store.position()
         return self.catch_up()
 
-    def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
-        """Drop the read models and replay the whole log into them, full-text index included."""
+    def rebuild(self, progress: Callable[[int], None] | None = None, search: bool = True) -> int:
+        """Drop the read models and replay the whole log into them, and then (`search`) the full-text
+        index (else whoever searches first, or the service's background indexing, brings it up)."""
         self.store.drop()
         self.position = 0
         with self.store.bulk_load():
-            position = self.catch_up(progress=progress)
-        self.index_search()
+            position = self.catch_up(progress=progress, batch=REBUILD_BATCH)
+        if search:
+            self.index_search()
         return position

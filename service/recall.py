@@ -74,6 +74,7 @@ class Recall:
         long `prepare` waits for a query's vector."""
         self.store, self.embedder, self.max_stories, self.saved = store, embedder, max_stories, saved
         self.query_seconds, self.retry_seconds, self.build_pause = query_seconds, RETRY_SECONDS, MIN_BUILD_SECONDS
+        self.build_rest = BUILD_REST
         # query text → (its vector, or None where the embedder failed; when, monotonic)
         self._query_vectors: OrderedDict[str, tuple[np.ndarray | None, float]] = OrderedDict()
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
@@ -212,7 +213,7 @@ class Recall:
 
     def _rest_after(self, story_id: UUID, seconds: float) -> None:
         """A build that took `seconds` (embedding new passages aside) rests BUILD_REST times as long."""
-        until = time.monotonic() + max(self.build_pause, BUILD_REST * seconds)
+        until = time.monotonic() + max(self.build_pause, self.build_rest * seconds)
         self._next_build[story_id] = max(self._next_build.get(story_id, 0.0), until)
 
     def _build(self, story_id: UUID) -> StoryIndex | None:

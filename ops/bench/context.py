@@ -42,6 +42,7 @@ from projections.context.window import RenderCache
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from providers.tokens import default_counter
+from storage.notifications import SQLiteNotifications
 
 COUNTER = default_counter()  # the tokenizer the service uses
 
@@ -217,7 +218,7 @@ def main() -> None:
         # --- read-model rebuild over the largest log ----------------------------------------------
         app = apps["100k"]
         store = ReadModels(Path(tmp) / "read_models-100k.sqlite")
-        runner = ProjectionRunner(app, store)
+        runner = ProjectionRunner(app, store, SQLiteNotifications.of(app))  # as the service and the CLI read the log
         total = runner.max_position()
         log(f"rebuilding read models over {total:,} events…")
         done = [0]
@@ -230,13 +231,18 @@ def main() -> None:
                 log(f"  rebuilt {done[0]:,}/{total:,}")
 
         t0 = time.perf_counter()
-        position = runner.rebuild(progress=progress)
+        position = runner.rebuild(progress=progress, search=False)
+        fold_s = time.perf_counter() - t0
+        runner.index_search()
         rebuild_s = time.perf_counter() - t0
         assert position == total, (position, total)
         figures["rebuild_events"] = total
         figures["rebuild_s"] = rebuild_s
-        figures["rebuild_events_per_s"] = total / rebuild_s
-        log(f"  rebuild: {total:,} events in {rebuild_s:.1f}s = {total / rebuild_s:,.0f} events/s")
+        figures["rebuild_events_per_s"] = total / rebuild_s  # the read models and the full-text index
+        figures["rebuild_fold_events_per_s"] = total / fold_s  # the read models alone (search indexed after)
+        figures["rebuild_search_s"] = rebuild_s - fold_s
+        log(f"  rebuild: {total:,} events in {rebuild_s:.1f}s = {total / rebuild_s:,.0f} events/s "
+            f"(read models {fold_s:.1f}s = {total / fold_s:,.0f} events/s, then the full-text index)")  # fmt: skip
         close = getattr(store, "close", None)
         close() if callable(close) else store.writer.conn.close()
         app.close()

@@ -319,7 +319,7 @@ def test_an_endpoint_is_never_waited_for_on_a_search_and_a_failed_build_holds_no
 ) -> None:
     embedder = RemoteLike()
     recall = Recall(read_models, embedder)
-    recall.build_pause = 0.0  # no pause between two builds of a story (the retry delay after a failure stays 30 s)
+    recall.build_pause = recall.build_rest = 0.0  # builds back to back (the retry delay after a failure stays 30 s)
     story, other = StoryBuilder.start(sqlite_changji), StoryBuilder.start(sqlite_changji)
     _, treasure = story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
     filler(story, 3)
@@ -344,3 +344,25 @@ def test_an_endpoint_is_never_waited_for_on_a_search_and_a_failed_build_holds_no
     assert recall.refresh_soon(other.story_id).result(timeout=30) is not None  # …and no one waits for it
     assert time.perf_counter() - started < 1.0
     asyncio.run(recall.stop())
+
+
+@pytest.mark.parametrize("rest", [0.0, 1e6])
+def test_a_build_rests_in_proportion_to_how_long_it_took(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels, rest: float
+) -> None:
+    """Rebuilding costs time in proportion to the archive: after a build of d seconds the story's index
+    is not built again for `build_rest` × d (a long story that keeps moving does not keep a core busy)."""
+    recall = Recall(read_models, None)
+    recall.build_pause, recall.build_rest = 0.0, rest
+    story = StoryBuilder.start(sqlite_changji)
+    story.turns(3)
+    runner.catch_up()
+    first = recall.refresh_soon(story.story_id).result(timeout=30)
+    story.turns(2)
+    runner.catch_up()
+    second = recall.refresh_soon(story.story_id).result(timeout=30)
+    assert first is not None and second is not None
+    if rest:
+        assert second is first and recall.state(story.story_id).index_seq < read_models.archive_seq(story.story_id)
+    else:
+        assert second.seq == read_models.archive_seq(story.story_id) > first.seq
