@@ -41,7 +41,8 @@ from domain.story import Story
 from domain.values import NodeView, SavePoint, StorySettings
 
 A = TypeVar("A", bound=Aggregate)
-RERENDERING = (ev.NodeHidden, ev.NodeUnhidden, ev.ReplyRevised, ev.EpisodeSummarized, ev.DigestFolded, ev.SummaryEdited)
+RERENDERING = (ev.NodeHidden, ev.NodeUnhidden, ev.ReplyRevised)
+SUMMARIZING = (ev.EpisodeSummarized, ev.DigestFolded, ev.SummaryEdited)
 FINISHED_REPLY = (ev.ReplySealed, ev.ReplyPosted)
 
 DEFAULT_ENV = {
@@ -86,6 +87,7 @@ class Changji(Application[UUID]):
         super().__init__(env=env)
         self._views: dict[UUID, NodeView] = {}
         self._epochs: dict[UUID, int] = {}
+        self._summarized: dict[UUID, list[tuple[UUID, int]]] = {}  # story → (node, depth) of each summary, in order
         self._recent: deque[tuple[int, DomainEventProtocol[UUID]]] = deque(maxlen=self.recent_size)
         self._settings: dict[UUID, _MergedSettings] = {}
         self.cards = CardCommands(self)
@@ -240,6 +242,9 @@ class Changji(Application[UUID]):
             if any(isinstance(e, RERENDERING) for e in aggregate.pending_events):
                 assert aggregate.story_id is not None
                 self._epochs[aggregate.story_id] = self._epochs.get(aggregate.story_id, 0) + 1
+            if any(isinstance(e, SUMMARIZING) for e in aggregate.pending_events):
+                assert aggregate.story_id is not None
+                self._summarized.setdefault(aggregate.story_id, []).append((aggregate.id, aggregate.depth))
         try:
             recordings = self._record_aggregates(aggregates)
         except RecordConflictError:
@@ -284,3 +289,9 @@ class Changji(Application[UUID]):
         """Bumped whenever a node of the story renders differently (hidden, unhidden, revised), so
         contexts cached by projections know to start over."""
         return self._epochs.get(story_id, 0)
+
+    def summarized(self, story_id: UUID) -> Sequence[tuple[UUID, int]]:
+        """(node, depth) of every summary recorded or edited on the story's nodes by this process, in
+        order: a cached window is checked against those recorded since it was made, so a summary on
+        one branch leaves the windows of the others alone."""
+        return self._summarized.get(story_id, ())

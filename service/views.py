@@ -88,6 +88,7 @@ class StoryViews:
         over = leaves_turns_out(  # the next turn recalls into its share
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
             self.app.render_epoch(story.id), self.app.node, self.store.has_summaries(story.id), recall_share,
+            self.app.summarized(story.id),
         )  # fmt: skip
         if not over:
             return 0
@@ -110,6 +111,7 @@ class StoryViews:
             self.app.node,
             self.store.has_summaries(story.id),
             self._recaller(story.id, leaf, settings) if self._can_recall(story.id) else None,
+            self.app.summarized(story.id),
         )
 
     def _can_recall(self, story_id: UUID) -> bool:

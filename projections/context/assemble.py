@@ -33,6 +33,7 @@ from projections.context.window import (
     TOKENS,
     RenderCache,
     Rendered,
+    Summarized,
     Verbatim,
     WindowCache,
     WindowKey,
@@ -64,6 +65,7 @@ def assemble_context(
     load: Callable[[UUID], NodeView] | None = None,
     summarized: bool = True,
     recall: Callable[[int, frozenset[str]], Sequence[Hit]] | None = None,
+    recorded: Summarized = (),
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -76,7 +78,8 @@ def assemble_context(
     `recall(before_depth, shown_episodes)`: passages recalled for the user's words from outside the
     window (the window starts at `before_depth`; the nodes whose episode summaries the context shows
     are `shown_episodes`), asked for only when something of the path is outside it; they take up to
-    `settings.recall_tokens` from the window's share, in the last user message."""
+    `settings.recall_tokens` from the window's share, in the last user message. `recorded`: the
+    story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked."""
     char, user = card.name, settings.user_name
     budget = max(settings.context_window - settings.reply_reserve, 0)
     system = build_system_prompt(card, user)
@@ -90,7 +93,7 @@ def assemble_context(
     tails = tail_blocks(scene, tail) if ends_with_user else []
     fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
     key = WindowKey(budget - fixed, char, user, epoch)
-    window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows)
+    window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
     layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
@@ -154,6 +157,7 @@ def leaves_turns_out(
     load: Callable[[UUID], NodeView],
     summarized: bool,
     reserve: int,
+    recorded: Summarized = (),
 ) -> bool:
     """Whether the context at a reply (the path read leaf→root) leaves turns out for the budget, or
     would once `reserve` more tokens are taken (the next turn's recall share): the test a reply's
@@ -167,7 +171,7 @@ def leaves_turns_out(
     leaf = next(iterator)
     fixed = cache.count(build_system_prompt(card, user))
     key = WindowKey(budget - fixed, char, user, epoch)
-    window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows)
+    window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
     if window.cut_at is not None:

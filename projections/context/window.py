@@ -9,8 +9,8 @@ never on the story's length.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from itertools import pairwise, takewhile
 from operator import itemgetter
 from typing import Final, NamedTuple
@@ -36,6 +36,7 @@ MESSAGE: Final = 3
 _TOKENS = itemgetter(TOKENS)
 
 
+Summarized = Sequence[tuple[UUID, int]]  # (node, depth) of each summary of the story, in the order recorded
 Rendered = tuple[NodeView, str, int, Message | None]
 """One node as a window holds it: the node, its text with macros filled, its tokens, and its message
 (None: it shows nothing — hidden, or empty); read with the names below. A plain tuple on purpose: a
@@ -117,6 +118,7 @@ class Window:
     cut_at: NodeView | None  # the newest turn left out for the budget (None: nothing cut)
     settled: bool = True  # no node of the window is a draft still being written
     boundary: NodeView | None = None  # the last summarized node above the window (None: none found)
+    summaries: int = 0  # how many of the story's summaries (`Summarized`) it was checked against
 
 
 class WindowCache:
@@ -125,7 +127,9 @@ class WindowCache:
 
     A window is reused only for the same key (turn budget, names and `epoch`: the caller bumps the
     epoch when a node's rendering changes — hide, unhide, revise), and only windows whose nodes are
-    all settled are kept (a draft still being written may change)."""
+    all settled are kept (a draft still being written may change). A summary recorded since a window
+    was made (`Summarized`, the story's summaries in order) makes it start over only when it lands on
+    one of its nodes, or between it and the summary above it: one on another branch leaves it be."""
 
     def __init__(self, maxsize: int = 4096) -> None:
         self.maxsize = maxsize
@@ -134,14 +138,34 @@ class WindowCache:
         # names, epoch): the span rendered whole, or the largest room it was found not to fit
         self.spans: dict[tuple[UUID, int, str, str, int], tuple[Rendered, ...] | int] = {}
 
-    def get(self, node_id: UUID, key: WindowKey) -> Window | None:
+    def get(self, node_id: UUID, key: WindowKey, summarized: Summarized = ()) -> Window | None:
         window = self._items.get(node_id)
-        return window if window is not None and window.key == key else None
+        if window is None or window.key != key:
+            return None
+        if window.summaries < len(summarized):
+            if any(_touches(window, node, depth) for node, depth in summarized[window.summaries :]):
+                del self._items[node_id]
+                return None
+            window = self._items[node_id] = replace(window, summaries=len(summarized))
+        return window
 
     def put(self, node_id: UUID, window: Window) -> None:
         if len(self._items) >= self.maxsize:
             del self._items[next(iter(self._items))]
         self._items[node_id] = window
+
+
+def _touches(window: Window, node_id: UUID, depth: int) -> bool:
+    """Whether a summary on (node, depth) may change what the window holds or where its summaries
+    start: it is on one of its nodes, or above them and below the summary above them (an ancestor
+    or not: either way the window starts over)."""
+    if not window.kept:
+        return True
+    first = window.kept[0][NODE].depth
+    if depth >= first:
+        index = depth - first
+        return index < len(window.kept) and window.kept[index][NODE].id == node_id
+    return window.boundary is None or depth > window.boundary.depth
 
 
 class Verbatim:
@@ -173,17 +197,20 @@ class Verbatim:
         return self.boundary
 
 
-def fit_window(upward: Verbatim, key: WindowKey, cache: RenderCache, windows: WindowCache | None) -> Window:
+def fit_window(
+    upward: Verbatim, key: WindowKey, cache: RenderCache, windows: WindowCache | None, summarized: Summarized = ()
+) -> Window:
     """Whole turns newest first while they fit `key.budget`; the first turn that does not fit and
     everything older is cut. Stops early at the nearest ancestor whose window is cached, and extends it."""
     budget, char, user, _ = key
+    seen = len(summarized)
     kept: list[Rendered] = []  # newest first
     turn: list[Rendered] = []
     turn_tokens = used = 0
     for node in upward:
-        base = windows.get(node.id, key) if windows is not None else None
+        base = windows.get(node.id, key, summarized) if windows is not None else None
         if base is not None:
-            return extend_window(base, [*reversed(turn), *reversed(kept)], key)
+            return replace(extend_window(base, [*reversed(turn), *reversed(kept)], key), summaries=seen)
         text, tokens = cache.render(node, char, user) if node.text and not node.hidden else ("", 0)
         message = Message("user" if node.kind == "user" else "assistant", text) if text else None
         turn.append((node, text, tokens, message))
@@ -191,14 +218,14 @@ def fit_window(upward: Verbatim, key: WindowKey, cache: RenderCache, windows: Wi
         if node.kind in ("user", "greeting"):
             if kept and used + turn_tokens > budget:
                 kept.reverse()
-                return Window(key, tuple(kept), used, node, _settled(kept), upward.seek())
+                return Window(key, tuple(kept), used, node, _settled(kept), upward.seek(), seen)
             kept.extend(turn)
             used += turn_tokens
             turn, turn_tokens = [], 0
     kept.extend(turn)  # only a hand-made gap leaves a turn without its user node
     used += turn_tokens
     kept.reverse()
-    return Window(key, tuple(kept), used, None, _settled(kept), upward.boundary)
+    return Window(key, tuple(kept), used, None, _settled(kept), upward.boundary, seen)
 
 
 def extend_window(base: Window, below: list[Rendered], key: WindowKey) -> Window:

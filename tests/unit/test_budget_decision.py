@@ -23,7 +23,10 @@ def decide(story: StoryBuilder, reserve: int, windows: WindowCache | None = None
     card, chosen = app.card_of(model).data, app.settings(model)
     epoch, leaf = app.render_epoch(story.story_id), story.leaf
     renders = new_renders()
-    decided = leaves_turns_out(card, chosen, walk_up(app.node, leaf), renders, windows, epoch, app.node, True, reserve)
+    decided = leaves_turns_out(
+        card, chosen, walk_up(app.node, leaf), renders, windows, epoch, app.node, True, reserve,
+        app.summarized(story.story_id),
+    )  # fmt: skip
 
     def over(fill: bool) -> bool:
         ctx = assemble_context(

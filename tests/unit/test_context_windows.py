@@ -12,11 +12,14 @@ from projections.context.assemble import assemble_context
 from projections.context.window import RenderCache, WindowCache
 from providers.tokens import EstimatingCounter
 from tests.builders import StoryBuilder, a_card, memory_app
+from tests.compaction_support import compact
 
 # an operation: (kind, choice, size) — kind picks what happens, choice picks a node, size the text length
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["turn", "turn", "turn", "regenerate", "branch", "hide", "unhide", "revise", "checkout"]),
+        st.sampled_from(
+            ["turn", "turn", "turn", "regenerate", "branch", "hide", "unhide", "revise", "checkout", "compact"]
+        ),
         st.integers(0, 10_000),
         st.integers(1, 120),
     ),
@@ -30,11 +33,14 @@ def _windowed(story: StoryBuilder, at: UUID, windows: WindowCache, renders: Rend
     model = app.story(story.tenant, story.story_id)
     card, settings_ = app.card_of(model).data, app.settings(model)
     epoch = app.render_epoch(story.story_id)
-    return assemble_context(card, settings_, walk_up(app.node, at), renders, windows, epoch, load=app.node)
+    return assemble_context(
+        card, settings_, walk_up(app.node, at), renders, windows, epoch, load=app.node,
+        recorded=app.summarized(story.story_id),
+    )  # fmt: skip
 
 
 def _apply(story: StoryBuilder, nodes: list[UUID], kind: str, choice: int, size: int) -> None:
-    text = "风" * size
+    text = "风" * (size * 3)
     pick = nodes[choice % len(nodes)] if nodes else story.root_id
     view = story.app.node(pick)
     if kind == "turn":
@@ -51,13 +57,15 @@ def _apply(story: StoryBuilder, nodes: list[UUID], kind: str, choice: int, size:
         story.annotate(pick, "revise", f"改{text}", "")
     elif kind == "checkout":
         story.checkout(pick)
+    elif kind == "compact":
+        compact(story.app, story.leaf, manual=True)
 
 
 @settings(max_examples=60, deadline=None)
 @given(ops=OPS, window=st.sampled_from([512, 700, 2000]))
 def test_windowed_context_equals_a_full_walk_after_any_history(ops: list[tuple[str, int, int]], window: int) -> None:
     story = StoryBuilder.start(
-        memory_app(), a_card(post_history_instructions="保持克制"), context_window=window, reply_reserve=0
+        memory_app(), a_card(post_history_instructions="保持克制"), context_window=window, reply_reserve=0, keep_turns=2
     )
     windows, renders, nodes = WindowCache(), RenderCache(EstimatingCounter()), []
     for kind, choice, size in ops:
