@@ -26,17 +26,28 @@ class LexicalIndex:
     def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(passage position, score) for the best `k` passages with a positive score; `allowed` is a
         0/1 mask over the passages (None: all)."""
-        terms = lexical_terms(query)
-        if not self.size or not terms or k <= 0:
-            return []
+        return top(self.scored(lexical_terms(query), allowed), k)
+
+    def scored(self, terms: Sequence[str], allowed: np.ndarray | None = None) -> np.ndarray | None:
+        """Every passage's score for the query's terms (0 where not `allowed`); None when no term is
+        known. Scoring reads every passage: a caller that needs more than one cut of the ranking (`top`)
+        scores once."""
+        if not self.size or not terms:
+            return None
         vocab = self._bm25.vocab_dict
         known = [t for t in terms if t in vocab]
         if not known:
-            return []
-        scores = self._bm25.get_scores(known)
+            return None
+        scores: np.ndarray = self._bm25.get_scores(known)
         if allowed is not None:
             scores = np.where(allowed > 0, scores, 0.0)
-        k = min(k, self.size)
-        top = np.argpartition(-scores, k - 1)[:k]
-        ranked = sorted(((int(i), float(scores[i])) for i in top if scores[i] > 0), key=lambda hit: -hit[1])
-        return ranked
+        return scores
+
+
+def top(scores: np.ndarray | None, k: int) -> list[tuple[int, float]]:
+    """(position, score) of the best `k` positive scores, best first."""
+    if scores is None or k <= 0:
+        return []
+    k = min(k, len(scores))
+    best = np.argpartition(-scores, k - 1)[:k]
+    return sorted(((int(i), float(scores[i])) for i in best if scores[i] > 0), key=lambda hit: -hit[1])

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from projections.recall.fusion import fuse
-from projections.recall.lexical import LexicalIndex
+from projections.recall.lexical import LexicalIndex, top
+from projections.recall.terms import lexical_terms
 from projections.recall.vectors import VectorIndex
 
 CANDIDATES = 40  # each retriever's list before the path filter and the fusion
@@ -100,12 +101,14 @@ class StoryIndex:
                 allowed[self.episode_rows.get(node_id, [])] = 0.0
         if not allowed.any():
             return []
+        terms = lexical_terms(query)  # the query read once, each index scored once: only the cut goes deeper
+        scores = self.lexical.scored(terms, allowed)
+        context = self.lexical_context.scored(terms, allowed) if self.lexical_context is not None else None
         wanted = CANDIDATES
         while True:  # branches and regenerates share words: read deeper until enough are on the path
-            rankings = {"bm25": self._on_path(self.lexical.search(query, wanted, allowed), on_path)}
+            rankings = {"bm25": self._on_path(top(scores, wanted), on_path)}
             if self.lexical_context is not None:
-                in_context = self.lexical_context.search(query, wanted, allowed)
-                rankings["bm25_context"] = self._on_path(in_context, on_path)
+                rankings["bm25_context"] = self._on_path(top(context, wanted), on_path)
             if self.vectors is not None and query_vector is not None:
                 dense = self.vectors.search(query_vector, wanted, allowed)
                 rankings["dense"] = self._on_path(dense, on_path)
