@@ -103,6 +103,7 @@ class Settings(BaseModel):
             "body_seconds": os.environ.get("CHANGJI_BODY_SECONDS"),
             "access_log": os.environ.get("CHANGJI_ACCESS_LOG"),
             "sqlite_synchronous": os.environ.get("CHANGJI_SQLITE_SYNCHRONOUS"),
+            "cache_nodes": os.environ.get("CHANGJI_CACHE_NODES"),
             "job_sweep_seconds": os.environ.get("CHANGJI_JOB_SWEEP_SECONDS"),
             "job_retry_seconds": os.environ.get("CHANGJI_JOB_RETRY_SECONDS"),
             "job_max_attempts": os.environ.get("CHANGJI_JOB_MAX_ATTEMPTS"),
