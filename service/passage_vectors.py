@@ -46,7 +46,7 @@ class PassageVectors:
         return np.stack([found[key] for key in keys])
 
 
-def keep_recent(cache: OrderedDict[Any, Any], found: dict[Any, Any]) -> None:
+def keep_recent(cache: OrderedDict[str, Any], found: dict[str, Any]) -> None:
     """Remember what a build used, the most recent last, within CACHED_TEXTS."""
     for key, value in found.items():
         cache[key] = value

@@ -45,7 +45,6 @@ MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns 
 # by a few more turns, which the verbatim window holds anyway)
 BUILD_REST = 19.0
 RETRY_SECONDS = 30.0  # after the embedder failed, the wait before a story's vectors are tried again
-TERM_SEPARATOR = "\x1f"  # (no term holds it: terms are runs of letters, digits or CJK)
 QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
 
 
@@ -80,9 +79,7 @@ class Recall:
         self._query_vectors: OrderedDict[str, tuple[np.ndarray | None, float]] = OrderedDict()
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
         self._vectors = PassageVectors(embedder, saved) if embedder is not None else None
-        # sha256 of a text → its lexical terms joined by TERM_SEPARATOR: a sixth of the memory of a list
-        # of strings (measured on turn texts: 0.6 KB a text instead of 4 KB; 100k texts are kept)
-        self._terms: OrderedDict[bytes, str] = OrderedDict()
+        self._terms: OrderedDict[str, list[str]] = OrderedDict()  # sha256 of text → lexical terms
         self._next_build: dict[UUID, float] = {}  # when each story's index may be built next (monotonic)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
         self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # searches, time-limited
@@ -260,13 +257,13 @@ class Recall:
         return index
 
     def _lexical_terms(self, texts: list[str]) -> list[list[str]]:
-        keys = [hashlib.sha256(text.encode()).digest() for text in texts]
+        keys = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
         found = {key: self._terms[key] for key in keys if key in self._terms}
         for key, text in zip(keys, texts, strict=True):
             if key not in found:
-                found[key] = TERM_SEPARATOR.join(lexical_terms(text))
+                found[key] = lexical_terms(text)
         keep_recent(self._terms, found)
-        return [found[key].split(TERM_SEPARATOR) if found[key] else [] for key in keys]
+        return [found[key] for key in keys]
 
     def search_within(
         self,
