@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -55,7 +56,11 @@ def serve(data_dir: Path | None, host: str | None, port: int | None) -> None:
         _, key = db.create_key(LOCAL_TENANT, "created by the first `changji serve`")
         click.echo(f"First start: an API key for tenant '{LOCAL_TENANT}' (shown once, stored hashed):\n\n  {key}\n")
     db.close()
-    with read_model_files.serving(settings.data_dir):  # a rebuild offers its file to this process
+    with contextlib.ExitStack() as stack:  # the data dir held until the server stops: a rebuild offers it its file
+        try:
+            stack.enter_context(read_model_files.serving(settings.data_dir))
+        except read_model_files.AlreadyServed as exc:
+            raise click.ClickException(str(exc)) from None
         app = create_app(settings)
         svc = app[SERVICE]
         click.echo(
@@ -134,16 +139,17 @@ def projections_rebuild(data_dir: Path | None, wait: float) -> None:
     folder = settings.data_dir
     target = read_model_files.new_file(folder)
     app = Changji(env=settings.event_store_env())
-    try:
-        runner = ProjectionRunner(app, ReadModels(target), SQLiteNotifications.of(app))
-        total = runner.max_position()
-        started = time.perf_counter()
-        with click.progressbar(length=total, label=f"replaying {total:,} events", file=sys.stderr) as bar:
-            position = runner.rebuild(progress=bar.update)
-        runner.store.mark_rebuilt()
-        runner.store.writer.conn.close()
-    finally:
-        app.close()
+    started = time.perf_counter()
+    with read_model_files.building(target):  # (no promotion elsewhere removes it meanwhile)
+        try:
+            runner = ProjectionRunner(app, ReadModels(target), SQLiteNotifications.of(app))
+            total = runner.max_position()
+            with click.progressbar(length=total, label=f"replaying {total:,} events", file=sys.stderr) as bar:
+                position = runner.rebuild(progress=bar.update)
+            runner.store.mark_rebuilt()
+            runner.store.writer.conn.close()
+        finally:
+            app.close()
     seconds = time.perf_counter() - started
     click.echo(
         f"rebuilt read models at position {position:,} in {seconds:.1f}s ({position / max(seconds, 1e-9):,.0f} events/s): {target.name}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -71,13 +72,14 @@ class ReadSide:
         loop = asyncio.get_running_loop()
         try:
             position = await loop.run_in_executor(self._projector, self.runner.adopt, str(offered))
-        except ValueError as exc:
-            log.error("not adopting the offered read models: %s", exc)
+        except (ValueError, OSError, sqlite3.Error) as exc:
+            log.error("not adopting the offered read models (the offer is withdrawn): %s", exc)
+            read_model_files.withdraw(self.data_dir)
             return None
+        for listener in self._adopted:  # (the checkpointer lets go of the old file before it is removed)
+            listener(old, str(offered))
         read_model_files.promote(self.data_dir, offered)
         log.info("read models switched to %s, folded up to %s", offered.name, position)
-        for listener in self._adopted:
-            listener(old, str(offered))
         await self.sync()
         return str(offered)
 

@@ -81,6 +81,7 @@ class Recall:
         self._vectors = PassageVectors(embedder, saved) if embedder is not None else None
         self._terms: OrderedDict[str, list[str]] = OrderedDict()  # sha256 of text → lexical terms
         self._next_build: dict[UUID, float] = {}  # when each story's index may be built next (monotonic)
+        self._retry_at: dict[UUID, float] = {}  # when a story's vectors may be tried again after a failure
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
         self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # searches, time-limited
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
@@ -97,20 +98,21 @@ class Recall:
                 self._indexes.move_to_end(story_id)
             return index
 
-    def refresh_soon(self, story_id: UUID) -> Future[StoryIndex | None]:
-        """Rebuild the story's index in the background if its archive moved on (one build at a time)."""
+    def refresh_soon(self, story_id: UUID, now: bool = False) -> Future[StoryIndex | None]:
+        """Rebuild the story's index in the background if its archive moved on (one build at a time).
+        `now`: without the rest a build earned (someone waits for an index that holds every write)."""
         with self._lock:
             running = self._building.get(story_id)
             if running is not None and not running.done():
                 return running
-            future = self._pool.submit(self._rebuild, story_id)
+            future = self._pool.submit(self._rebuild, story_id, now)
             self._building[story_id] = future
             return future
 
     async def refresh(self, story_id: UUID) -> StoryIndex | None:
         """Bring the story's index up to date with the archive and wait for it (a caller that gives up
         leaves the build running for the others waiting on it)."""
-        return await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id)))
+        return await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
 
     def state(self, story_id: UUID) -> IndexState:
         index = self.index(story_id)
@@ -202,17 +204,22 @@ class Recall:
         with self._lock:
             self._indexes.pop(story_id, None)
 
-    def _rebuild(self, story_id: UUID) -> StoryIndex | None:
+    def _rebuild(self, story_id: UUID, now: bool = False) -> StoryIndex | None:
+        current = self.index(story_id)
+        if self._retry_at.get(story_id, 0.0) > time.monotonic() and current is not None:
+            return current  # the embedder failed lately: no try before its time (a search then asks again)
         wait = self._next_build.get(story_id, 0.0) - time.monotonic()
-        if wait > self.build_pause:  # the embedder failed lately: no try before its time, and no sleep
-            return self.index(story_id)  # on the one build thread (a search after that time asks again)
-        if wait > 0:
-            time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
+        if not now and current is not None:  # a story without an index (or a caller waiting) goes first
+            if wait > self.build_pause:  # resting after a long build: no sleep on the one build thread
+                return current
+            if wait > 0:
+                time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
         self._next_build[story_id] = time.monotonic() + self.build_pause
         return self._build(story_id)
 
     def _rest_after(self, story_id: UUID, seconds: float) -> None:
-        """A build that took `seconds` (embedding new passages aside) rests BUILD_REST times as long."""
+        """A build that took `seconds` (embedding new passages aside) rests `build_rest` times as long
+        before a background refresh builds again."""
         until = time.monotonic() + max(self.build_pause, self.build_rest * seconds)
         self._next_build[story_id] = max(self._next_build.get(story_id, 0.0), until)
 
@@ -239,7 +246,7 @@ class Recall:
                 except Exception as exc:  # the embedder failed: words alone until it is tried again
                     log.warning("embedding story %s failed (%r): its recall is BM25 alone for now", story_id, exc)
                     complete = False
-                    self._next_build[story_id] = time.monotonic() + self.retry_seconds
+                    self._retry_at[story_id] = time.monotonic() + self.retry_seconds
                 finally:
                     embedding = time.monotonic() - embedding
             index = StoryIndex(

@@ -87,7 +87,7 @@ class StoryViews:
         recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
         over = leaves_turns_out(  # the next turn recalls into its share
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
-            self.app.render_epoch(story.id), self.app.node, self.store.has_summaries(story.id), recall_share,
+            self.app.render_epoch(story.id), self.app.node, self._summarized(story.id), recall_share,
             self.app.summarized(story.id),
         )  # fmt: skip
         if not over:
@@ -109,10 +109,15 @@ class StoryViews:
             self.app.render_epoch(story.id),
             self.scene_of(leaf),
             self.app.node,
-            self.store.has_summaries(story.id),
+            self._summarized(story.id),
             self._recaller(story.id, leaf, settings) if self._can_recall(story.id) else None,
             self.app.summarized(story.id),
         )
+
+    def _summarized(self, story_id: UUID) -> bool:
+        """Whether the story has a summary anywhere: per the read models, or per this process's writes
+        the read models may not have folded yet (a window cut by the budget then looks for it)."""
+        return self.store.has_summaries(story_id) or bool(self.app.summarized(story_id))
 
     def _can_recall(self, story_id: UUID) -> bool:
         """Whether the story has an index to recall from (none yet: one is asked for, and this context

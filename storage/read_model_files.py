@@ -5,8 +5,10 @@ The read models live in `read_models.sqlite` until a rebuild makes a new file be
 database they were made for, so a file is never replaced under its own name). The name of the file in
 use is then kept in `read_models.current`. A rebuilt file waits in `read_models.next` for a serving
 process to adopt it (it holds `serve.lock` while it runs); with no service running, the rebuild
-promotes it itself. Pointers are written whole or not at all (a temporary file, then a rename), and
-files no pointer names are removed when a process promotes another or starts.
+promotes it itself. Pointers are written whole or not at all (a temporary file, then a rename).
+Files no pointer names are removed when a file is promoted and when a service starts — but never
+one a rebuild is still writing (it holds a lock on `<file>.building` meanwhile). One process serves a
+data dir at a time.
 """
 
 from __future__ import annotations
@@ -52,12 +54,46 @@ def offer(data_dir: Path, path: Path) -> None:
 
 
 def promote(data_dir: Path, path: Path) -> None:
-    """Make `path` the file in use (and forget any offer of it), then remove the files nobody names."""
+    """Make `path` the file in use, withdraw any offer (an older rebuild's too: this one is newer),
+    then remove the files nobody names."""
+    if not path.exists():
+        raise FileNotFoundError(f"no read-model file at {path}")
     _write(data_dir / CURRENT, path.name)
-    if _read(data_dir / NEXT) == path.name:
-        with contextlib.suppress(FileNotFoundError):
-            (data_dir / NEXT).unlink()
+    withdraw(data_dir)
     remove_unused(data_dir)
+
+
+def withdraw(data_dir: Path) -> None:
+    """Forget the file on offer, if any (it was adopted, promoted over, or refused)."""
+    with contextlib.suppress(FileNotFoundError):
+        (data_dir / NEXT).unlink()
+
+
+@contextlib.contextmanager
+def building(path: Path) -> Iterator[None]:
+    """Held while a rebuild writes `path`: `remove_unused` leaves a file under construction alone."""
+    marker = Path(f"{path}.building")
+    with marker.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    with contextlib.suppress(FileNotFoundError):
+        marker.unlink()
+
+
+def _under_construction(path: Path) -> bool:
+    marker = Path(f"{path}.building")
+    if not marker.exists():
+        return False
+    with marker.open("a") as handle:
+        if not _try_lock(handle):
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    with contextlib.suppress(FileNotFoundError):
+        marker.unlink()  # left by a rebuild that died: its file goes too
+    return False
 
 
 def remove_unused(data_dir: Path) -> list[Path]:
@@ -68,7 +104,7 @@ def remove_unused(data_dir: Path) -> list[Path]:
         keep.add(offered.name)
     gone = []
     for path in [data_dir / DEFAULT, *data_dir.glob("read_models-*.sqlite")]:
-        if path.name in keep or not path.exists():
+        if path.name in keep or not path.exists() or _under_construction(path):
             continue
         for suffix in SUFFIXES:
             with contextlib.suppress(FileNotFoundError):
@@ -77,13 +113,20 @@ def remove_unused(data_dir: Path) -> list[Path]:
     return gone
 
 
+class AlreadyServed(RuntimeError):
+    """Another process serves this data dir."""
+
+
 @contextlib.contextmanager
 def serving(data_dir: Path) -> Iterator[None]:
-    """Held by a serving process for its lifetime: a rebuild then offers its file instead of promoting it."""
+    """Held by the serving process for its lifetime (a rebuild then offers its file instead of
+    promoting it); removes what earlier promotions left. AlreadyServed if another process serves."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with (data_dir / LOCK).open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_SH)  # shared: several processes may serve one data dir
+        if not _try_lock(handle):
+            raise AlreadyServed(f"another process serves {data_dir} (it holds {data_dir / LOCK})")
         try:
+            remove_unused(data_dir)
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

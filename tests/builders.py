@@ -154,8 +154,9 @@ class StoryBuilder:
         renders = renders or new_renders()
         epoch = self.app.render_epoch(self.story_id)
         return assemble_context(
-            card, self.app.settings(story), upward, renders, windows, epoch, load=self.app.node, summarized=summarized
-        )
+            card, self.app.settings(story), upward, renders, windows, epoch, load=self.app.node, summarized=summarized,
+            recorded=self.app.summarized(self.story_id),
+        )  # fmt: skip
 
 
 # --- world lines (pure) -------------------------------------------------------------------------

@@ -359,7 +359,10 @@ async def replay_changji(story: Story, tokens: Tokens, system: str) -> Tally:
         user, reply = story.messages[2 * turn - 2], story.messages[2 * turn - 1]
         leaf = app.stories.append_node(TENANT, story_id, uuid4(), "user", user).node
         epoch = app.render_epoch(story_id)
-        context = assemble_context(card, settings, walk_up(app.node, leaf.id), renders, windows, epoch, None, app.node)
+        context = assemble_context(
+            card, settings, walk_up(app.node, leaf.id), renders, windows, epoch, None, app.node,
+            recorded=app.summarized(story_id),
+        )  # fmt: skip
         contents = [m.content for m in context.messages]
         counted = sum(tokens(c) for c in contents)
         drift = max(drift, abs(counted - context.tokens))

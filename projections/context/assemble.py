@@ -174,9 +174,9 @@ def leaves_turns_out(
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
-    if window.cut_at is not None:
-        return True
     layers = layers_from(window.boundary, load) if window.boundary is not None else NO_LAYERS
+    if window.cut_at is not None and window.cut_at.turn > layers.covered_turn:  # whole turns left out
+        return True
     blocks = summary_blocks(layers, load, char, user, fill_macros)
     summaries = sum(map(cache.count_raw, (b.text for b in blocks))) + (MESSAGE_OVERHEAD_TOKENS if blocks else 0)
     return fixed + summaries + window.tokens + reserve > budget

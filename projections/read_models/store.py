@@ -110,9 +110,13 @@ class ReadModels:
             probe.conn.close()
         if marks.get(SCHEMA) != SCHEMA_VERSION or REBUILT not in marks:
             raise ValueError(f"{path} is not a finished rebuild of read-model layout {SCHEMA_VERSION}")
-        old = self.writer
+        old, old_path, old_scenes = self.writer, self.path, self.scenes
         self.path = str(path)
-        self._open_writer()
+        try:
+            self._open_writer()
+        except BaseException:
+            self.path, self.writer, self.scenes = old_path, old, old_scenes
+            raise
         self._generation += 1
         old.conn.close()
 
@@ -367,7 +371,7 @@ class ReadModels:
             "with recursive up(id, parent_id, depth) as ("
             " select id, parent_id, depth from nodes where id = ?"
             " union all select n.id, n.parent_id, n.depth from nodes n join up on n.id = up.parent_id)"
-            " select id, depth from up",
+            " select id, depth from up order by depth desc",
             [str(node_id)],
         ).fetchall()
         return [(str(r[0]), int(r[1])) for r in rows] if rows else None

@@ -13,7 +13,8 @@ from tests.compaction_support import SMALL, compact_if_due
 
 def test_the_bulk_reader_decodes_what_the_mapper_decodes(sqlite_changji: Changji) -> None:
     app = sqlite_changji
-    story = StoryBuilder.start(app, a_card(tags=["灯塔", "slow-burn"], extensions={"x": [1, {"y": None}]}), **SMALL)
+    odd = {"x": [1, {"y": None}], "big": 2**70, "far": float("inf"), "digits": "1234567890123456789012"}
+    story = StoryBuilder.start(app, a_card(tags=["灯塔", "slow-burn"], extensions=odd), **SMALL)
     for i in range(12):
         _, reply = story.turn(f"第{i}问", f"第{i}答")
         if i == 1:

@@ -366,3 +366,10 @@ def test_a_build_rests_in_proportion_to_how_long_it_took(
         assert second is first and recall.state(story.story_id).index_seq < read_models.archive_seq(story.story_id)
     else:
         assert second.seq == read_models.archive_seq(story.story_id) > first.seq
+    waited = asyncio.run(recall.refresh(story.story_id))  # a caller that waits gets every write, rest or not
+    assert waited is not None and waited.seq == read_models.archive_seq(story.story_id)
+    recall.forget(story.story_id)  # … and so does a story whose index went (evicted, deleted and restored)
+    story.turns(1)
+    runner.catch_up()
+    rebuilt = recall.refresh_soon(story.story_id).result(timeout=30)
+    assert rebuilt is not None and rebuilt.seq == read_models.archive_seq(story.story_id)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from domain.rules.paths import walk_up
 from projections.context.assemble import assemble_context, leaves_turns_out
 from projections.context.window import WindowCache
-from tests.builders import StoryBuilder, memory_app, new_renders
+from tests.builders import StoryBuilder, a_card, memory_app, new_renders
 from tests.compaction_support import SMALL, compact
 from tests.unit.test_zero_overlap import OPS, apply
 
@@ -61,3 +61,12 @@ def test_a_compacted_story_filled_to_its_budget_announces_nothing() -> None:
     decided, unfilled, filled = decide(story, reserve=300)
     assert filled and not unfilled  # the filled context is close to its budget; nothing is left out
     assert not decided
+
+
+def test_a_greeting_longer_than_the_budget_is_decided_as_the_context_does() -> None:
+    story = StoryBuilder.start(
+        memory_app(), a_card(first_mes="风" * 3000), **SMALL, context_window=600, reply_reserve=0
+    )
+    story.turn("第1问", "第1答")
+    decided, unfilled, _ = decide(story, reserve=0)
+    assert decided == unfilled
