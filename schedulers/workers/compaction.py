@@ -236,11 +236,7 @@ class CompactWorker:
         lines = lines_of(plan.pack.nodes, plan.char_name, plan.user_name)
         names = self._names(plan)
         if self.model is None:
-            return (
-                summarize_episode(lines, names, self._episode_chars(plan)) or "（这段没有可记的内容。）",
-                "extractive",
-                None,
-            )
+            return await self._offline_episode(lines, names, self._episode_chars(plan)), "extractive", None
         scene = await self._scene(plan.pack.end.id)
         body = "\n\n".join(f"{line.speaker}：{line.text}" for line in lines)
         user = f"【对话记录 · 第{plan.pack.first_turn}–{plan.pack.last_turn}轮】\n{body}"
@@ -249,12 +245,14 @@ class CompactWorker:
         messages = [{"role": "system", "content": EPISODE_PROMPT}, {"role": "user", "content": user}]
         text, call = await self._call("episode", messages, EPISODE_TOKENS)
         if text is None and offline:  # the model keeps failing: the offline summary stands in
-            return (
-                summarize_episode(lines, names, self._episode_chars(plan)) or "（这段没有可记的内容。）",
-                "extractive",
-                call,
-            )
+            return await self._offline_episode(lines, names, self._episode_chars(plan)), "extractive", call
         return text, "model", call
+
+    @staticmethod
+    async def _offline_episode(lines: list[Line], names: list[str], chars: int) -> str:
+        """The extractive summary, on a thread: a pack of a long story's backlog (thousands of turns)
+        takes a while, and the event loop serves requests meanwhile."""
+        return await asyncio.to_thread(summarize_episode, lines, names, chars) or "（这段没有可记的内容。）"
 
     async def _digest(
         self, plan: CompactionPlan, offline: bool
@@ -268,7 +266,9 @@ class CompactWorker:
         scene_text = format_state(scene.snapshot) if scene else ""
         episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
         budget = min(digest_budget(plan.settings.episodes_kept), summary_chars(plan.settings))
-        fallback = fold_digest(previous, episodes, lines, self._names(plan), scene_text, budget)
+        fallback = await asyncio.to_thread(
+            fold_digest, previous, episodes, lines, self._names(plan), scene_text, budget
+        )
         if self.model is None:
             return fallback, "extractive", None
         parts = []
