@@ -137,10 +137,11 @@ def projections_rebuild(data_dir: Path | None, wait: float) -> None:
     if settings.persistence != "sqlite":
         raise click.ClickException("read models in memory are rebuilt at every start")
     folder = settings.data_dir
+    folder.mkdir(parents=True, exist_ok=True)
     target = read_model_files.new_file(folder)
     app = Changji(env=settings.event_store_env())
     started = time.perf_counter()
-    with read_model_files.building(target):  # (no promotion elsewhere removes it meanwhile)
+    with read_model_files.building(target):  # until it is named: no promotion elsewhere removes it
         try:
             runner = ProjectionRunner(app, ReadModels(target), SQLiteNotifications.of(app))
             total = runner.max_position()
@@ -150,16 +151,17 @@ def projections_rebuild(data_dir: Path | None, wait: float) -> None:
             runner.store.writer.conn.close()
         finally:
             app.close()
-    seconds = time.perf_counter() - started
-    click.echo(
-        f"rebuilt read models at position {position:,} in {seconds:.1f}s ({position / max(seconds, 1e-9):,.0f} events/s): {target.name}"
-    )
-    with read_model_files.unless_served(folder) as free:
-        if free:
-            read_model_files.promote(folder, target)
-            click.echo("in use from the next start")
-            return
-        read_model_files.offer(folder, target)
+        seconds = time.perf_counter() - started
+        click.echo(
+            f"rebuilt read models at position {position:,} in {seconds:.1f}s "
+            f"({position / max(seconds, 1e-9):,.0f} events/s): {target.name}"
+        )
+        with read_model_files.unless_served(folder) as free:
+            if free:
+                read_model_files.promote(folder, target)
+                click.echo("in use from the next start")
+                return
+            read_model_files.offer(folder, target)
     click.echo("offered to the running service…")
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:

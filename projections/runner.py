@@ -119,13 +119,13 @@ class ProjectionRunner:
         return done
 
     def adopt(self, path: str) -> int:
-        """Switch to a read-model file rebuilt beside this process (complete up to some position), then
-        fold what was written after it; the position. A file that is not a finished rebuild is refused
-        (ValueError) and the read models stay as they were."""
+        """Switch to a read-model file rebuilt beside this process (complete up to some position); the
+        position it holds (the next catch-up folds what was written after it). A file that is not a
+        finished rebuild is refused (ValueError, or the error opening it) and nothing changes."""
         with self._lock:
             self.store.reopen(path)
             self.position = self.store.position()
-        return self.catch_up()
+            return self.position
 
     def rebuild(self, progress: Callable[[int], None] | None = None, search: bool = True) -> int:
         """Drop the read models and replay the whole log into them, and then (`search`) the full-text

@@ -74,12 +74,13 @@ class ReadSide:
             position = await loop.run_in_executor(self._projector, self.runner.adopt, str(offered))
         except (ValueError, OSError, sqlite3.Error) as exc:
             log.error("not adopting the offered read models (the offer is withdrawn): %s", exc)
-            read_model_files.withdraw(self.data_dir)
+            read_model_files.withdraw(self.data_dir, offered)
             return None
+        # switched: from here on the new file is the one in use, whatever the catch-up below meets
         for listener in self._adopted:  # (the checkpointer lets go of the old file before it is removed)
             listener(old, str(offered))
         read_model_files.promote(self.data_dir, offered)
-        log.info("read models switched to %s, folded up to %s", offered.name, position)
+        log.info("read models switched to %s (rebuilt up to %s); folding what came after", offered.name, position)
         await self.sync()
         return str(offered)
 

@@ -112,7 +112,11 @@ class Recall:
     async def refresh(self, story_id: UUID) -> StoryIndex | None:
         """Bring the story's index up to date with the archive and wait for it (a caller that gives up
         leaves the build running for the others waiting on it)."""
-        return await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
+        wanted = self.store.archive_seq(story_id)
+        index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
+        if index is not None and index.seq < wanted:  # it joined a build that began before the write
+            index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
+        return index
 
     def state(self, story_id: UUID) -> IndexState:
         index = self.index(story_id)
@@ -206,8 +210,9 @@ class Recall:
 
     def _rebuild(self, story_id: UUID, now: bool = False) -> StoryIndex | None:
         current = self.index(story_id)
-        if self._retry_at.get(story_id, 0.0) > time.monotonic() and current is not None:
-            return current  # the embedder failed lately: no try before its time (a search then asks again)
+        failing = self._retry_at.get(story_id, 0.0) > time.monotonic()  # the embedder failed lately
+        if failing and not now and current is not None:
+            return current  # no try before its time (a search then asks again)
         wait = self._next_build.get(story_id, 0.0) - time.monotonic()
         if not now and current is not None:  # a story without an index (or a caller waiting) goes first
             if wait > self.build_pause:  # resting after a long build: no sleep on the one build thread
@@ -215,7 +220,7 @@ class Recall:
             if wait > 0:
                 time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
         self._next_build[story_id] = time.monotonic() + self.build_pause
-        return self._build(story_id)
+        return self._build(story_id, embed=not failing)  # (while the embedder is failing: words alone)
 
     def _rest_after(self, story_id: UUID, seconds: float) -> None:
         """A build that took `seconds` (embedding new passages aside) rests `build_rest` times as long
@@ -223,10 +228,10 @@ class Recall:
         until = time.monotonic() + max(self.build_pause, self.build_rest * seconds)
         self._next_build[story_id] = max(self._next_build.get(story_id, 0.0), until)
 
-    def _build(self, story_id: UUID) -> StoryIndex | None:
+    def _build(self, story_id: UUID, embed: bool = True) -> StoryIndex | None:
         seq = self.store.archive_seq(story_id)
         current = self.index(story_id)
-        fresh = current is not None and current.seq >= seq and current.complete
+        fresh = current is not None and current.seq >= seq and (current.complete or not embed)
         rows = self.store.passages(story_id) if seq and not fresh else []
         if not seq or (current is None and not rows):  # nothing archived (yet, or any more)
             with self._lock:
@@ -238,8 +243,8 @@ class Recall:
         try:
             texts = [row["text"] for row in rows]
             in_context = with_previous(texts, previous_passages(rows, self.store.parents(story_id)))
-            vectors, complete = None, True
-            if self._vectors is not None:
+            vectors, complete = None, self._vectors is None or embed
+            if self._vectors is not None and embed:
                 try:
                     embedding = time.monotonic()
                     vectors = self._vectors.of(in_context)

@@ -7,8 +7,9 @@ use is then kept in `read_models.current`. A rebuilt file waits in `read_models.
 process to adopt it (it holds `serve.lock` while it runs); with no service running, the rebuild
 promotes it itself. Pointers are written whole or not at all (a temporary file, then a rename).
 Files no pointer names are removed when a file is promoted and when a service starts — but never
-one a rebuild is still writing (it holds a lock on `<file>.building` meanwhile). One process serves a
-data dir at a time.
+one a rebuild is still writing, offering or promoting (it holds a lock on `<file>.building` until it
+is named). One `changji serve` serves a data dir at a time; other tools that open one (`changji demo
+--data-dir`, the benchmarks) take no lock and should not run beside a rebuild of it.
 """
 
 from __future__ import annotations
@@ -39,12 +40,19 @@ def waiting(data_dir: Path) -> Path | None:
 
 
 def new_file(data_dir: Path) -> Path:
-    """A fresh name for a rebuild (nothing at it)."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    """A fresh name for a rebuild, reserved: its `.building` marker is made (exclusively) here, so two
+    rebuilds never share a name; names sort by the time they were made."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{int(now % 1 * 1_000_000):06d}"
     for n in range(1000):
-        path = data_dir / f"read_models-{stamp}{f'-{n}' if n else ''}.sqlite"
-        if not any(Path(f"{path}{suffix}").exists() for suffix in SUFFIXES):
-            return path
+        path = data_dir / f"read_models-{stamp}-{os.getpid()}-{n:03d}.sqlite"
+        if any(Path(f"{path}{suffix}").exists() for suffix in SUFFIXES):
+            continue
+        try:
+            os.close(os.open(f"{path}.building", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        return path
     raise RuntimeError("no free name for a rebuilt read-model file")
 
 
@@ -59,14 +67,17 @@ def promote(data_dir: Path, path: Path) -> None:
     if not path.exists():
         raise FileNotFoundError(f"no read-model file at {path}")
     _write(data_dir / CURRENT, path.name)
-    withdraw(data_dir)
+    withdraw(data_dir, path)
     remove_unused(data_dir)
 
 
-def withdraw(data_dir: Path) -> None:
-    """Forget the file on offer, if any (it was adopted, promoted over, or refused)."""
-    with contextlib.suppress(FileNotFoundError):
-        (data_dir / NEXT).unlink()
+def withdraw(data_dir: Path, upto: Path) -> None:
+    """Forget the file on offer if it is `upto` or older (adopted, promoted over, or refused); a newer
+    offer stays."""
+    named = _read(data_dir / NEXT)
+    if named is not None and named <= upto.name:
+        with contextlib.suppress(FileNotFoundError):
+            (data_dir / NEXT).unlink()
 
 
 @contextlib.contextmanager
@@ -74,7 +85,8 @@ def building(path: Path) -> Iterator[None]:
     """Held while a rebuild writes `path`: `remove_unused` leaves a file under construction alone."""
     marker = Path(f"{path}.building")
     with marker.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        if not _try_lock(handle):
+            raise RuntimeError(f"another rebuild is writing {path}")
         try:
             yield
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import Api, MakeClient, api_for
+from tests.scene_support import settled
 
 TIGHT = {"context_window": 600, "reply_reserve": 150, "pack_turns": 0, "recall_tokens": 150, "keep_turns": 1}
 FILLER = (
@@ -21,6 +22,7 @@ async def test_recall_finds_an_old_turn_and_the_context_brings_it_back(make_clie
     user, reply = await api.turn(sid, "地下室里有什么？", "“一箱旧银币，是守塔人的宝藏。”")
     for _ in range(20):
         await api.turn(sid, *FILLER)
+    await settled(api, sid)  # the compactions the turns announced have archived their episodes
     found: dict[str, Any] = await api.call("GET", f"/v1/stories/{sid}/recall?q=银币宝藏&k=3")
     top = found["hits"][0]
     assert (top["node_id"], top["user_id"], top["turn"]) == (reply, user, 1) and top["hidden"] is False

@@ -63,3 +63,12 @@ def test_one_process_serves_a_data_dir_and_a_rebuild_then_offers(tmp_path: Path)
             assert not free
     with files.unless_served(tmp_path) as free:
         assert free
+
+
+def test_promoting_an_older_file_keeps_a_newer_offer(tmp_path: Path) -> None:
+    older = touch(files.new_file(tmp_path))
+    newer = touch(files.new_file(tmp_path))
+    assert older.name < newer.name and Path(f"{newer}.building").exists()  # names sort by time, reserved
+    files.offer(tmp_path, newer)  # a rebuild offered while the server was adopting the older one
+    files.promote(tmp_path, older)
+    assert files.waiting(tmp_path) == newer and newer.exists()

@@ -339,8 +339,12 @@ def test_an_endpoint_is_never_waited_for_on_a_search_and_a_failed_build_holds_no
     runner.catch_up()
     index = recall.refresh_soon(story.story_id).result(timeout=30)
     assert index is not None and not index.complete and index.vectors is None  # words alone for now
+    story.turn("钥匙是铜的吗？", "“铜的，生了锈。”")  # while it is failing, a caller that waits …
+    runner.catch_up()
+    waited = asyncio.run(recall.refresh(story.story_id))
+    assert waited is not None and waited.seq == read_models.archive_seq(story.story_id)  # … gets every write
     started = time.perf_counter()
-    assert recall.refresh_soon(story.story_id).result(timeout=30) is index  # no new try before its time…
+    assert recall.refresh_soon(story.story_id).result(timeout=30) is waited  # no new try before its time…
     assert recall.refresh_soon(other.story_id).result(timeout=30) is not None  # …and no one waits for it
     assert time.perf_counter() - started < 1.0
     asyncio.run(recall.stop())
