@@ -244,4 +244,7 @@ def demo(data_dir: Path | None, source: Path | None, user_name: str | None) -> N
 
     settings = Settings.from_env(data_dir=data_dir, port=0)
     temporary = data_dir is None and "CHANGJI_DATA_DIR" not in os.environ
-    asyncio.run(run_demo(settings, source, user_name, temporary))
+    try:
+        asyncio.run(run_demo(settings, source, user_name, temporary))
+    except read_model_files.AlreadyServed as exc:
+        raise click.ClickException(str(exc)) from None

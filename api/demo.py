@@ -18,6 +18,7 @@ from api.keys import SERVICE
 from api.server import Runner
 from api.settings import ModelSettings, Settings
 from providers.fake_server import FakeModelServer, echo_writer
+from storage import read_model_files
 
 
 class Client:
@@ -45,6 +46,8 @@ async def run_demo(settings: Settings, source: Path | None, user_name: str | Non
         async with contextlib.AsyncExitStack() as stack:
             if temporary:
                 settings = settings.model_copy(update={"data_dir": Path(tmp)})
+            elif settings.persistence == "sqlite":  # a data dir of the user's: held as `serve` holds it
+                stack.enter_context(read_model_files.serving(settings.data_dir))
             if not settings.main_model.configured:  # no provider set: an offline stand-in writes the engine turn
                 fake = await stack.enter_async_context(FakeModelServer(echo_writer))
                 settings = settings.model_copy(update={"main_model": ModelSettings(base_url=fake.url, model="offline")})

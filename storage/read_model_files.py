@@ -8,8 +8,9 @@ process to adopt it (it holds `serve.lock` while it runs); with no service runni
 promotes it itself. Pointers are written whole or not at all (a temporary file, then a rename).
 Files no pointer names are removed when a file is promoted and when a service starts — but never
 one a rebuild is still writing, offering or promoting (it holds a lock on `<file>.building` until it
-is named). One `changji serve` serves a data dir at a time; other tools that open one (`changji demo
---data-dir`, the benchmarks) take no lock and should not run beside a rebuild of it.
+is named). One process serves a data dir at a time (`changji serve`, or `changji demo --data-dir`);
+a test or a benchmark that builds a service itself takes no lock and should not run beside a
+rebuild of its data dir.
 """
 
 from __future__ import annotations
