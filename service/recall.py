@@ -112,7 +112,7 @@ class Recall:
     async def refresh(self, story_id: UUID) -> StoryIndex | None:
         """Bring the story's index up to date with the archive and wait for it (a caller that gives up
         leaves the build running for the others waiting on it)."""
-        wanted = self.store.archive_seq(story_id)
+        wanted = await asyncio.to_thread(self.store.archive_seq, story_id)  # (a read: not on the loop)
         index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
         if index is not None and index.seq < wanted:  # it joined a build that began before the write
             index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
