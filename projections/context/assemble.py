@@ -99,22 +99,11 @@ def assemble_context(
     layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
 
     def counted(of: Layers) -> list[_CountedSummary]:
-        blocks = summary_blocks(of, load, char, user, fill_macros) if load else []
-        return [
-            _CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
-            for i, block in enumerate(blocks)
-        ]
+        return _counted(of, load, char, user, cache) if load else []
 
     def summary_tokens(of: Layers) -> int:
-        """What the layers `of` take, remembered by what they are made of (the render epoch covers the
-        anchors they quote): trying episodes one by one asks for the same layers turn after turn."""
-        made_of = (_made_of(of), char, user, epoch)
-        tokens = cache.summaries.get(made_of)
-        if tokens is None:
-            tokens = cache.summaries[made_of] = sum(s.tokens for s in counted(of))
-            if len(cache.summaries) > COUNTED_TEXTS:
-                del cache.summaries[next(iter(cache.summaries))]
-        return tokens
+        assert load is not None
+        return _summary_tokens(of, load, char, user, epoch, cache)
 
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
     recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
@@ -177,9 +166,33 @@ def leaves_turns_out(
     layers = layers_from(window.boundary, load) if window.boundary is not None else NO_LAYERS
     if window.cut_at is not None and window.cut_at.turn > layers.covered_turn:  # whole turns left out
         return True
+    return fixed + _summary_tokens(layers, load, char, user, epoch, cache) + window.tokens + reserve > budget
+
+
+def _counted(
+    layers: Layers, load: Callable[[UUID], NodeView], char: str, user: str, cache: RenderCache
+) -> list[_CountedSummary]:
+    """The summary layers' blocks with their tokens (the message's overhead on the first)."""
     blocks = summary_blocks(layers, load, char, user, fill_macros)
-    summaries = sum(map(cache.count_raw, (b.text for b in blocks))) + (MESSAGE_OVERHEAD_TOKENS if blocks else 0)
-    return fixed + summaries + window.tokens + reserve > budget
+    return [
+        _CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
+        for i, block in enumerate(blocks)
+    ]
+
+
+def _summary_tokens(
+    layers: Layers, load: Callable[[UUID], NodeView], char: str, user: str, epoch: int, cache: RenderCache
+) -> int:
+    """What the layers take, remembered by what they are made of (the render epoch covers the anchors
+    they quote): trying episodes one by one, and every reply's budget test, ask for the same layers
+    turn after turn."""
+    made_of = (_made_of(layers), char, user, epoch)
+    tokens = cache.summaries.get(made_of)
+    if tokens is None:
+        tokens = cache.summaries[made_of] = sum(s.tokens for s in _counted(layers, load, char, user, cache))
+        if len(cache.summaries) > COUNTED_TEXTS:
+            del cache.summaries[next(iter(cache.summaries))]
+    return tokens
 
 
 def _made_of(layers: Layers) -> tuple[object, ...]:

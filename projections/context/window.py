@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise, takewhile
 from operator import itemgetter
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 from uuid import UUID
 
 from domain.ports import TokenCounter
@@ -79,32 +79,24 @@ class RenderCache:
 
     def count_raw(self, text: str) -> int:
         """Tokens of a text that is part of a message (summaries, scene blocks), remembered by text."""
-        key = "\x00" + text
-        tokens = self._counts.get(key)
-        if tokens is None:
-            tokens = self._counts[key] = self.counter.count(text)
-            if len(self._counts) > COUNTED_TEXTS:
-                del self._counts[next(iter(self._counts))]
-        return tokens
+        return self._remembered(self._counts, "\x00" + text, text, COUNTED_TEXTS)
 
     def count_line(self, text: str) -> int:
         """Tokens of a recalled line, remembered by the text's hash: a story's passages come back turn
         after turn, in ever other company, and there are too many of them to keep their texts."""
-        key = hash(text)
-        tokens = self._lines.get(key)
-        if tokens is None:
-            tokens = self._lines[key] = self.counter.count(text)
-            if len(self._lines) > COUNTED_LINES:
-                del self._lines[next(iter(self._lines))]
-        return tokens
+        return self._remembered(self._lines, hash(text), text, COUNTED_LINES)
 
     def count(self, text: str) -> int:
         """A message's tokens; remembered by text (system prompts and card instructions recur every turn)."""
-        tokens = self._counts.get(text)
+        return self._remembered(self._counts, text, text, COUNTED_TEXTS, MESSAGE_OVERHEAD_TOKENS)
+
+    def _remembered(self, memo: dict[Any, int], key: object, text: str, most: int, extra: int = 0) -> int:
+        """`text`'s tokens (+ `extra`) from `memo` by `key`, counted once; the oldest entries go first."""
+        tokens = memo.get(key)
         if tokens is None:
-            tokens = self._counts[text] = self.counter.count(text) + MESSAGE_OVERHEAD_TOKENS
-            if len(self._counts) > COUNTED_TEXTS:
-                del self._counts[next(iter(self._counts))]
+            tokens = memo[key] = self.counter.count(text) + extra
+            if len(memo) > most:
+                del memo[next(iter(memo))]
         return tokens
 
 
