@@ -58,30 +58,36 @@ class ReadSide:
         self._listeners.append(listener)
 
     def on_adopted(self, listener: Callable[[str, str], None]) -> None:
-        """Call `listener(old path, new path)` when a rebuilt read-model file was adopted."""
+        """Call `listener(old path, new path)` when a rebuilt read-model file was adopted (on the
+        projector thread)."""
         self._adopted.append(listener)
 
     async def adopt_offered(self) -> str | None:
-        """Adopt a rebuilt read-model file if one is offered; its path, or None."""
+        """Adopt a rebuilt read-model file if one is offered; its path, or None. The files are looked
+        at and switched on the projector thread (no file I/O on the loop), between two folds."""
         if self.data_dir is None:
             return None
-        offered = read_model_files.waiting(self.data_dir)
+        adopted = await asyncio.get_running_loop().run_in_executor(self._projector, self._adopt, self.data_dir)
+        if adopted is not None:
+            await self.sync()  # what was written after the rebuild
+        return adopted
+
+    def _adopt(self, data_dir: Path) -> str | None:
+        offered = read_model_files.waiting(data_dir)
         if offered is None or str(offered) == self.runner.store.path:
             return None
         old = self.runner.store.path
-        loop = asyncio.get_running_loop()
         try:
-            position = await loop.run_in_executor(self._projector, self.runner.adopt, str(offered))
+            position = self.runner.adopt(str(offered))
         except (ValueError, OSError, sqlite3.Error) as exc:
             log.error("not adopting the offered read models (the offer is withdrawn): %s", exc)
-            read_model_files.withdraw(self.data_dir, offered)
+            read_model_files.withdraw(data_dir, offered)
             return None
-        # switched: from here on the new file is the one in use, whatever the catch-up below meets
+        # switched: from here on the new file is the one in use, whatever the catch-up after it meets
         for listener in self._adopted:  # (the checkpointer lets go of the old file before it is removed)
             listener(old, str(offered))
-        read_model_files.promote(self.data_dir, offered)
+        read_model_files.promote(data_dir, offered)
         log.info("read models switched to %s (rebuilt up to %s); folding what came after", offered.name, position)
-        await self.sync()
         return str(offered)
 
     async def sync(self, position: int | None = None) -> int:
