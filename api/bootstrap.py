@@ -8,11 +8,12 @@ scripts). Nothing here decides anything about stories: it only wires.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from api.auth import Authenticator
-from api.settings import Settings
+from api.settings import RETIRED_ENV, Settings
 from domain.application import Changji
 from domain.ports import ChatModel, Embedder, TokenCounter
 from engine.turns import TurnRunner
@@ -34,6 +35,8 @@ from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from storage.embedding_cache import EmbeddingCache
 from storage.notifications import SQLiteNotifications
 from storage.service_db import ServiceDB
+
+log = logging.getLogger(__name__)
 
 Step = Callable[[], Awaitable[None]]
 
@@ -124,6 +127,8 @@ def bootstrap(
     `background_checkpoints`: once started, checkpoint the SQLite logs on a thread of their own rather
     than inside whichever commit crosses the threshold (`storage/checkpoints.py`). One-shot CLI
     commands that never start the service pass False and keep SQLite's automatic checkpoints."""
+    for name in settings.retired:
+        log.warning("%s is no longer read: %s", name, RETIRED_ENV[name])
     env = settings.event_store_env()
     checkpointer = None
     if settings.persistence == "sqlite":
@@ -164,7 +169,7 @@ def bootstrap(
         else None
     )  # fmt: skip
     compactor = CompactWorker(app, executor, side_model, views.scene_of, max_attempts=settings.job_max_attempts)
-    workers: list[Worker] = [ScribeWorker(app, store, executor, side_model, settings.scribe_language), compactor]
+    workers: list[Worker] = [ScribeWorker(app, store, executor, side_model), compactor]
     policy = JobPolicy(
         sweep_seconds=settings.job_sweep_seconds,
         retry_seconds=settings.job_retry_seconds,

@@ -11,6 +11,10 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from providers.openai import ModelEndpoint
 from storage import read_model_files
 
+RETIRED_ENV = {
+    "CHANGJI_SCRIBE_LANGUAGE": "the scribe now writes in each story's language (the card or story setting `language`)",
+}
+
 
 class ModelSettings(BaseModel):
     """One OpenAI-compatible model: `CHANGJI_<ROLE>_BASE_URL`, `_MODEL`, `_API_KEY` (+ tuning)."""
@@ -63,7 +67,7 @@ class Settings(BaseModel):
     job_retry_seconds: float = Field(5.0, ge=0, description="first retry delay of a failed job (then doubled)")
     job_max_attempts: int = Field(5, ge=1, le=100, description="attempts before a job fails for good")
     job_concurrency: int = Field(4, ge=1, le=64, description="jobs running at once")
-    scribe_language: Literal["zh", "en"] = Field("zh", description="language of the scribe's instructions")
+    retired: tuple[str, ...] = Field((), description="environment variables set that are no longer read")
     embedder: Literal["auto", "endpoint", "e5", "hashing", "none"] = Field(
         "auto",
         description="recall's dense vectors: auto = the CHANGJI_EMBED_* endpoint when configured, "
@@ -108,7 +112,6 @@ class Settings(BaseModel):
             "job_retry_seconds": os.environ.get("CHANGJI_JOB_RETRY_SECONDS"),
             "job_max_attempts": os.environ.get("CHANGJI_JOB_MAX_ATTEMPTS"),
             "job_concurrency": os.environ.get("CHANGJI_JOB_CONCURRENCY"),
-            "scribe_language": os.environ.get("CHANGJI_SCRIBE_LANGUAGE"),
             "embedder": os.environ.get("CHANGJI_EMBEDDER"),
             "fault_exit_after_key": os.environ.get("CHANGJI_FAULT_EXIT_AFTER_KEY"),
             "embed_dimensions": os.environ.get("CHANGJI_EMBED_DIMENSIONS"),
@@ -116,6 +119,7 @@ class Settings(BaseModel):
             "embed_passage_prefix": os.environ.get("CHANGJI_EMBED_PASSAGE_PREFIX"),
         }
         values: dict[str, object] = {k: v for k, v in env.items() if v is not None}
+        values["retired"] = tuple(name for name in RETIRED_ENV if name in os.environ)
         if os.environ.get("CHANGJI_CORS_ORIGINS"):
             values["cors_origins"] = [o.strip() for o in os.environ["CHANGJI_CORS_ORIGINS"].split(",") if o.strip()]
         for role, key in (("main", "main_model"), ("side", "side_model"), ("embed", "embeddings")):

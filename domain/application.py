@@ -36,6 +36,7 @@ from domain.errors import (
     StoryNotFoundError,
     VersionConflictError,
 )
+from domain.language import Language
 from domain.node import Node
 from domain.story import Story
 from domain.values import NodeView, SavePoint, StorySettings
@@ -196,6 +197,10 @@ class Changji(Application[UUID]):
             del self._settings[next(iter(self._settings))]
         self._settings[story.id] = _MergedSettings(card.id, card.version, dict(story.settings), merged)
         return merged
+
+    def language(self, story: Story) -> Language:
+        """The language of changji's own texts in the story's prompts: set on the story or card, or the card's."""
+        return self.card_of(story).data.language(self.settings(story).language)
 
     def card_of(self, story: Story) -> Card:
         """The story's card, even if the card was deleted after the story began."""

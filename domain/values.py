@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from domain.language import Language, LanguageChoice, resolve_language
 
 NodeKind = Literal["greeting", "user", "reply"]
 Phase = Literal["final", "writing", "waiting", "sealed", "stopped", "withdrawn"]
@@ -48,6 +51,9 @@ class StorySettings(BaseModel):
         " (off: measured on LoCoMo with the offline summaries, they cost 1–4 points of evidence word for word)",
     )
     user_name: str = Field("User", min_length=1, max_length=100, description="fills {{user}}")
+    language: LanguageChoice = Field(
+        "auto", description="the language of changji's own prompt texts: zh, en, or auto (from the card's text)"
+    )
 
     def merged(self, overrides: dict[str, Any]) -> StorySettings:
         return StorySettings.model_validate({**self.model_dump(), **overrides})
@@ -80,6 +86,10 @@ class CardData(BaseModel):
     @property
     def greeting_count(self) -> int:
         return 1 + len(self.alternate_greetings)
+
+    def language(self, choice: LanguageChoice = "auto") -> Language:
+        """The language of changji's prompt texts for this card: `choice`, or detected from its text."""
+        return resolve_language(choice, self.name, self.description, self.personality, self.scenario, self.first_mes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +124,11 @@ class Digest:
     author: str
     edited: bool = False
 
-    def text(self) -> str:
-        return "\n\n".join(f"## {name}\n{body.strip()}" for name, body in self.sections if body.strip())
+    def text(self, headings: Mapping[str, str] | None = None) -> str:
+        """The sections as the model reads them, each under its heading (`headings`: by section name)."""
+        return "\n\n".join(
+            f"## {(headings or {}).get(name, name)}\n{body.strip()}" for name, body in self.sections if body.strip()
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,14 @@ What each call does to the draft is `domain/rules/draft_tools.py`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from domain.language import Language
 
 MAX_ROUNDS = 20
 
-ENGINE_RULES = """# 写作方式（稿纸）
+_RULES_ZH = """# 写作方式（稿纸）
 本拍的回复写在稿纸上，只能通过工具修改：
 - draft_write 写入整篇，draft_append 续写，draft_edit 按原文片段替换（一批修改针对同一版本），draft_read / draft_search 查看；
 - 每次写入都要带上你读到的版本号 version（新稿纸从 0 开始），版本不符会被拒绝，需要重新读取；
@@ -16,6 +19,20 @@ ENGINE_RULES = """# 写作方式（稿纸）
 - 只需修订上一条回复时，先 previous_draft_read，再 previous_draft_edit，本拍不产生新回复；
 - 需要早前剧情里的细节（人名、约定、发生过的事）而上文没有时，调用 memory_search 检索故事记忆。
 不调用工具直接输出的正文会被收入稿纸并自动收笔。"""
+
+_RULES_EN = """# How to write (the draft)
+This beat's reply is written on a draft that only the tools change:
+- draft_write writes it whole, draft_append continues it, draft_edit replaces quoted passages (one batch against one version), draft_read / draft_search look at it;
+- every write carries the version you read (a new draft starts at 0); a stale version is refused and you read again;
+- when it is done, call draft_seal: the beat ends;
+- when the user must decide, call ask (2–4 concrete options) and go on once they answer;
+- to revise only the previous reply, call previous_draft_read, then previous_draft_edit: the beat makes no new reply;
+- when you need a detail of the earlier story (a name, a promise, something that happened) that is not above, call memory_search.
+Text you write without calling a tool goes into the draft and is sealed."""
+
+ENGINE_RULES: Mapping[Language, str] = {"zh": _RULES_ZH, "en": _RULES_EN}
+"""The draft rules appended to the system prompt, in the story's language. The tool schemas below stay
+in English whatever the story's language: they are the functions' interface, as every provider's are."""
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

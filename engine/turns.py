@@ -35,8 +35,9 @@ from domain import events as ev
 from domain.application import Changji
 from domain.commands.turns import Round
 from domain.errors import TurnStateError
+from domain.language import Language
 from domain.ports import ChatModel, ChatResult, ModelCallError, ToolCall
-from domain.rules.draft_tools import memory_request
+from domain.rules.draft_tools import TOOL_TEXTS, memory_request
 from domain.values import NodeView, Recollection, StopReason
 from engine.tool_schemas import ENGINE_RULES, MAX_ROUNDS, TOOLS
 from engine.tool_stream import STREAMED_TOOLS, ContentStream
@@ -281,6 +282,7 @@ class TurnRunner:
         """The first request's messages (after recording the answer, when resuming); or, when the
         answer is refused, the reply as it stands."""
         resume: list[dict[str, Any]] = []
+        answered = None
         if answer is not None:  # the ask call and its answer go back to the model as a tool result,
             # with the draft as it stands (earlier rounds live on in the draft itself)
             try:
@@ -289,7 +291,6 @@ class TurnRunner:
                 emit(TurnEvent("error", {"outcome": "conflict", "detail": str(refused)}))
                 return await self.runs.load(self.app.node, handle.reply_id)
             reply = answered.reply
-            resume = _answered(answered.ask, answer, reply)
         elif opened is not None:
             reply = opened.reply
         else:
@@ -299,6 +300,8 @@ class TurnRunner:
         if context is None:
             await self._prepare(tenant_id, story_id, reply.parent_id)
             context = await self.runs.load(self.context, tenant_id, story_id, reply.parent_id)
+        if answered is not None and answer is not None:
+            resume = _answered(answered.ask, answer, reply, context.language)
         return _opening(context) + resume
 
     async def _rounds(
@@ -446,7 +449,7 @@ class TurnRunner:
 def _opening(context: Context) -> list[dict[str, Any]]:
     """The assembled context with the draft rules appended to the (byte-stable) system prompt."""
     system, *rest = context.messages
-    return [{"role": "system", "content": f"{system.content}\n\n{ENGINE_RULES}"}] + [
+    return [{"role": "system", "content": f"{system.content}\n\n{ENGINE_RULES[context.language]}"}] + [
         {"role": m.role, "content": m.content} for m in rest
     ]
 
@@ -465,11 +468,12 @@ def _tool_results(played: Round) -> list[dict[str, Any]]:
     return [{"role": "tool", "tool_call_id": o.call_id, "content": o.content} for o in played.outcomes]
 
 
-def _answered(ask: ev.TurnAsked, answer: str, reply: NodeView) -> list[dict[str, Any]]:
+def _answered(ask: ev.TurnAsked, answer: str, reply: NodeView, language: Language) -> list[dict[str, Any]]:
     arguments = json.dumps({"question": ask.question, "options": ask.options}, ensure_ascii=False)
-    draft = f"当前稿件（v{reply.draft_version}）：\n{reply.text}" if reply.text else "稿纸还是空的（v0）。"
+    texts = TOOL_TEXTS[language]
+    draft = texts["draft_now"].format(version=reply.draft_version, text=reply.text) if reply.text else texts["empty"]
     return [
         {"role": "assistant", "content": None,
          "tool_calls": [{"id": ask.ask_id, "type": "function", "function": {"name": "ask", "arguments": arguments}}]},
-        {"role": "tool", "tool_call_id": ask.ask_id, "content": f"用户已作答：「{answer}」。{draft}"},
+        {"role": "tool", "tool_call_id": ask.ask_id, "content": texts["answered"].format(answer=answer) + draft},
     ]  # fmt: skip

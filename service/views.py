@@ -18,6 +18,7 @@ from domain.ports import TokenCounter
 from domain.rules.paths import project_path, walk_up
 from domain.rules.scene import Roster, SceneSnapshot
 from domain.story import Story
+from domain.texts import CONTEXT_TEXTS
 from domain.values import NodeView, Recollection, StorySettings
 from projections.context.assemble import assemble_context, leaves_turns_out
 from projections.context.recall import recall_line
@@ -169,13 +170,14 @@ class StoryViews:
         words = self.app.node(reply.parent_id)
         lineage = self.lineage(story.id, words)
         hits = self.recall.search_within(self.recall_seconds, story.id, query, k, words.depth + 1, lineage.__contains__)
-        card, user = self.app.card_of(story).data, self.app.settings(story).user_name
+        card, settings = self.app.card_of(story).data, self.app.settings(story)
+        user, texts = settings.user_name, CONTEXT_TEXTS[card.language(settings.language)]
         hits.sort(key=lambda hit: hit.story_order)
         return [
             Recollection(
                 UUID(hit.row["node_id"]),
                 "episode" if hit.episode else "turn",
-                recall_line(hit, card.name, user, fill_macros),
+                recall_line(hit, card.name, user, fill_macros, texts),
             )
             for hit in hits
         ]

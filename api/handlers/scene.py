@@ -13,10 +13,13 @@ from api.http import body, path_id, query_id, respond, service, tenant
 from api.schemas import EditSceneRequest, EditSceneResponse, ScenePatchModel, SceneResponse, SceneText
 from domain.errors import ScenePatchError
 from domain.rules.scene import Roster, SceneSnapshot, present
+from domain.texts import CONTEXT_TEXTS
 from projections.context.scene import format_roster, format_state
 
 
-async def scene_fields(svc: Service, story_id: UUID, node_id: UUID) -> dict[str, Any]:
+async def scene_fields(svc: Service, tenant_id: str, story_id: UUID, node_id: UUID) -> dict[str, Any]:
+    story = await svc.executor.load(svc.app.story, tenant_id, story_id)
+    texts = CONTEXT_TEXTS[await svc.executor.load(svc.app.language, story)]
     scene = await svc.executor.load(svc.views.scene_of, node_id)
     patches = await svc.executor.query(svc.store.scene_patches, node_id)
     snapshot, roster = (scene.snapshot, scene.roster) if scene else (SceneSnapshot(), Roster())
@@ -27,7 +30,7 @@ async def scene_fields(svc: Service, story_id: UUID, node_id: UUID) -> dict[str,
         "state": snapshot.to_dict(),
         "roster": roster.to_dict(),
         "present": [name for name in snapshot.characters if present(snapshot, name)],
-        "text": SceneText(state=format_state(snapshot), roster=format_roster(roster)),
+        "text": SceneText(state=format_state(snapshot, texts), roster=format_roster(roster, texts)),
         "patches": [ScenePatchModel.model_validate(p) for p in patches],
     }
 
@@ -35,7 +38,7 @@ async def scene_fields(svc: Service, story_id: UUID, node_id: UUID) -> dict[str,
 async def get_scene(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
     node = await svc.executor.load(svc.app.scenes.scene_target, tenant(request), story_id, query_id(request, "at"))
-    return respond(SceneResponse(**await scene_fields(svc, story_id, node.id)))
+    return respond(SceneResponse(**await scene_fields(svc, tenant(request), story_id, node.id)))
 
 
 async def edit_scene(request: web.Request) -> web.Response:
@@ -47,5 +50,5 @@ async def edit_scene(request: web.Request) -> web.Response:
         )
     except ScenePatchError as refused:  # a request problem at its field, like any invalid body
         raise BadRequestError(422, str(refused), "body.patch") from None
-    fields = await scene_fields(svc, story_id, edited.node.id)
+    fields = await scene_fields(svc, tenant(request), story_id, edited.node.id)
     return respond(EditSceneResponse(**fields, applied=edited.merged.applied, warnings=edited.merged.warnings))

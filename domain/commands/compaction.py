@@ -15,6 +15,7 @@ from domain.commands.base import CommandGroup, Written
 from domain.commands.jobs import Settled, SideCall, record_calls
 from domain.errors import NodeNotFoundError, SummaryError
 from domain.jobs import UNDER_WAY
+from domain.language import Language
 from domain.node import Node
 from domain.rules.compaction import (
     Layers,
@@ -43,6 +44,7 @@ class CompactionPlan:
     char_name: str
     user_name: str
     uncovered_turns: int
+    language: Language = "zh"
 
 
 class CompactionCommands(CommandGroup):
@@ -62,16 +64,17 @@ class CompactionCommands(CommandGroup):
     def plan_compaction(self, node_id: UUID, manual: bool = False) -> CompactionPlan:
         view = self.app.node(node_id)
         story = self.app.story_of(view)
-        settings = self.app.settings(story)
+        settings, card = self.app.settings(story), self.app.card_of(story).data
         below, boundary = uncovered(walk_up(self.app.node, node_id))
         return CompactionPlan(
             story.id,
             settings,
             plan_pack(below, settings, manual),
             layers_from(boundary, self.app.node),
-            self.app.card_of(story).data.name,
+            card.name,
             settings.user_name,
             count_turns(below),
+            card.language(settings.language),
         )
 
     def compaction_reason(self, node_id: UUID) -> CompactionReason | None:

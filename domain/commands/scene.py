@@ -13,6 +13,7 @@ from uuid import UUID
 from domain.commands.base import CommandGroup, Written
 from domain.commands.jobs import Settled, SideCall
 from domain.errors import ScenePatchError
+from domain.language import Language
 from domain.ports import SceneLookup
 from domain.rules.scene import PatchResult, apply_patch, canonical_patch
 from domain.values import NodeView
@@ -26,6 +27,7 @@ class ScribeBrief:
     user: NodeView
     card_name: str
     user_name: str
+    language: Language = "zh"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +46,9 @@ class SceneCommands(CommandGroup):
         if reply.kind != "reply" or reply.phase not in ("final", "sealed") or reply.parent_id is None:
             return None
         story = self.app.story_of(reply)
-        return ScribeBrief(
-            reply, self.app.node(reply.parent_id), self.app.card_of(story).data.name, self.app.settings(story).user_name
-        )
+        card, settings = self.app.card_of(story).data, self.app.settings(story)
+        language = card.language(settings.language)
+        return ScribeBrief(reply, self.app.node(reply.parent_id), card.name, settings.user_name, language)
 
     def record_scribe_patch(
         self, node_id: UUID, patch: dict[str, Any], warnings: list[str], call: SideCall | None

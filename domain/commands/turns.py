@@ -123,6 +123,8 @@ class TurnCommands(CommandGroup):
         if reply.phase != "writing":
             raise TurnStateError(f"the turn is {reply.phase}")
         previous = self._previous_reply(reply)
+        assert reply.story_id is not None
+        language = self.app.language(self.app.get(Story, reply.story_id, StoryNotFoundError))
         with self.app.evicting(reply, previous):
             reply.record_call(
                 "turn", result.model, result.prompt_tokens or 0, result.completion_tokens or 0, latency_ms, "ok"
@@ -139,7 +141,7 @@ class TurnCommands(CommandGroup):
                 if result.text and any(call.name == "ask" for call in result.tool_calls):
                     _capture(reply, result.text)
                 for call in result.tool_calls:
-                    outcome = run_tool(reply, previous, call, memory)
+                    outcome = run_tool(reply, previous, call, memory, language)
                     outcomes.append(outcome)
                     if outcome.ends:
                         ends = outcome.ends

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from domain.errors import DomainError, DraftEditError, EmptyTextError
+from domain.language import Language
 from domain.node import Node
 from domain.ports import ToolCall
 from domain.rules.drafting import apply_edits, parse_edits
@@ -35,6 +36,48 @@ class ToolOutcome:
 
 class _BadArguments(DomainError):
     """The tool's arguments are missing, mistyped or not JSON."""
+
+
+ToolTexts = Mapping[str, str]
+TOOL_TEXTS: Mapping[Language, ToolTexts] = {
+    "zh": {
+        "refused": "未执行：{reason}",
+        "written": "已写入稿纸，当前版本 v{version}（{chars} 字）。",
+        "appended": "已续写，当前版本 v{version}（{chars} 字）。",
+        "edited": "已修改，当前版本 v{version}。",
+        "read": "当前版本 v{version}，共 {chars} 字：\n{text}",
+        "hits": "版本 v{version}，命中 {count} 处。",
+        "hit": "- 位置 {at}：…{passage}…",
+        "sealed": "已收笔（v{version}）。本拍结束。",
+        "asked": "已向用户提问，等待作答。",
+        "previous": "上一条回复（版本 v{version}，{chars} 字）：\n{text}",
+        "revised": "已修订上一条回复（v{version}）。本拍结束，不产生新回复。",
+        "memory_none": "记忆中没有找到与「{query}」有关的早前片段。",
+        "memory_found": "记忆中与「{query}」有关的早前片段（{count} 条，按剧情先后）：\n{lines}",
+        "answered": "用户已作答：「{answer}」。",
+        "draft_now": "当前稿件（v{version}）：\n{text}",
+        "empty": "稿纸还是空的（v0）。",
+    },
+    "en": {
+        "refused": "Not done: {reason}",
+        "written": "Written to the draft, now at v{version} ({chars} characters).",
+        "appended": "Continued, now at v{version} ({chars} characters).",
+        "edited": "Edited, now at v{version}.",
+        "read": "Version v{version}, {chars} characters:\n{text}",
+        "hits": "Version v{version}, {count} match(es).",
+        "hit": "- at {at}: …{passage}…",
+        "sealed": "Sealed (v{version}). The beat is over.",
+        "asked": "The question is with the user; waiting for the answer.",
+        "previous": "The previous reply (version v{version}, {chars} characters):\n{text}",
+        "revised": "The previous reply is revised (v{version}). The beat is over, with no new reply.",
+        "memory_none": "Nothing in the story's memory about “{query}”.",
+        "memory_found": "Earlier passages about “{query}” ({count}, in story order):\n{lines}",
+        "answered": "The user answered: “{answer}”. ",
+        "draft_now": "The draft as it stands (v{version}):\n{text}",
+        "empty": "The draft is still empty (v0).",
+    },
+}
+"""What a tool call answers the main model, in the story's language."""
 
 
 def _args(call: ToolCall) -> dict[str, Any]:
@@ -88,60 +131,62 @@ def run_tool(
     previous: Node | None,
     call: ToolCall,
     memory: Mapping[str, Sequence[Recollection] | None] | None = None,
+    language: Language = "zh",
 ) -> ToolOutcome:
     """Run one tool call against the reply being written (and the previous reply, for revisions).
     `memory`: what the engine found for each `memory_search` call, by call id (None: the search failed;
-    absent: the story's memory is not searched here)."""
-    handler = _TOOLS.get(call.name)
+    absent: the story's memory is not searched here). Answers in the story's `language`."""
+    handler, texts = _TOOLS.get(call.name), TOOL_TEXTS[language]
     try:
         if call.name == "memory_search":
-            content, ends = _memory_search(reply, _args(call), memory or {}, call.id), None
+            content, ends = _memory_search(reply, _args(call), memory or {}, call.id, texts), None
         elif handler is None:
             raise _BadArguments(f"there is no tool named {call.name!r}")
         else:
-            content, ends = handler(reply, previous, _args(call), call.id)
+            content, ends = handler(reply, previous, _args(call), call.id, texts)
     except DomainError as refusal:
         reply.refuse(call.name, str(refusal))
-        return ToolOutcome(call.id, call.name, f"未执行：{refusal}", ok=False)
+        return ToolOutcome(call.id, call.name, texts["refused"].format(reason=refusal), ok=False)
     return ToolOutcome(call.id, call.name, content, ok=True, ends=ends)
 
 
 Result = tuple[str, Ending | None]
 
 
-def _write(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _write(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
     version = reply.write_draft(_int(args, "version"), _str(args, "content"))
-    return f"已写入稿纸，当前版本 v{version}（{len(reply.text)} 字）。", None
+    return texts["written"].format(version=version, chars=len(reply.text)), None
 
 
-def _append(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _append(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
     version = reply.append_draft(_int(args, "version"), _str(args, "content"), _str(args, "separator", "\n\n"))
-    return f"已续写，当前版本 v{version}（{len(reply.text)} 字）。", None
+    return texts["appended"].format(version=version, chars=len(reply.text)), None
 
 
-def _edit(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _edit(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
     version = reply.edit_draft(_int(args, "version"), parse_edits(args.get("edits")))
-    return f"已修改，当前版本 v{version}。", None
+    return texts["edited"].format(version=version), None
 
 
-def _read(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _read(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
     text = reply.read_draft(_optional_int(args, "start"), _optional_int(args, "end"))
-    return f"当前版本 v{reply.draft_version}，共 {len(reply.text)} 字：\n{text}", None
+    return texts["read"].format(version=reply.draft_version, chars=len(reply.text), text=text), None
 
 
-def _search(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _search(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
     limit = max(1, min(_int(args, "limit", 8), MAX_SEARCH_HITS))
     hits = reply.search_draft(_str(args, "query"), limit)
-    lines = [f"- 位置 {at}：…{passage}…" for at, passage in hits]
-    return f"版本 v{reply.draft_version}，命中 {len(hits)} 处。" + ("\n" + "\n".join(lines) if lines else ""), None
+    lines = [texts["hit"].format(at=at, passage=passage) for at, passage in hits]
+    head = texts["hits"].format(version=reply.draft_version, count=len(hits))
+    return head + ("\n" + "\n".join(lines) if lines else ""), None
 
 
-def _seal(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _seal(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
     reply.seal(_int(args, "version"))
-    return f"已收笔（v{reply.draft_version}）。本拍结束。", "sealed"
+    return texts["sealed"].format(version=reply.draft_version), "sealed"
 
 
-def _ask(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _ask(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
     question, options = _str(args, "question"), args.get("options")
     if not question.strip():
         raise _BadArguments("`question` must not be empty")
@@ -152,17 +197,21 @@ def _ask(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str) -> 
     ):
         raise _BadArguments("`options` must be 2–4 non-empty strings")
     reply.ask_user(call_id, question, options)
-    return "已向用户提问，等待作答。", "asked"
+    return texts["asked"], "asked"
 
 
-def _previous_read(reply: Node, previous: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _previous_read(
+    reply: Node, previous: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts
+) -> Result:
     if previous is None:
         raise _BadArguments("there is no earlier reply on this path to read")
     reply.note_previous_read(previous.id, previous.revisions)
-    return f"上一条回复（版本 v{previous.revisions}，{len(previous.text)} 字）：\n{previous.text}", None
+    return texts["previous"].format(version=previous.revisions, chars=len(previous.text), text=previous.text), None
 
 
-def _previous_edit(reply: Node, previous: Node | None, args: Mapping[str, Any], call_id: str) -> Result:
+def _previous_edit(
+    reply: Node, previous: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts
+) -> Result:
     if previous is None:
         raise _BadArguments("there is no earlier reply on this path to revise")
     version = _int(args, "version")
@@ -175,7 +224,7 @@ def _previous_edit(reply: Node, previous: Node | None, args: Mapping[str, Any], 
         raise EmptyTextError("a revision cannot empty the reply")
     reply.withdraw(previous.id, "revised the previous reply")
     previous.revise(text, "previous_draft_edit")
-    return f"已修订上一条回复（v{previous.revisions}）。本拍结束，不产生新回复。", "revised"
+    return texts["revised"].format(version=previous.revisions), "revised"
 
 
 class _MemoryUnavailable(DomainError):
@@ -183,7 +232,11 @@ class _MemoryUnavailable(DomainError):
 
 
 def _memory_search(
-    reply: Node, args: Mapping[str, Any], memory: Mapping[str, Sequence[Recollection] | None], call_id: str
+    reply: Node,
+    args: Mapping[str, Any],
+    memory: Mapping[str, Sequence[Recollection] | None],
+    call_id: str,
+    texts: ToolTexts,
 ) -> str:
     query, _ = _memory_args(args)
     if call_id not in memory:
@@ -193,9 +246,9 @@ def _memory_search(
         raise _MemoryUnavailable("the memory search failed; go on without it, or try again")
     reply.note_memory_search(query, [{"node_id": str(r.node_id), "kind": r.kind, "line": r.line} for r in found])
     if not found:
-        return f"记忆中没有找到与「{query}」有关的早前片段。"
+        return texts["memory_none"].format(query=query)
     lines = "\n".join(r.line for r in found)
-    return f"记忆中与「{query}」有关的早前片段（{len(found)} 条，按剧情先后）：\n{lines}"
+    return texts["memory_found"].format(query=query, count=len(found), lines=lines)
 
 
 _TOOLS = {

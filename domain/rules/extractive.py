@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from domain.language import Language
 from domain.values import DIGEST_SECTIONS
 
 EPISODE_CHARS = 600
@@ -30,7 +31,9 @@ def digest_budget(episodes_kept: int) -> int:
 
 
 _SENTENCE = re.compile(r"[^。！？!?…\n.]+(?:[。！？!?…]+[”」』\"']?|\.+|$)")
-_SPEAKER = re.compile(r"^([^：\s]{1,16})：")
+_SPEAKER = re.compile(r"^([^：:\n]{1,32})(?:：|: )")
+SAID: dict[Language, str] = {"zh": "：", "en": ": "}
+OUTLINE: dict[Language, str] = {"zh": "第{first}–{last}轮：{text}", "en": "Turns {first}–{last}: {text}"}
 _PROMISE = re.compile(
     r"答应|承诺|约定|保证|发誓|一定会|以后|改天|下次|等我|别忘|记得|秘密|线索|为什么|谁|"
     r"\bpromise|\bswear|\bwill\b|\bnext time\b|\bsecret\b|\bremember\b|\bwhy\b|\?|？",
@@ -96,10 +99,12 @@ def _pick(items: Sequence[_Sentence], names: Sequence[str], budget: int) -> list
     return sorted(chosen, key=lambda s: s.order)
 
 
-def summarize_episode(lines: Sequence[Line], names: Sequence[str] = (), budget: int = EPISODE_CHARS) -> str:
+def summarize_episode(
+    lines: Sequence[Line], names: Sequence[str] = (), budget: int = EPISODE_CHARS, language: Language = "zh"
+) -> str:
     """A chronological extract of one pack: `<speaker>：sentence` joined by spaces, at most `budget` chars."""
     picked = _pick(_split(lines), names, budget)
-    return " ".join(f"{s.speaker}：{s.text}" for s in picked)
+    return " ".join(f"{s.speaker}{SAID[language]}{s.text}" for s in picked)
 
 
 def _section_caps(budget: int) -> dict[str, int]:
@@ -120,25 +125,27 @@ def fold_digest(
     names: Sequence[str] = (),
     scene: str = "",
     budget: int = SUMMARY_CHARS,
+    language: Language = "zh",
 ) -> dict[str, str]:
     """The five sections, folding the previous digest with the absorbed episodes ((first turn, last turn,
     text), oldest first); 当前场景 comes from `latest`, the last covered turns, and the scene snapshot.
-    A `budget` under SUMMARY_CHARS is taken from 前情提要 (see `digest_budget`)."""
-    previous = previous or {}
+    A `budget` under SUMMARY_CHARS is taken from 前情提要 (see `digest_budget`). Sections are keyed by
+    their canonical names; `language` is that of the labels written into them."""
+    previous, sep = previous or {}, SAID[language]
     caps = _section_caps(budget)
     sections = dict.fromkeys(DIGEST_SECTIONS, "")
-    outline = [f"第{first}–{last}轮：{text}" for first, last, text in episodes if text.strip()]
+    outline = [OUTLINE[language].format(first=a, last=b, text=text) for a, b, text in episodes if text.strip()]
     earlier = previous.get("前情提要", "").splitlines()  # entry by entry: the oldest are shortened first
     sections["前情提要"] = _bounded([*earlier, *outline], caps["前情提要"])
     pool = [_spoken(s) for _, _, text in episodes for s in sentences(text)]
     pool += [(s.speaker, s.text) for s in _split(latest)]
-    sections["人物"] = _people(previous.get("人物", ""), names, pool, caps["人物"])
+    sections["人物"] = _people(previous.get("人物", ""), names, pool, caps["人物"], sep)
     promises = [item for item in pool if _PROMISE.search(item[1])]
-    sections["承诺与伏笔"] = _merged_items(previous.get("承诺与伏笔", ""), promises, caps["承诺与伏笔"])
+    sections["承诺与伏笔"] = _merged_items(previous.get("承诺与伏笔", ""), promises, caps["承诺与伏笔"], sep)
     facts = [item for item in pool if _FACT.search(item[1])]
-    sections["事实账"] = _merged_items(previous.get("事实账", ""), facts, caps["事实账"])
+    sections["事实账"] = _merged_items(previous.get("事实账", ""), facts, caps["事实账"], sep)
     recent = [s for s in _split(latest) if s.turn >= (latest[-1].turn - 1 if latest else 0)]
-    now = " ".join(f"{s.speaker}：{s.text}" for s in _pick(recent, names, caps["当前场景"] - len(scene)))
+    now = " ".join(f"{s.speaker}{sep}{s.text}" for s in _pick(recent, names, caps["当前场景"] - len(scene)))
     sections["当前场景"] = "\n".join(part for part in (scene.strip(), now) if part) or previous.get("当前场景", "")
     return sections
 
@@ -149,8 +156,8 @@ def _spoken(sentence: str) -> tuple[str, str]:
     return (found.group(1), sentence[found.end() :]) if found else ("", sentence)
 
 
-def _said(item: tuple[str, str]) -> str:
-    return f"{item[0]}：{item[1]}" if item[0] else item[1]
+def _said(item: tuple[str, str], sep: str) -> str:
+    return f"{item[0]}{sep}{item[1]}" if item[0] else item[1]
 
 
 def _bounded(parts: Iterable[str], budget: int) -> str:
@@ -166,24 +173,24 @@ def _bounded(parts: Iterable[str], budget: int) -> str:
     return text if len(text) <= budget else "…" + text[-budget:]
 
 
-def _people(previous: str, names: Sequence[str], pool: Sequence[tuple[str, str]], budget: int) -> str:
+def _people(previous: str, names: Sequence[str], pool: Sequence[tuple[str, str]], budget: int, sep: str) -> str:
     """One line per known name: the last thing said by or about them (earlier lines are kept)."""
-    lines = {line.split("：", 1)[0].lstrip("- "): line for line in previous.splitlines() if "：" in line}
+    lines = {who: line for line in previous.splitlines() if (who := _spoken(line.lstrip("- "))[0])}
     for name in dict.fromkeys(n.strip() for n in names if n.strip()):
         mentions = [item for item in pool if name in item[1] or item[0] == name]
         if mentions:
-            lines[name] = f"- {name}：{_said(mentions[-1])}"
+            lines[name] = f"- {name}{sep}{_said(mentions[-1], sep)}"
     return _bounded(lines.values(), budget)
 
 
-def _merged_items(previous: str, found: Sequence[tuple[str, str]], budget: int) -> str:
+def _merged_items(previous: str, found: Sequence[tuple[str, str]], budget: int, sep: str) -> str:
     """The previous items, then new sentences not already there; the oldest go first when full."""
     items = [line.lstrip("- ").strip() for line in previous.splitlines() if line.strip()]
     known = {_spoken(item)[1] for item in items}
     for item in found:
         if item[1] not in known:
             known.add(item[1])
-            items.append(_said(item))
+            items.append(_said(item, sep))
     while items and sum(len(i) + 3 for i in items) > budget:
         items.pop(0)
     return "\n".join(f"- {item}" for item in items)

@@ -17,6 +17,7 @@ from operator import attrgetter, eq, itemgetter
 from uuid import UUID
 
 from domain.rules.compaction import NO_LAYERS, Layers, layers_from
+from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.values import CardData, NodeView, StorySettings
 from projections.context.recall import recall_block
 from projections.context.records import Context, ExplainBlock, Message, TailBlock
@@ -81,16 +82,17 @@ def assemble_context(
     `settings.recall_tokens` from the window's share, in the last user message. `recorded`: the
     story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked."""
     char, user = card.name, settings.user_name
+    texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
-    system = build_system_prompt(card, user)
+    system = build_system_prompt(card, user, texts)
     instructions = fill_macros(card.post_history_instructions, char, user)
-    tail = f"【卡作者末端指令】{instructions}" if instructions else ""
+    tail = f"{texts.card_tail}{instructions}" if instructions else ""
     iterator = iter(upward)
     leaf = next(iterator, None)
     if leaf is None:
         raise ValueError("a context needs at least the root node")
     ends_with_user = leaf.kind == "user" and not leaf.hidden
-    tails = tail_blocks(scene, tail) if ends_with_user else []
+    tails = tail_blocks(scene, tail, texts) if ends_with_user else []
     fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
     key = WindowKey(budget - fixed, char, user, epoch)
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
@@ -99,11 +101,11 @@ def assemble_context(
     layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
 
     def counted(of: Layers) -> list[_CountedSummary]:
-        return _counted(of, load, char, user, cache) if load else []
+        return _counted(of, load, char, user, texts, cache) if load else []
 
     def summary_tokens(of: Layers) -> int:
         assert load is not None
-        return _summary_tokens(of, load, char, user, epoch, cache)
+        return _summary_tokens(of, load, char, user, texts, epoch, cache)
 
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
     recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
@@ -122,7 +124,7 @@ def assemble_context(
         hits = recall(window.kept[0][NODE].depth, shown)
         if len(cache.recall_lines) > RECALL_LINES:
             cache.recall_lines.clear()  # (refilled by the passages that come back)
-        block = recall_block(hits, char, user, share, cache.count_line, fill_macros, cache.recall_lines)
+        block = recall_block(hits, char, user, share, cache.count_line, fill_macros, texts, cache.recall_lines)
         if block is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
             extra += block.tokens if block.tokens is not None else cache.count_raw(block.text)
@@ -133,7 +135,10 @@ def assemble_context(
     assembly.add_summaries(summaries)
     if ends_with_user:
         assembly.add_leaf(tails, window.kept[-1])  # the leaf's turn is always kept, and the leaf ends it
-    return assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers, window.kept)
+    return replace(
+        assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers, window.kept),
+        language=texts.language,
+    )
 
 
 def leaves_turns_out(
@@ -155,10 +160,11 @@ def leaves_turns_out(
     so a context filled to its budget is not one that leaves turns out. Fits the same window (from the
     same cache) as `assemble_context` at that reply, and builds no messages."""
     char, user = card.name, settings.user_name
+    texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
     iterator = iter(upward)
     leaf = next(iterator)
-    fixed = cache.count(build_system_prompt(card, user))
+    fixed = cache.count(build_system_prompt(card, user, texts))
     key = WindowKey(budget - fixed, char, user, epoch)
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
     if windows is not None and window.settled:
@@ -166,14 +172,14 @@ def leaves_turns_out(
     layers = layers_from(window.boundary, load) if window.boundary is not None else NO_LAYERS
     if window.cut_at is not None and window.cut_at.turn > layers.covered_turn:  # whole turns left out
         return True
-    return fixed + _summary_tokens(layers, load, char, user, epoch, cache) + window.tokens + reserve > budget
+    return fixed + _summary_tokens(layers, load, char, user, texts, epoch, cache) + window.tokens + reserve > budget
 
 
 def _counted(
-    layers: Layers, load: Callable[[UUID], NodeView], char: str, user: str, cache: RenderCache
+    layers: Layers, load: Callable[[UUID], NodeView], char: str, user: str, texts: ContextTexts, cache: RenderCache
 ) -> list[_CountedSummary]:
     """The summary layers' blocks with their tokens (the message's overhead on the first)."""
-    blocks = summary_blocks(layers, load, char, user, fill_macros)
+    blocks = summary_blocks(layers, load, char, user, fill_macros, texts)
     return [
         _CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
         for i, block in enumerate(blocks)
@@ -181,15 +187,21 @@ def _counted(
 
 
 def _summary_tokens(
-    layers: Layers, load: Callable[[UUID], NodeView], char: str, user: str, epoch: int, cache: RenderCache
+    layers: Layers,
+    load: Callable[[UUID], NodeView],
+    char: str,
+    user: str,
+    texts: ContextTexts,
+    epoch: int,
+    cache: RenderCache,
 ) -> int:
     """What the layers take, remembered by what they are made of (the render epoch covers the anchors
     they quote): trying episodes one by one, and every reply's budget test, ask for the same layers
     turn after turn."""
-    made_of = (_made_of(layers), char, user, epoch)
+    made_of = (_made_of(layers), char, user, texts.language, epoch)
     tokens = cache.summaries.get(made_of)
     if tokens is None:
-        tokens = cache.summaries[made_of] = sum(s.tokens for s in _counted(layers, load, char, user, cache))
+        tokens = cache.summaries[made_of] = sum(s.tokens for s in _counted(layers, load, char, user, texts, cache))
         if len(cache.summaries) > COUNTED_TEXTS:
             del cache.summaries[next(iter(cache.summaries))]
     return tokens

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
 
+from domain.language import Language
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -54,3 +56,4 @@ class Context:
     leaf_id: UUID
     cut_turns: int = 0
     cut_nodes: int = 0
+    language: Language = "zh"  # of changji's own texts in it

@@ -1,7 +1,7 @@
 """The summary layers of a path rendered for the context: the digest, then the episodes (each labelled
 with its turns), then the anchors (starred nodes inside the summarized part, quoted word for word).
-They make one user message at the start, opened with 【前情提要】 and a line saying it is established
-fact."""
+They make one user message at the start, opened with 【前情提要】 (in the story's language) and a line
+saying it is established fact."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from domain.rules.compaction import Layers
+from domain.texts import ContextTexts
 from domain.values import NodeView
-
-OPENER = "【前情提要】以下是更早剧情的接力摘要，是既定事实："
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +24,12 @@ class SummaryBlock:
 
 
 def summary_blocks(
-    layers: Layers, load: Callable[[UUID], NodeView], char: str, user: str, fill: Callable[[str, str, str], str]
+    layers: Layers,
+    load: Callable[[UUID], NodeView],
+    char: str,
+    user: str,
+    fill: Callable[[str, str, str], str],
+    texts: ContextTexts,
 ) -> list[SummaryBlock]:
     blocks: list[SummaryBlock] = []
     anchors: list[UUID] = []
@@ -35,10 +39,10 @@ def summary_blocks(
             f"story digest: depths 0–{node.depth}, turns 0–{digest.last_turn} "
             f"({digest.author}{', edited' if digest.edited else ''})"
         )
-        blocks.append(SummaryBlock("digest", why, digest.text(), (node.id,), (0, node.depth)))
+        blocks.append(SummaryBlock("digest", why, digest.text(texts.digest_headings), (node.id,), (0, node.depth)))
         anchors += digest.anchors
     for node, episode in layers.episodes:
-        label = f"### 第{episode.first_turn}–{episode.last_turn}轮"
+        label = texts.episode_label.format(first=episode.first_turn, last=episode.last_turn)
         why = (
             f"episode: depths {episode.start_depth}–{node.depth}, turns {episode.first_turn}–{episode.last_turn} "
             f"({episode.author}{', edited' if episode.edited else ''})"
@@ -53,12 +57,16 @@ def summary_blocks(
         if anchor.hidden or not anchor.text.strip():
             continue
         speaker = user if anchor.kind == "user" else char
-        quoted.append((anchor, f"- 第{anchor.turn}轮 {speaker}：{fill(anchor.text, char, user)}"))
+        quoted.append(
+            (anchor, texts.anchor_line.format(turn=anchor.turn, speaker=speaker, text=fill(anchor.text, char, user)))
+        )
     if quoted:
         why = "anchors: starred nodes inside the summarized turns, word for word"
-        text = "【锚点原文】\n" + "\n".join(line for _, line in quoted)
+        text = texts.anchors + "\n" + "\n".join(line for _, line in quoted)
         blocks.append(SummaryBlock("anchors", why, text, tuple(a.id for a, _ in quoted), None))
     if blocks:
         first = blocks[0]
-        blocks[0] = SummaryBlock(first.what, first.why, f"{OPENER}\n\n{first.text}", first.node_ids, first.covers)
+        blocks[0] = SummaryBlock(
+            first.what, first.why, f"{texts.summary_opener}\n\n{first.text}", first.node_ids, first.covers
+        )
     return blocks

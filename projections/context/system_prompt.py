@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from domain.texts import ContextTexts
 from domain.values import CardData
 
 _MACROS = re.compile(r"\{\{(char|user)\}\}|<(BOT|USER)>", re.IGNORECASE)
@@ -13,14 +14,19 @@ def fill_macros(text: str, char: str, user: str) -> str:
     return _MACROS.sub(lambda m: char if (m.group(1) or m.group(2)).lower() in ("char", "bot") else user, text)
 
 
-def build_system_prompt(card: CardData, user_name: str) -> str:
-    """Byte-stable for a given card revision and user name (providers can cache the prefix)."""
+def build_system_prompt(
+    card: CardData, user_name: str, texts: ContextTexts, lore_before: str = "", lore_after: str = ""
+) -> str:
+    """Byte-stable for a given card revision, user name, language and constant lore (providers can cache
+    the prefix). Constant lore entries go before or after the character, as each entry's position says."""
     sections = [
-        f"# 卡作者附加指令（优先级最高）\n{card.system_prompt}" if card.system_prompt else "",
-        f"# 你扮演的角色：{card.name}\n{card.description}".rstrip(),
-        f"## 性格\n{card.personality}" if card.personality else "",
-        f"## 当前场景\n{card.scenario}" if card.scenario else "",
-        f"## 对白示例（仅示范口吻，不是已发生的剧情）\n{card.mes_example}" if card.mes_example else "",
-        f"# 用户扮演：{user_name}",
+        f"{texts.card_instructions}\n{card.system_prompt}" if card.system_prompt else "",
+        f"{texts.lore_constant}\n{lore_before}" if lore_before else "",
+        f"{texts.playing.format(name=card.name)}\n{card.description}".rstrip(),
+        f"{texts.personality}\n{card.personality}" if card.personality else "",
+        f"{texts.scenario}\n{card.scenario}" if card.scenario else "",
+        f"{texts.lore_constant}\n{lore_after}" if lore_after else "",
+        f"{texts.examples}\n{card.mes_example}" if card.mes_example else "",
+        texts.user_plays.format(user=user_name),
     ]
     return fill_macros("\n\n".join(s for s in sections if s), card.name, user_name)

@@ -65,7 +65,7 @@ class RenderCache:
         self._counts: dict[str, int] = {}
         self._lines: dict[int, int] = {}
         self.summaries: dict[tuple[object, ...], int] = {}  # summary layers' tokens, by what they are made of
-        self.recall_lines: dict[tuple[str, int, str, str], str] = {}  # by passage id, its seq and the names
+        self.recall_lines: dict[tuple[str, int, str, str, str], str] = {}  # by passage, seq, names, language
 
     def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
         key = (node.id.int, node.version)

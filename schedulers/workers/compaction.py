@@ -1,7 +1,8 @@
 """Compaction jobs: pack the oldest uncovered turns of a path into an episode, and fold the episodes
 beyond `episodes_kept` into the five-section digest.
 
-With a side model the summaries are written by it (prompts below, in Chinese); without one, or when
+With a side model the summaries are written by it (prompts in `summary_prompts.py`, in the story's
+language); without one, or when
 its answer is unusable, nothing is invented: the offline extractive summarizer fills the same shapes.
 Covered passages are handed to the archive before they are summarized (the seam for recall).
 Jobs of one story run one at a time (the job system's rule), so a path is never packed twice at once.
@@ -10,7 +11,6 @@ Jobs of one story run one at a time (the job system's rule), so a path is never 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,11 +24,13 @@ from domain.jobs import JOBS
 from domain.ports import ChatModel, ModelCallError
 from domain.rules.compaction import episodes_to_fold, summary_chars
 from domain.rules.extractive import EPISODE_CHARS, Line, digest_budget, fold_digest, summarize_episode
-from domain.values import DIGEST_SECTIONS, CallPurpose, JobKind, NodeView, SummaryAuthor
+from domain.texts import CONTEXT_TEXTS
+from domain.values import CallPurpose, JobKind, NodeView, SummaryAuthor
 from projections.context.scene import format_state
 from projections.context.system_prompt import fill_macros
 from projections.read_models.scenes import SceneAt
 from schedulers.outcomes import Done, Failed, Outcome
+from schedulers.workers.summary_prompts import SUMMARY_PROMPTS, digest_markdown, digest_system, parse_sections
 from service.executor import W
 
 P = ParamSpec("P")
@@ -36,31 +38,6 @@ T = TypeVar("T")
 
 EPISODE_TOKENS, DIGEST_TOKENS = 1024, 4096
 LATEST_TURNS = 2  # raw turns shown to the digest for 当前场景
-
-EPISODE_PROMPT = """你是一场长篇角色扮演的场记，为其中一段剧情写接力摘要。这份摘要将取代这段原文，是后来的演员了解这段剧情的唯一依据。
-
-要求：
-- 按时间顺序写清楚谁做了什么、结果如何，保留故事内的时间标记、地点、人名（照原文写法）；
-- 每一个承诺、约定、线索、悬而未决的问题都要记下；物品归属、伤势、重要数字不能丢；
-- 只写发生过的事，不评论、不发挥、不续写；
-- 【账本快照】只是辅助参考，可能滞后，与对话原文冲突时以原文为准；
-- 直接输出摘要正文，不超过 500 字，不要标题。"""
-
-DIGEST_PROMPT = """你是一场长篇角色扮演的场记，要把【旧摘要】和新的【分段摘要】合并成一份接力摘要，它是演员了解更早剧情的唯一依据。
-
-用下面五个二级标题输出，顺序不变：
-## 前情提要
-按时间顺序的关键事件（谁做了什么、结果如何），保留故事内时间。
-## 人物
-每个人物：性格要点、说话习惯、怎么称呼{user}、与{user}关系的温度和走向。
-## 承诺与伏笔
-所有尚未兑现的承诺、只提过一次的线索、悬而未决的问题，宁多勿少。
-## 事实账
-物品归属、伤势与身体状况、重要数字、时间线（故事里的第几天）。
-## 当前场景
-此刻：哪一天、什么时辰、在哪里、谁在场、正在做什么。必须跟随【最近原文】里最新的场景。
-
-规则：合并旧摘要时不得丢掉其中的承诺、线索和事实；只写发生过的事，不发明、不评论、不续写；人名照原文写法；【账本快照】只是辅助参考，与原文冲突时以原文为准。五节合计不超过 {chars} 字，越早的事写得越概括。只输出这五节。"""
 
 
 def new_id() -> str:
@@ -138,18 +115,6 @@ def lines_of(nodes: Sequence[NodeView], char: str, user: str) -> list[Line]:
         for n in nodes
         if not n.hidden and n.text.strip()
     ]
-
-
-def parse_sections(text: str, previous: Mapping[str, str] | None) -> dict[str, str] | None:
-    """The five `## ` sections of a digest answer; a missing one keeps the previous digest's text.
-    None when the answer has none of them."""
-    found: dict[str, str] = {}
-    parts = re.split(r"^\s*#{1,3}\s*(" + "|".join(DIGEST_SECTIONS) + r")\s*$", text, flags=re.MULTILINE)
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        found[name] = body.strip()
-    if not found:
-        return None
-    return {name: found.get(name) or (previous or {}).get(name, "") for name in DIGEST_SECTIONS}
 
 
 class CompactWorker:
@@ -236,23 +201,25 @@ class CompactWorker:
         lines = lines_of(plan.pack.nodes, plan.char_name, plan.user_name)
         names = self._names(plan)
         if self.model is None:
-            return await self._offline_episode(lines, names, self._episode_chars(plan)), "extractive", None
+            return await self._offline_episode(lines, names, plan), "extractive", None
         scene = await self._scene(plan.pack.end.id)
-        body = "\n\n".join(f"{line.speaker}：{line.text}" for line in lines)
-        user = f"【对话记录 · 第{plan.pack.first_turn}–{plan.pack.last_turn}轮】\n{body}"
+        prompts = SUMMARY_PROMPTS[plan.language]
+        body = "\n\n".join(prompts.said.format(speaker=line.speaker, text=line.text) for line in lines)
+        user = prompts.transcript.format(first=plan.pack.first_turn, last=plan.pack.last_turn) + f"\n{body}"
         if scene is not None:
-            user += f"\n\n【账本快照（辅助，可能滞后）】\n{format_state(scene.snapshot)}"
-        messages = [{"role": "system", "content": EPISODE_PROMPT}, {"role": "user", "content": user}]
+            user += f"\n\n{prompts.ledger}\n{format_state(scene.snapshot, CONTEXT_TEXTS[plan.language])}"
+        messages = [{"role": "system", "content": prompts.episode}, {"role": "user", "content": user}]
         text, call = await self._call("episode", messages, EPISODE_TOKENS)
         if text is None and offline:  # the model keeps failing: the offline summary stands in
-            return await self._offline_episode(lines, names, self._episode_chars(plan)), "extractive", call
+            return await self._offline_episode(lines, names, plan), "extractive", call
         return text, "model", call
 
-    @staticmethod
-    async def _offline_episode(lines: list[Line], names: list[str], chars: int) -> str:
+    async def _offline_episode(self, lines: list[Line], names: list[str], plan: CompactionPlan) -> str:
         """The extractive summary, on a thread: a pack of a long story's backlog (thousands of turns)
         takes a while, and the event loop serves requests meanwhile."""
-        return await asyncio.to_thread(summarize_episode, lines, names, chars) or "（这段没有可记的内容。）"
+        chars, language = self._episode_chars(plan), plan.language
+        text = await asyncio.to_thread(summarize_episode, lines, names, chars, language)
+        return text or SUMMARY_PROMPTS[language].nothing
 
     async def _digest(
         self, plan: CompactionPlan, offline: bool
@@ -263,24 +230,27 @@ class CompactWorker:
         latest = await self.runs.load(self._latest_turns, last_node.id)
         lines = lines_of(latest, plan.char_name, plan.user_name)
         scene = await self._scene(last_node.id)
-        scene_text = format_state(scene.snapshot) if scene else ""
+        language = plan.language
+        scene_text = format_state(scene.snapshot, CONTEXT_TEXTS[language]) if scene else ""
         episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
         budget = min(digest_budget(plan.settings.episodes_kept), summary_chars(plan.settings))
         fallback = await asyncio.to_thread(
-            fold_digest, previous, episodes, lines, self._names(plan), scene_text, budget
+            fold_digest, previous, episodes, lines, self._names(plan), scene_text, budget, language
         )
         if self.model is None:
             return fallback, "extractive", None
-        parts = []
+        prompts, parts = SUMMARY_PROMPTS[language], []
         if previous:
-            parts.append("【旧摘要】\n" + "\n\n".join(f"## {k}\n{v}" for k, v in previous.items()))
-        parts.append("【分段摘要】\n" + "\n\n".join(f"### 第{a}–{b}轮\n{t}" for a, b, t in episodes))
-        parts.append("【最近原文】\n" + "\n\n".join(f"{line.speaker}：{line.text}" for line in lines))
+            parts.append(f"{prompts.previous}\n{digest_markdown(previous, language)}")
+        labelled = (f"{prompts.episode_label.format(first=a, last=b)}\n{t}" for a, b, t in episodes)
+        parts.append(f"{prompts.episodes}\n" + "\n\n".join(labelled))
+        said = (prompts.said.format(speaker=line.speaker, text=line.text) for line in lines)
+        parts.append(f"{prompts.latest}\n" + "\n\n".join(said))
         if scene_text:
-            parts.append(f"【账本快照（辅助，可能滞后）】\n{scene_text}")
+            parts.append(f"{prompts.ledger}\n{scene_text}")
         messages = [
-            {"role": "system", "content": DIGEST_PROMPT.format(user=plan.user_name, chars=budget)},
-            {"role": "user", "content": "\n\n".join(parts) + "\n\n请输出合并后的五节摘要。"},
+            {"role": "system", "content": digest_system(language, plan.user_name, budget)},
+            {"role": "user", "content": "\n\n".join(parts) + f"\n\n{prompts.ask_digest}"},
         ]
         text, call = await self._call("digest", messages, DIGEST_TOKENS)
         sections = parse_sections(text, previous) if text is not None else None

@@ -17,6 +17,7 @@ from uuid import UUID
 
 from domain.application import Changji
 from domain.commands.jobs import SideCall
+from domain.language import Language
 from domain.ports import ChatModel, ModelCallError
 from domain.rules.scene import Roster, SceneSnapshot, apply_patch, canonical_patch, parse_scribe_output
 from domain.values import JobKind
@@ -27,7 +28,7 @@ from service.executor import Executor
 MAX_TOKENS = 2048
 UNSETTLED = ("pending", "retrying")
 
-PROMPTS = {
+PROMPTS: dict[Language, dict[str, str]] = {
     "zh": {
         "system": """你是这场角色扮演的场记，负责记账。阅读【当前账本】和【本轮对话】，只输出一个 JSON 对象：{{"patch": {{…}}}}。
 
@@ -80,7 +81,7 @@ def scribe_messages(
     user_name: str,
     user_text: str,
     reply_text: str,
-    language: str = "zh",
+    language: Language = "zh",
 ) -> list[dict[str, str]]:
     """The scribe's request: its instructions, then the ledger before this turn and the turn itself."""
     prompt = PROMPTS[language]
@@ -98,13 +99,9 @@ def scribe_messages(
 class ScribeWorker:
     kind: JobKind = "scribe"
 
-    def __init__(
-        self, app: Changji, store: ReadModels, executor: Executor, model: ChatModel | None, language: str = "zh"
-    ) -> None:
-        if language not in PROMPTS:
-            raise ValueError(f"scribe language {language!r}: choose one of {', '.join(PROMPTS)}")
+    def __init__(self, app: Changji, store: ReadModels, executor: Executor, model: ChatModel | None) -> None:
         self.app, self.store, self.executor = app, store, executor
-        self.model, self.language = model, language
+        self.model = model
 
     @property
     def skip_reason(self) -> str | None:
@@ -126,7 +123,7 @@ class ScribeWorker:
         snapshot, roster = (scene.snapshot, scene.roster) if scene else (SceneSnapshot(), Roster())
         known = [brief.card_name, brief.user_name, *snapshot.characters, *roster.characters]
         messages = scribe_messages(
-            snapshot, known, brief.card_name, brief.user_name, brief.user.text, brief.reply.text, self.language
+            snapshot, known, brief.card_name, brief.user_name, brief.user.text, brief.reply.text, brief.language
         )
         started = time.perf_counter()
         try:

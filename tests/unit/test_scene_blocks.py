@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain.rules.scene import CharacterState, Roster, SceneSnapshot
+from domain.texts import ZH
 from projections.context.scene import format_roster, format_state
 
 EMPTY = SceneSnapshot()
@@ -42,7 +43,7 @@ SCENE = SceneSnapshot(
     ids=["empty", "full", "elsewhere", "no-at", "lists", "flags"],
 )
 def test_format_state_renders_lines_in_order(snapshot: SceneSnapshot, text: str) -> None:
-    assert format_state(snapshot) == text
+    assert format_state(snapshot, ZH) == text
 
 
 @pytest.mark.parametrize(
@@ -63,13 +64,13 @@ def test_format_state_renders_lines_in_order(snapshot: SceneSnapshot, text: str)
     ids=["empty", "all-sections", "one-section"],
 )
 def test_format_roster_renders_sections(roster: Roster, text: str) -> None:
-    assert format_roster(roster) == text
+    assert format_roster(roster, ZH) == text
 
 
 @pytest.mark.parametrize(("count", "bare"), [(100, False), (200, True)])
 def test_format_roster_section_falls_back_to_bare_names_when_over_budget(count: int, bare: bool) -> None:
     names = [f"人{i:03d}" for i in range(count)]
-    text = format_roster(Roster(characters=dict.fromkeys(names, "第一天"), places={"灯塔": "第一天"}))
+    text = format_roster(Roster(characters=dict.fromkeys(names, "第一天"), places={"灯塔": "第一天"}), ZH)
     people, places = text.split("；")
     assert (people == "人物：" + "、".join(names)) is bare
     assert places == "地点：灯塔（第一天）"
