@@ -1,8 +1,9 @@
 """Lorebook values: entries in changji's own form (what World Info files, a card's `character_book` and the
-model's `lorebook_write` all become), a book's scan settings, and what activation found."""
+model's `lorebook_write` all become), a book's scan settings, the books activation reads and what it found."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -69,3 +70,23 @@ class LoreHit:
         if self.key is None:
             return "constant"
         return f"key {self.key!r}" + (f" with {self.secondary!r}" if self.secondary else "")
+
+
+@dataclass(frozen=True, slots=True)
+class LoreBookView:
+    """One book as activation and search see it: its entries in the book's order and its scan settings."""
+
+    book_id: str
+    scan: LoreScan
+    entries: Sequence[LoreEntry]
+
+
+@dataclass(frozen=True, slots=True)
+class LoreActivation:
+    """What one turn's activation chose: constant entries (by order), the keyword hits kept (at most the books'
+    `max_hits`, in prompt order), how many hits were dropped, and the regex keys that ran out of time."""
+
+    constants: tuple[LoreHit, ...]
+    hits: tuple[LoreHit, ...]
+    not_kept: int
+    timed_out: tuple[tuple[str, int, str], ...]

@@ -1,0 +1,377 @@
+"""Lorebook activation (which entries go into this turn's prompt, and why) and lorebook search. Pure functions.
+
+SillyTavern's World Info rules where they are defined (shared/reference/sillytavern.md §6.5), Liyuan's defaults
+and search scoring (liyuan.md §8). The decisions where those leave room, or where changji departs from them:
+
+* Scan text: an entry scans the newest `scan_depth` messages (its own setting, else its book's; 0 scans no message)
+  joined with "\\n", oldest first; recursion passes append the recursion buffer (below).
+* Names: `{{char}}`, `{{user}}` and the legacy `<BOT>`, `<USER>` (case-insensitive) are filled into keys before
+  matching (escaped when the key is a regular expression, so a name matches literally). Content is returned as
+  written; only the recursion buffer and search see it with the names filled. A hit names its key as written,
+  before the names are filled, so it can be found in the entry.
+* Regular expressions: a key written `/pattern/flags` (flags among g i m s u x y: SillyTavern's `gimsuy` plus
+  `x`; `g` and `u` change nothing, `y` anchors at the start of the scan text; a pattern with an unescaped `/` is
+  plain text, as in SillyTavern) is a regex search, case-sensitive unless `i`; every key of a `use_regex` entry is
+  a pattern too, its case following the entry's (else the book's) case setting. Patterns run under the `regex`
+  module's time limit; a search that runs out of time is no match, reported in `timed_out` and not tried again in
+  the same call; an invalid pattern is no match. Whole-word matching does not apply to patterns.
+* Whole words and Chinese: CJK text (Han, kana, Hangul) has no spaces between words, so an end of a key that is a
+  CJK character needs no boundary: keys made of CJK characters match as substrings. An end of a key that is a
+  letter, digit, mark or `_` of any other script must not touch such a character in the text; a CJK character or
+  punctuation beside it is a boundary ("Seraphina" matches in "我见到了Seraphina。" and in "Eldoria's", "wood"
+  does not match in "woodland"). Multi-word keys get the same test at both ends of the phrase (SillyTavern falls
+  back to substring matching for them).
+* Secondary keys (`selective` entries with secondary keys) follow `logic` and are matched like the primary keys,
+  also for `use_regex` entries (SillyTavern's behaviour; the V3 spec's note that they are ignored is not followed).
+  `and_any` and `and_all` name the secondary key that satisfied them (for `and_all`, the first).
+* Hits are kept up to the largest `max_hits` of the books given. Which are kept: direct hits before recursion
+  hits, then by `order`, book position, entry position; the kept hits go into the prompt by `order` (lower first),
+  book position, entry position.
+* Recursion (books with `recursive`): the content of every keyword hit so far, from any book, is the recursion
+  buffer; further passes, up to the book's `max_recursion`, scan that book's entries not yet activated over their
+  messages plus the buffer. Constant entries do not feed the buffer (they are in every prompt, so they would
+  trigger the same entries every turn).
+* Duplicates: an entry whose trimmed content equals one already activated (a constant, or a hit of an earlier book
+  or pass) does not activate again; the first book wins. Empty content is never a duplicate.
+* Search (`search_lore`) also finds constant entries and skips duplicate content the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from domain.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit, SelectiveLogic
+
+__all__ = ["LoreActivation", "LoreBookView", "activate", "fill_names", "search_lore", "search_terms"]
+
+_NAMES = re.compile(r"\{\{(char|user)\}\}|<(bot|user)>", re.IGNORECASE)
+_SLASHED = re.compile(r"/([\s\S]+?)/([gimsuxy]*)")
+_UNESCAPED_SLASH = re.compile(r"(?:^|[^\\])/")
+_REGEX_FLAGS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL, "x": regex.VERBOSE}
+_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_CJK_PIECES = regex.compile(
+    r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+|[^\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+"
+)
+_LETTERS_AND_DIGITS = re.compile(r"[^\W_]+")
+
+
+def fill_names(text: str, *, char: str, user: str) -> str:
+    """`{{char}}`/`<BOT>` and `{{user}}`/`<USER>` (any case) replaced by the names."""
+    return _NAMES.sub(lambda m: char if (m[1] or m[2]).lower() in ("char", "bot") else user, text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """A scan text and its case-folded form."""
+
+    raw: str
+    folded: str
+
+    @classmethod
+    def of(cls, raw: str) -> _Text:
+        return cls(raw, raw.casefold())
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """How one entry's keys are matched."""
+
+    book_id: str
+    uid: int
+    case_sensitive: bool
+    whole_words: bool
+    use_regex: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Pattern:
+    pattern: str
+    flags: int
+    anchored: bool
+
+
+class _Matcher:
+    """Key matching for one activation: compiled patterns and the keys that ran out of time."""
+
+    def __init__(self, *, char: str, user: str, timeout: float) -> None:
+        self._char, self._user, self._timeout = char, user, timeout
+        self._compiled: dict[tuple[str, int], Any] = {}
+        self.timed_out: dict[tuple[str, int, str], None] = {}
+
+    def first(self, keys: Sequence[str], text: _Text, rule: _Rule) -> str | None:
+        return next((key for key in keys if self.matches(key, text, rule)), None)
+
+    def matches(self, key: str, text: _Text, rule: _Rule) -> bool:
+        written = key.strip()
+        if not written:
+            return False
+        pattern = _pattern_of(written, rule)
+        if pattern is not None:
+            return self._search(pattern, text, (rule.book_id, rule.uid, key))
+        needle = fill_names(written, char=self._char, user=self._user).strip()
+        return _plain_match(needle, text, rule)
+
+    def _search(self, pattern: _Pattern, text: _Text, where: tuple[str, int, str]) -> bool:
+        if where in self.timed_out:
+            return False
+        compiled = self._compile(pattern)
+        if compiled is None:
+            return False
+        search = compiled.match if pattern.anchored else compiled.search
+        try:
+            found = search(text.raw, timeout=self._timeout)
+        except TimeoutError:
+            self.timed_out[where] = None
+            return False
+        return found is not None
+
+    def _compile(self, pattern: _Pattern) -> Any:
+        filled = fill_names(pattern.pattern, char=regex.escape(self._char), user=regex.escape(self._user))
+        cache_key = (filled, pattern.flags)
+        if cache_key not in self._compiled:
+            try:
+                self._compiled[cache_key] = regex.compile(filled, pattern.flags)
+            except (regex.error, ValueError, OverflowError, RecursionError):
+                self._compiled[cache_key] = None
+        return self._compiled[cache_key]
+
+
+def _pattern_of(key: str, rule: _Rule) -> _Pattern | None:
+    """The key as a regular expression, when it is one: written `/pattern/flags`, or any key of a regex entry."""
+    slashed = _SLASHED.fullmatch(key)
+    if slashed and not _UNESCAPED_SLASH.search(slashed[1]):
+        flags = 0
+        for letter in slashed[2]:
+            flags |= _REGEX_FLAGS.get(letter, 0)
+        return _Pattern(slashed[1], flags, "y" in slashed[2])
+    if rule.use_regex:
+        return _Pattern(key, 0 if rule.case_sensitive else regex.IGNORECASE, False)
+    return None
+
+
+def _plain_match(needle: str, text: _Text, rule: _Rule) -> bool:
+    if not needle:
+        return False
+    haystack = text.raw if rule.case_sensitive else text.folded
+    if not rule.case_sensitive:
+        needle = needle.casefold()
+    if not rule.whole_words:
+        return needle in haystack
+    return any(_on_boundaries(haystack, at, needle) for at in _occurrences(haystack, needle))
+
+
+def _occurrences(haystack: str, needle: str) -> Iterator[int]:
+    at = haystack.find(needle)
+    while at >= 0:
+        yield at
+        at = haystack.find(needle, at + 1)
+
+
+def _on_boundaries(haystack: str, at: int, needle: str) -> bool:
+    end = at + len(needle)
+    left = at == 0 or not _spaced_word_char(needle[0]) or not _spaced_word_char(haystack[at - 1])
+    right = end == len(haystack) or not _spaced_word_char(needle[-1]) or not _spaced_word_char(haystack[end])
+    return left and right
+
+
+def _spaced_word_char(ch: str) -> bool:
+    """A letter, digit, mark or `_` of a script that puts spaces between words (so: not CJK)."""
+    return (ch == "_" or unicodedata.category(ch)[0] in "LNM") and _CJK.match(ch) is None
+
+
+def _secondary(logic: SelectiveLogic, keys: Sequence[str], matches: Callable[[str], bool]) -> tuple[bool, str | None]:
+    """Whether the secondary keys allow the entry, and the secondary key that did (for and_any, and_all)."""
+    if logic == "and_any":
+        found = next((key for key in keys if matches(key)), None)
+        return found is not None, found
+    if logic == "and_all":
+        return all(map(matches, keys)), keys[0]
+    if logic == "not_any":
+        return not any(map(matches, keys)), None
+    return not all(map(matches, keys)), None
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    book_index: int
+    entry_index: int
+    book: LoreBookView
+    entry: LoreEntry
+
+    @property
+    def rule(self) -> _Rule:
+        entry, scan = self.entry, self.book.scan
+        return _Rule(
+            self.book.book_id,
+            entry.uid,
+            scan.case_sensitive if entry.case_sensitive is None else entry.case_sensitive,
+            scan.whole_words if entry.whole_words is None else entry.whole_words,
+            entry.use_regex,
+        )
+
+    @property
+    def depth(self) -> int:
+        return self.book.scan.scan_depth if self.entry.scan_depth is None else self.entry.scan_depth
+
+    @property
+    def place(self) -> tuple[int, int, int]:
+        return self.entry.order, self.book_index, self.entry_index
+
+
+def _fire(candidate: _Candidate, text: _Text, matcher: _Matcher) -> tuple[str, str | None] | None:
+    """The primary key that fired and the secondary key that allowed it, or None."""
+    rule, entry = candidate.rule, candidate.entry
+    key = matcher.first(entry.keys, text, rule)
+    if key is None:
+        return None
+    secondaries = [k for k in entry.secondary_keys if k.strip()]
+    if not entry.selective or not secondaries:
+        return key, None
+    allowed, secondary = _secondary(entry.logic, secondaries, lambda k: matcher.matches(k, text, rule))
+    return (key, secondary) if allowed else None
+
+
+class _Contents:
+    """Trimmed contents already activated: a duplicate activates once."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def claim(self, entry: LoreEntry) -> bool:
+        content = entry.content.strip()
+        if content and content in self._seen:
+            return False
+        self._seen.add(content)
+        return True
+
+
+class _ScanTexts:
+    """The scan text for each (depth, recursion buffer) asked for, built once."""
+
+    def __init__(self, messages: Sequence[str]) -> None:
+        self._messages = list(messages)
+        self._built: dict[tuple[int, int], _Text] = {}
+        self.buffer: list[str] = []
+
+    def text(self, depth: int, level: int) -> _Text:
+        if (depth, level) not in self._built:
+            window = self._messages[-depth:] if depth > 0 else []
+            self._built[depth, level] = _Text.of("\n".join(window + (self.buffer if level else [])))
+        return self._built[depth, level]
+
+
+def _candidates(books: Sequence[LoreBookView]) -> list[_Candidate]:
+    return [
+        _Candidate(b, e, book, entry)
+        for b, book in enumerate(books)
+        for e, entry in enumerate(book.entries)
+        if entry.enabled
+    ]
+
+
+def _constants(candidates: Sequence[_Candidate], contents: _Contents) -> tuple[LoreHit, ...]:
+    chosen = [c for c in candidates if c.entry.constant and contents.claim(c.entry)]
+    chosen.sort(key=lambda c: c.place)
+    return tuple(LoreHit(c.book.book_id, c.entry, None) for c in chosen)
+
+
+def _keyword_hits(
+    candidates: Sequence[_Candidate], texts: _ScanTexts, matcher: _Matcher, contents: _Contents, *, char: str, user: str
+) -> list[tuple[_Candidate, LoreHit]]:
+    pending = [c for c in candidates if not c.entry.constant and any(k.strip() for k in c.entry.keys)]
+    found: list[tuple[_Candidate, LoreHit]] = []
+    level = 0
+    while pending:
+        new = [(c, hit) for c in pending if (hit := _hit(c, texts.text(c.depth, level), matcher, level))]
+        new = [(c, hit) for c, hit in new if contents.claim(c.entry)]
+        fired = {id(c) for c, _ in new}
+        found += new
+        level += 1
+        texts.buffer += [fill_names(c.entry.content, char=char, user=user) for c, _ in new]
+        pending = [c for c in pending if id(c) not in fired and _recurses(c, level)] if new else []
+    return found
+
+
+def _hit(candidate: _Candidate, text: _Text, matcher: _Matcher, level: int) -> LoreHit | None:
+    fired = _fire(candidate, text, matcher)
+    if fired is None:
+        return None
+    return LoreHit(candidate.book.book_id, candidate.entry, fired[0], fired[1], level)
+
+
+def _recurses(candidate: _Candidate, level: int) -> bool:
+    return candidate.book.scan.recursive and level <= candidate.book.scan.max_recursion
+
+
+def activate(
+    books: Sequence[LoreBookView], messages: Sequence[str], *, char: str, user: str, regex_timeout: float = 0.05
+) -> LoreActivation:
+    """The entries of `books` (in precedence order: the card's book first) that this turn's prompt carries, given
+    the path's messages oldest→newest (each formatted "Name: text")."""
+    matcher = _Matcher(char=char, user=user, timeout=regex_timeout)
+    contents = _Contents()
+    candidates = _candidates(books)
+    constants = _constants(candidates, contents)
+    found = _keyword_hits(candidates, _ScanTexts(messages), matcher, contents, char=char, user=user)
+    max_hits = max((book.scan.max_hits for book in books), default=0)
+    kept = sorted(found, key=lambda f: (f[1].recursion, *f[0].place))[:max_hits]
+    kept.sort(key=lambda f: f[0].place)
+    return LoreActivation(
+        constants=constants,
+        hits=tuple(hit for _, hit in kept),
+        not_kept=len(found) - len(kept),
+        timed_out=tuple(matcher.timed_out),
+    )
+
+
+def search_terms(query: str) -> list[str]:
+    """The query's search terms, case-folded, each once, of two or more characters: its runs of letters and digits;
+    within a run that holds CJK text (no spaces to split on), every CJK run with its overlapping character bigrams
+    and the other pieces between them ("去Eldoria的路": "去eldoria的路", "eldoria", "的路")."""
+    terms: list[str] = []
+    for token in _LETTERS_AND_DIGITS.findall(query.casefold()):
+        terms.append(token)
+        if _CJK.search(token):
+            for piece in _CJK_PIECES.findall(token):
+                terms.append(piece)
+                if _CJK.match(piece):
+                    terms += [piece[i : i + 2] for i in range(len(piece) - 1)]
+    return list(dict.fromkeys(term for term in terms if len(term) >= 2))
+
+
+def _score(entry: LoreEntry, terms: Sequence[str], *, char: str, user: str) -> int:
+    keys = [fill_names(k, char=char, user=user).strip().casefold() for k in (*entry.keys, *entry.secondary_keys)]
+    keys = [k for k in keys if k]
+    title = fill_names(entry.title or (entry.keys[0] if entry.keys else ""), char=char, user=user).casefold()
+    content = fill_names(entry.content, char=char, user=user).casefold()
+    return sum(_term_score(term, keys, title, content) for term in terms)
+
+
+def _term_score(term: str, keys: Sequence[str], title: str, content: str) -> int:
+    by_key = 5 if any(term in key or key in term for key in keys) else 0
+    return by_key + (3 if term in title else 0) + min(3, content.count(term))
+
+
+def search_lore(
+    books: Sequence[LoreBookView], query: str, *, char: str, user: str, limit: int = 3
+) -> list[tuple[int, str, LoreEntry]]:
+    """The enabled entries that best match `query`, best first, as (score, book_id, entry), at most `limit`.
+    Per term: +5 when a key or secondary key contains it or is contained in it, +3 when the title (else the first
+    key) contains it, +1 per occurrence in the content (at most 3). Ties go to the lower order."""
+    terms = search_terms(query)
+    if not terms or limit <= 0:
+        return []
+    contents = _Contents()
+    scored = [
+        (score, c)
+        for c in _candidates(books)
+        if (score := _score(c.entry, terms, char=char, user=user)) and contents.claim(c.entry)
+    ]
+    scored.sort(key=lambda s: (-s[0], *s[1].place))
+    return [(score, c.book.book_id, c.entry) for score, c in scored[:limit]]
