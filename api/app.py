@@ -40,7 +40,7 @@ def create_app(settings: Settings, service: Service | None = None) -> web.Applic
     it, one cleanup context per resource."""
     app = web.Application(
         middlewares=[problem_middleware, body_limit_middleware, auth_middleware, idempotency_middleware],
-        client_max_size=settings.max_body_bytes,
+        client_max_size=max(settings.max_body_bytes, settings.import_max_bytes),
     )
     app[OPENAPI] = build_openapi(package_version())
     svc = service or bootstrap(settings)

@@ -26,6 +26,7 @@ from schedulers.system import JobPolicy, JobSystem, Worker
 from schedulers.workers.compaction import CompactWorker
 from schedulers.workers.scribe import ScribeWorker
 from service.executor import Executor
+from service.imports import Importer
 from service.memory import MemorySearch
 from service.read_side import ReadSide
 from service.recall import Recall
@@ -76,6 +77,7 @@ class Service:
     compactor: CompactWorker
     jobs: JobSystem
     checkpointer: Checkpointer | None
+    importer: Importer
 
     def lifecycle(self) -> list[Resource]:
         """The resources in the order they start; they stop in the reverse order."""
@@ -160,9 +162,10 @@ def bootstrap(
     views = StoryViews(app, store, counter, recall)
     turns = (
         TurnRunner(
-            app, executor, read_side, views.context, main_model, settings.max_rounds,
+            app, executor, read_side, views.engine_context, main_model, settings.max_rounds,
             open_on_loop=recall.embedder is None or recall.embedder.instant,
             memory=MemorySearch(executor, views, recall),
+            lore=views.lore_at,
             prepare=recall.prepare if recall.embedder is not None and not recall.embedder.instant else None,
         )
         if main_model
@@ -180,7 +183,7 @@ def bootstrap(
     return Service(
         settings, app, store, runner, read_side, executor, views, StoryWrites(app, views), recall, keys,
         Authenticator(keys, executor), counter,
-        main_model, side_model, turns, compactor, jobs, checkpointer,
+        main_model, side_model, turns, compactor, jobs, checkpointer, Importer(app, keys, settings.import_max_bytes),
     )  # fmt: skip
 
 

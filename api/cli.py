@@ -1,4 +1,4 @@
-"""The `changji` command: serve, demo, replay, projections rebuild, keys."""
+"""The `changji` command: serve, demo, import, replay, projections rebuild, keys."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import click
+from pydantic import ValidationError
 
 from api.app import create_app
 from api.bootstrap import Service, bootstrap
@@ -24,6 +25,10 @@ from api.server import AccessLog
 from api.server import serve as serve_app
 from api.settings import Settings
 from domain.application import Changji
+from domain.errors import DomainError
+from interchange.cards import CardFormatError
+from interchange.chats import ChatFormatError
+from interchange.lorebooks import LorebookFormatError
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from storage import read_model_files
@@ -190,6 +195,74 @@ def replay(data_dir: Path | None, story_id: UUID, at: UUID | None, tenant: str, 
         click.echo(f"      ↳ context: {step['context_messages']} messages, {step['context_tokens']} tokens")
     if replayed.next_depth is not None:
         click.echo(f"… more from depth {replayed.next_depth} (--from-depth {replayed.next_depth})")
+
+
+IMPORTED = (".png", ".json", ".charx", ".jsonl")
+
+
+@main.command("import")
+@DATA_DIR
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--tenant", default=LOCAL_TENANT, show_default=True)
+@click.option("--card", "card_id", type=click.UUID, default=None, help="the card chats and World Info files go to")
+def import_files(data_dir: Path | None, paths: tuple[Path, ...], tenant: str, card_id: UUID | None) -> None:
+    """Import cards (PNG, JSON, CHARX), World Info files and SillyTavern chats (.jsonl), files or folders.
+
+    Cards become new cards; a World Info file is attached to --card, a chat becomes a new story of --card.
+    Run it while no server serves the data dir (or post the files to the server's import routes)."""
+    files = sorted({f for p in paths for f in ([p] if p.is_file() else p.rglob("*")) if f.suffix.lower() in IMPORTED})
+    if not files:
+        raise click.ClickException("no .png, .json, .charx or .jsonl files there")
+    settings = Settings.from_env(data_dir=data_dir)
+    with contextlib.ExitStack() as stack:
+        if settings.persistence == "sqlite":
+            try:
+                stack.enter_context(read_model_files.serving(settings.data_dir))
+            except read_model_files.AlreadyServed as exc:
+                raise click.ClickException(f"{exc}: stop it, or post the files to its /v1/…/import routes") from None
+        service = stack.enter_context(_offline(data_dir))
+        failed = 0
+        for path in files:
+            try:
+                click.echo(_import_one(service, tenant, card_id, path))
+            except (CardFormatError, ChatFormatError, LorebookFormatError, ValidationError, DomainError) as bad:
+                failed += 1
+                click.echo(f"refused  {path}: {_reason(bad)}", err=True)
+    if failed:
+        raise click.ClickException(f"{failed} of {len(files)} file(s) refused; the others were imported")
+
+
+def _import_one(service: Service, tenant: str, card_id: UUID | None, path: Path) -> str:
+    raw, importer = path.read_bytes(), service.importer
+    if path.suffix.lower() == ".jsonl":
+        if card_id is None:
+            raise DomainError("a chat needs --card, the card it was played with")
+        card = service.app.card(tenant, card_id)
+        started = time.perf_counter()
+        chat = importer.read_chat(card.data, raw, path.stem)
+        story = importer.save_chat(tenant, card_id, uuid4(), chat).value
+        seconds = time.perf_counter() - started
+        return (
+            f"story    {story.id}  {story.title}: {len(chat.chat.steps):,} messages, {story.imported_nodes:,} nodes "
+            f"in {seconds:.1f}s" + (f" ({len(chat.plan.warnings)} warning(s))" if chat.plan.warnings else "")
+        )
+    try:
+        read = importer.read_card(raw, path.name)
+    except CardFormatError:
+        if path.suffix.lower() != ".json" or card_id is None:
+            raise
+        book = importer.save_lorebook(tenant, card_id, uuid4(), importer.read_lorebook(raw, path.stem)).value
+        return f"lorebook {book.id}  {book.name}: {len(book.entries)} entries, attached to card {card_id}"
+    card = importer.save_card(tenant, uuid4(), read).value
+    warned = f" — {'; '.join(card.source.get('warnings', []))}" if card.source.get("warnings") else ""
+    return f"card     {card.id}  {card.data.name} ({read.file.container}, {read.file.spec}){warned}"
+
+
+def _reason(bad: Exception) -> str:
+    if isinstance(bad, ValidationError):
+        first = bad.errors()[0]
+        return f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+    return str(bad)
 
 
 @contextmanager

@@ -46,16 +46,31 @@ def keyed(request: web.Request) -> bool:
     return "Idempotency-Key" in request.headers
 
 
+FILE_ROUTES = frozenset({"/v1/cards/import", "/v1/stories/import", "/v1/cards/{card_id}/lorebooks"})
+"""The routes whose bodies are files, under the import limit rather than the JSON body limit."""
+
+
+def body_limit(request: web.Request) -> int:
+    settings = request.app[SERVICE].settings
+    resource = request.match_info.route.resource
+    files = request.method == "POST" and resource is not None and resource.canonical in FILE_ROUTES
+    return settings.import_max_bytes if files else settings.max_body_bytes
+
+
 async def read_body(request: web.Request) -> bytes:
-    """The request's body, waited for at most the service's `body_seconds` (a body that stalls is 408)."""
+    """The request's body, waited for at most the service's `body_seconds` (a body that stalls is 408),
+    and at most `body_limit` bytes (413)."""
     seconds = request.app[SERVICE].settings.body_seconds
     try:
-        return await asyncio.wait_for(request.read(), seconds)
+        raw = await asyncio.wait_for(request.read(), seconds)
     except TimeoutError:
         raise BadRequestError(408, f"the request body did not arrive within {seconds:g} s", "body") from None
     except ConnectionResetError:  # the client went away mid-upload: nothing to answer, nothing to log loudly
         log.info("a client went away before its request body arrived")
         raise BadRequestError(400, "the request body was cut off", "body") from None
+    if len(raw) > (limit := body_limit(request)):
+        raise BadRequestError(413, f"the body may be at most {limit} bytes", "body")
+    return raw
 
 
 async def body(request: web.Request, model: type[M], optional: bool = False) -> M:

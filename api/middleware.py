@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from api.errors import field_error, problem
-from api.http import fingerprint, read_body
+from api.http import body_limit, fingerprint, read_body
 from api.keys import SERVICE, TENANT
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -20,7 +20,7 @@ PUBLIC = ("/healthz", "/openapi.json")
 @web.middleware
 async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A body declared larger than the service takes is refused at once (413), key or no key, unread."""
-    limit = request.app[SERVICE].settings.max_body_bytes
+    limit = body_limit(request)
     if request.content_length is not None and request.content_length > limit:
         response = problem(413, "Content Too Large", f"the body may be at most {limit} bytes")
         response.force_close()  # the declared body is never read

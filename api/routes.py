@@ -9,7 +9,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from api import schemas as s
-from api.handlers import cards, explore, jobs, nodes, recall, saves, scene, stories, summaries, turns
+from api.handlers import cards, chats, explore, jobs, lore, nodes, recall, saves, scene, stories, summaries, turns
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -33,12 +33,25 @@ class Route:
 ROUTES = (
     Route("POST", "/v1/cards", cards.create_card, "Create a card", s.CreateCardRequest, s.CardResponse, 201, idempotent=True),
     Route("GET", "/v1/cards", cards.list_cards, "List cards", None, s.CardListResponse, query=("limit", "cursor"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
+    Route("POST", "/v1/cards/import", cards.import_card, "Import a card file (PNG, JSON in any spec version, CHARX) as the body or a multipart file", None, s.CardResponse, 201, idempotent=True),
     Route("GET", "/v1/cards/{card_id}", cards.get_card, "Get a card", None, s.CardResponse),
+    Route("GET", "/v1/cards/{card_id}/export", cards.export_card, "The card as a file: V2 or V3 JSON, or PNG", query=("format",)),
+    Route("POST", "/v1/cards/{card_id}/lorebooks", lore.attach_lorebook, "Attach a World Info file (the body or a multipart file) to the card", None, s.LorebookResponse, 201, query=("name",), idempotent=True),
+    Route("GET", "/v1/cards/{card_id}/lorebooks", lore.list_lorebooks, "The card's lorebooks: its embedded one, then those attached", None, s.LorebookListResponse),
+    Route("GET", "/v1/cards/{card_id}/lorebooks/{lorebook_id}", lore.get_lorebook, "A lorebook with its entries (`embedded`: the card's own)", None, s.LorebookResponse),
+    Route("DELETE", "/v1/cards/{card_id}/lorebooks/{lorebook_id}", lore.detach_lorebook, "Detach a lorebook from the card", status=204),
+    Route("POST", "/v1/cards/{card_id}/lorebooks/{lorebook_id}/entries", lore.add_entry, "Add an entry", s.LoreEntryRequest, s.LoreEntryModel, 201),
+    Route("PATCH", "/v1/cards/{card_id}/lorebooks/{lorebook_id}/entries/{uid}", lore.change_entry, "Change an entry's fields, or switch it off or on (enabled)", s.LoreEntryChanges, s.LoreEntryModel),
+    Route("POST", "/v1/cards/{card_id}/lorebooks/{lorebook_id}/entries/{uid}/approve", lore.approve_entry, "Approve an entry the write gate holds", None, s.LoreEntryModel),
+    Route("DELETE", "/v1/cards/{card_id}/lorebooks/{lorebook_id}/entries/{uid}", lore.remove_entry, "Remove an entry", status=204),
+    Route("GET", "/v1/cards/{card_id}/lore/search", lore.search_lore, "Search the card's lore as the model's lorebook_search does", None, s.LoreSearchResponse, query=("q", "limit"), ranges=(("q", 1, 500), ("limit", 1, 100))),
     Route("PATCH", "/v1/cards/{card_id}", cards.update_card, "Update a card", s.UpdateCardRequest, s.CardResponse, if_match=True),
     Route("DELETE", "/v1/cards/{card_id}", cards.delete_card, "Delete a card", status=204),
     Route("POST", "/v1/stories", stories.create_story, "Start a story from a card", s.CreateStoryRequest, s.StoryResponse, 201, idempotent=True),
     Route("GET", "/v1/stories", stories.list_stories, "List stories (deleted=true: the deleted ones, to restore)", None, s.StoryListResponse, query=("limit", "cursor", "card_id", "deleted"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
+    Route("POST", "/v1/stories/import", chats.import_chat, "Import a SillyTavern chat (.jsonl, the body or a multipart file) into a new story of a card", None, s.ImportChatResponse, 201, query=("card_id", "title"), idempotent=True),
     Route("GET", "/v1/stories/{story_id}", stories.get_story, "Get a story", None, s.StoryResponse),
+    Route("GET", "/v1/stories/{story_id}/export", chats.export_chat, "The story's path as a SillyTavern chat (.jsonl); scope=tree gives every reply's siblings as its swipes", query=("format", "scope", "at")),
     Route("PATCH", "/v1/stories/{story_id}", stories.update_story, "Retitle or reconfigure a story", s.UpdateStoryRequest, s.StoryResponse),
     Route("DELETE", "/v1/stories/{story_id}", stories.delete_story, "Delete a story (its events stay: it can be restored)", status=204, if_match=True),
     Route("POST", "/v1/stories/{story_id}/restore", stories.restore_story, "Bring a deleted story back as it was", None, s.StoryResponse, if_match=True),

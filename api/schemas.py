@@ -30,6 +30,11 @@ class SettingsOverrides(Strict):
     fill_window: bool | None = None
     recall_tokens: int | None = Field(None, ge=0, le=1_000_000)
     user_name: str | None = Field(None, min_length=1, max_length=100)
+    language: Literal["auto", "zh", "en"] | None = Field(
+        None, description="the language of changji's own prompt texts (auto: the card's, detected from its text)"
+    )
+    lore_bodies: Literal["auto", "titles", "full"] | None = None
+    lore_write_gate: bool | None = None
 
     def given(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
@@ -48,12 +53,31 @@ class UpdateCardRequest(Strict):
     settings: SettingsOverrides | None = None
 
 
+class FileRef(BaseModel):
+    path: str | None = None
+    sha256: str
+    media_type: str
+    size: int
+
+
+class LorebookRef(BaseModel):
+    id: UUID
+    name: str
+
+
 class CardResponse(BaseModel):
     id: UUID
     version: int
     name: str
     card: dict[str, Any]
     settings: dict[str, Any]
+    language: Literal["zh", "en"] = Field(description="the language of changji's texts in this card's prompts")
+    source: dict[str, Any] = Field(
+        default_factory=dict, description="an imported card: the file it came from (container, spec, warnings)"
+    )
+    art: FileRef | None = Field(None, description="an imported card's image (exported back with the PNG)")
+    assets: list[FileRef] = Field(default_factory=list, description="other files of an imported card (CHARX)")
+    lorebooks: list[LorebookRef] = Field(default_factory=list, description="stand-alone lorebooks attached")
     created_at: datetime
     updated_at: datetime
 
@@ -217,6 +241,15 @@ class MessageModel(BaseModel):
     content: str
 
 
+class LoreRefModel(BaseModel):
+    book_id: str = Field(description="the lorebook (`embedded`: the card's own)")
+    uid: int
+    title: str
+    key: str | None = Field(description="the key that fired it (None: a constant entry)")
+    secondary: str | None = Field(description="the secondary key that satisfied its logic, if any")
+    constant: bool
+
+
 class ExplainModel(BaseModel):
     what: str
     why: str
@@ -235,6 +268,9 @@ class ExplainModel(BaseModel):
         " several messages (the verbatim turns) runs from start in message_index to end in end_message",
     )
     end_message: int | None = Field(None, description="the message the block ends in")
+    lore: list[LoreRefModel] = Field(
+        default_factory=list, description="lore (and the system prompt's constant lore): each entry and why"
+    )
 
 
 class ContextResponse(BaseModel):
@@ -246,6 +282,7 @@ class ContextResponse(BaseModel):
     budget: int
     cut_turns: int = Field(description="how many whole turns the budget left out (this request only)")
     cut_nodes: int = Field(description="path nodes left out by the budget, the greeting included")
+    language: Literal["zh", "en"] = Field(description="the language of changji's own texts in it")
     token_counter: str
 
 
@@ -593,3 +630,110 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[FieldError] = Field(default_factory=list)
+
+
+# --- lorebooks --------------------------------------------------------------------------------
+
+
+class LoreEntryModel(BaseModel):
+    uid: int
+    keys: list[str]
+    secondary_keys: list[str]
+    title: str
+    content: str
+    constant: bool
+    enabled: bool
+    selective: bool
+    logic: str
+    order: int
+    position: str
+    case_sensitive: bool | None
+    whole_words: bool | None
+    use_regex: bool
+    scan_depth: int | None
+    extensions: dict[str, Any]
+    pending: bool = Field(False, description="held by the write gate until the user approves it")
+    written_at: dict[str, UUID] | None = Field(None, description="the model's entries: the story and node")
+
+
+class LorebookResponse(BaseModel):
+    id: str = Field(description="the lorebook's id; `embedded` for the card's own character_book")
+    card_id: UUID
+    version: int
+    name: str
+    kind: Literal["embedded", "world_info", "supplement"]
+    format: str
+    scan: dict[str, Any]
+    extras: dict[str, Any]
+    entries: list[LoreEntryModel]
+
+
+class LorebookSummary(BaseModel):
+    id: str
+    name: str
+    kind: Literal["embedded", "world_info", "supplement"]
+    entries: int
+
+
+class LorebookListResponse(BaseModel):
+    items: list[LorebookSummary]
+
+
+class LoreEntryRequest(Strict):
+    """An entry's fields (changji's form); `uid` is given the next free number when left out."""
+
+    uid: int | None = Field(None, ge=0, le=2**53)
+    keys: list[str] = Field(default_factory=list, max_length=200)
+    secondary_keys: list[str] = Field(default_factory=list, max_length=200)
+    title: str = Field("", max_length=500)
+    content: str = Field("", max_length=100_000)
+    constant: bool = False
+    enabled: bool = True
+    selective: bool = True
+    logic: Literal["and_any", "not_all", "not_any", "and_all"] = "and_any"
+    order: int = 100
+    position: Literal["before_char", "after_char"] = "before_char"
+    case_sensitive: bool | None = None
+    whole_words: bool | None = None
+    use_regex: bool = False
+    scan_depth: int | None = Field(None, ge=0, le=1000)
+    extensions: dict[str, Any] = Field(default_factory=dict)
+
+
+class LoreEntryChanges(Strict):
+    """The fields to change; the others are kept. `enabled` switches the entry off or on."""
+
+    keys: list[str] | None = Field(None, max_length=200)
+    secondary_keys: list[str] | None = Field(None, max_length=200)
+    title: str | None = Field(None, max_length=500)
+    content: str | None = Field(None, max_length=100_000)
+    constant: bool | None = None
+    enabled: bool | None = None
+    selective: bool | None = None
+    logic: Literal["and_any", "not_all", "not_any", "and_all"] | None = None
+    order: int | None = None
+    position: Literal["before_char", "after_char"] | None = None
+    case_sensitive: bool | None = None
+    whole_words: bool | None = None
+    use_regex: bool | None = None
+    scan_depth: int | None = Field(None, ge=0, le=1000)
+    extensions: dict[str, Any] | None = None
+
+
+class LoreSearchHit(BaseModel):
+    book_id: str
+    score: int
+    entry: LoreEntryModel
+
+
+class LoreSearchResponse(BaseModel):
+    query: str
+    items: list[LoreSearchHit]
+
+
+class ImportChatResponse(BaseModel):
+    story: StoryResponse
+    steps: int = Field(description="nodes on the imported path (greeting left out)")
+    nodes: int = Field(description="nodes made, siblings (swipes) included")
+    warnings: list[str]
+    skipped_lines: list[int] = Field(description="lines that were not JSON objects (SillyTavern skips them too)")

@@ -55,6 +55,9 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(8780, ge=0, le=65535)
     max_body_bytes: int = Field(1 << 20, ge=1024)
+    import_max_bytes: int = Field(
+        32 << 20, ge=1024, description="a file posted to an import route (cards with their art, chat logs)"
+    )
     body_seconds: float = Field(30.0, gt=0, description="how long a request body may take to arrive (then 408)")
     access_log: bool = Field(False, description="log each request: method, path (no query), status, size, time")
     poll_interval: float = Field(1.0, gt=0, description="seconds between read-model catch-ups")
@@ -104,6 +107,7 @@ class Settings(BaseModel):
             "host": os.environ.get("CHANGJI_HOST"),
             "port": os.environ.get("CHANGJI_PORT"),
             "max_body_bytes": os.environ.get("CHANGJI_MAX_BODY_BYTES"),
+            "import_max_bytes": os.environ.get("CHANGJI_IMPORT_MAX_BYTES"),
             "body_seconds": os.environ.get("CHANGJI_BODY_SECONDS"),
             "access_log": os.environ.get("CHANGJI_ACCESS_LOG"),
             "sqlite_synchronous": os.environ.get("CHANGJI_SQLITE_SYNCHRONOUS"),

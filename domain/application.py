@@ -22,8 +22,10 @@ from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Recor
 from domain import events as ev
 from domain.card import Card
 from domain.commands.cards import CardCommands
+from domain.commands.chat_imports import ChatImportCommands
 from domain.commands.compaction import CompactionCommands
 from domain.commands.jobs import JobCommands
+from domain.commands.lore import LoreCommands
 from domain.commands.nodes import NodeCommands
 from domain.commands.saves import SaveCommands
 from domain.commands.scene import SceneCommands
@@ -99,6 +101,8 @@ class Changji(Application[UUID]):
         self.scenes = SceneCommands(self)
         self.jobs = JobCommands(self)
         self.compaction = CompactionCommands(self)
+        self.lore = LoreCommands(self)
+        self.imports = ChatImportCommands(self)
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)

@@ -1,7 +1,9 @@
-"""The Card aggregate: a character card (V2 core fields) and its default story settings."""
+"""The Card aggregate: a character card (its fields kept verbatim), its default story settings, the
+file it was imported from (art and other files by content hash) and the lorebooks attached to it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
@@ -17,6 +19,10 @@ class Card(Aggregate):
         self.data = CardData(name="?")
         self.settings = StorySettings()
         self.deleted = False
+        self.source: dict[str, Any] = {}
+        self.art: dict[str, Any] | None = None
+        self.assets: list[dict[str, Any]] = []
+        self.lorebooks: dict[UUID, str] = {}  # attached, in the order they were attached
 
     @classmethod
     def create(cls, card_id: UUID, tenant_id: str, data: CardData, settings: StorySettings) -> Card:
@@ -28,6 +34,28 @@ class Card(Aggregate):
             settings=settings.model_dump(),
         )
 
+    @classmethod
+    def import_file(
+        cls,
+        card_id: UUID,
+        tenant_id: str,
+        data: CardData,
+        settings: StorySettings,
+        source: Mapping[str, Any],
+        art: Mapping[str, Any] | None,
+        assets: list[dict[str, Any]],
+    ) -> Card:
+        return cls._create(
+            ev.CardImported,
+            id=card_id,
+            tenant_id=tenant_id,
+            data=data.model_dump(),
+            settings=settings.model_dump(),
+            source=dict(source),
+            art=dict(art) if art is not None else None,
+            assets=assets,
+        )
+
     def update(self, data: CardData, settings: StorySettings) -> None:
         if data == self.data and settings == self.settings:
             return
@@ -37,10 +65,27 @@ class Card(Aggregate):
         if not self.deleted:
             self.trigger_event(ev.CardDeleted)
 
+    def attach_lorebook(self, lorebook_id: UUID, name: str) -> None:
+        if lorebook_id not in self.lorebooks:
+            self.trigger_event(ev.LorebookAttached, lorebook_id=lorebook_id, name=name)
+
+    def detach_lorebook(self, lorebook_id: UUID) -> None:
+        if lorebook_id in self.lorebooks:
+            self.trigger_event(ev.LorebookDetached, lorebook_id=lorebook_id)
+
     def when(self, event: Any) -> None:
         match event:
             case ev.CardCreated():
                 self.tenant_id = event.tenant_id
+                self.data = CardData.model_validate(event.data)
+                self.settings = StorySettings.model_validate(event.settings)
+            case ev.CardImported():
+                self.tenant_id, self.source, self.art, self.assets = (
+                    event.tenant_id,
+                    event.source,
+                    event.art,
+                    event.assets,
+                )
                 self.data = CardData.model_validate(event.data)
                 self.settings = StorySettings.model_validate(event.settings)
             case ev.CardUpdated():
@@ -48,3 +93,7 @@ class Card(Aggregate):
                 self.settings = StorySettings.model_validate(event.settings)
             case ev.CardDeleted():
                 self.deleted = True
+            case ev.LorebookAttached():
+                self.lorebooks[event.lorebook_id] = event.name
+            case ev.LorebookDetached():
+                self.lorebooks.pop(event.lorebook_id, None)

@@ -26,6 +26,18 @@ class CardNotFoundError(NotFoundError):
     """No such card for this tenant."""
 
 
+class LorebookNotFoundError(NotFoundError):
+    """No such lorebook attached to this card."""
+
+
+class LoreEntryNotFoundError(NotFoundError):
+    """No such entry in this lorebook."""
+
+
+class LoreEntryInvalidError(DomainError):
+    """A lorebook entry's fields are not valid."""
+
+
 class StoryNotFoundError(NotFoundError):
     """No such story for this tenant."""
 

@@ -51,6 +51,93 @@ class CardDeleted(_Folded, AggregateEvent):
     """The card was deleted; its stories remain readable until deleted themselves."""
 
 
+class CardImported(_Folded, AggregateCreated):
+    """A tenant imported a character card from a file: its fields verbatim, its art and other files kept
+    by content hash (`art`, `assets`: {path?, sha256, media_type, size}), and what the file was (`source`:
+    container, spec, warnings)."""
+
+    tenant_id: str
+    data: dict[str, Any]
+    settings: dict[str, Any]
+    source: dict[str, Any]
+    art: dict[str, Any] | None
+    assets: list[dict[str, Any]]
+
+
+class LorebookAttached(_Folded, AggregateEvent):
+    """A stand-alone lorebook was attached to the card: its entries take part in the card's stories."""
+
+    lorebook_id: UUID
+    name: str
+
+
+class LorebookDetached(_Folded, AggregateEvent):
+    """The lorebook was detached from the card; its entries no longer take part."""
+
+    lorebook_id: UUID
+
+
+# --- lorebook ---------------------------------------------------------------------------------
+
+
+class LorebookCreated(_Folded, AggregateCreated):
+    """A lorebook was made for a card: a World Info file imported (`world_info`), or the card's supplement
+    the model writes into (`supplement`). Entries and scan settings in changji's form; book fields it does
+    not use kept verbatim in `extras`."""
+
+    tenant_id: str
+    card_id: UUID
+    kind: str
+    name: str
+    format: str
+    scan: dict[str, Any]
+    entries: list[dict[str, Any]]
+    extras: dict[str, Any]
+
+
+class LoreEntryAdded(_Folded, AggregateEvent):
+    """An entry was added: by the user, or by the model at a node of a story (`written_at`: story_id,
+    node_id); `pending` when the card's write gate holds it for the user's approval."""
+
+    entry: dict[str, Any]
+    written_at: dict[str, Any] | None
+    pending: bool
+
+
+class LoreEntryChanged(_Folded, AggregateEvent):
+    """An entry was replaced by a new revision (same uid)."""
+
+    entry: dict[str, Any]
+
+
+class LoreEntryRemoved(_Folded, AggregateEvent):
+    """An entry was removed from the book."""
+
+    uid: int
+
+
+class LoreEntryDisabled(_Folded, AggregateEvent):
+    """An entry was switched off: it stays in the book and activates no more."""
+
+    uid: int
+
+
+class LoreEntryEnabled(_Folded, AggregateEvent):
+    """A switched-off entry was switched on again."""
+
+    uid: int
+
+
+class LoreEntryApproved(_Folded, AggregateEvent):
+    """The user approved an entry the write gate held: it takes part from now on."""
+
+    uid: int
+
+
+class LorebookDeleted(_Folded, AggregateEvent):
+    """The lorebook was deleted (detached from its card first)."""
+
+
 # --- story ------------------------------------------------------------------------------------
 
 
@@ -62,6 +149,14 @@ class StoryStarted(_Folded, AggregateCreated):
     title: str
     root_id: UUID
     settings: dict[str, Any]
+
+
+class ChatImported(_Folded, AggregateEvent):
+    """The story was imported from another system's chat log: what the file was (`source`: format, its
+    header verbatim, the greeting's alternatives, warnings) and how many nodes it made."""
+
+    source: dict[str, Any]
+    nodes: int
 
 
 class LeafMoved(_Folded, AggregateEvent):
@@ -135,6 +230,7 @@ class UserSpoke(_Folded, AggregateCreated):
     text: str
     depth: int
     turn: int
+    said_at: datetime | None = None  # when it was said, if before it was recorded (an imported chat)
 
 
 class ReplyPosted(_Folded, AggregateCreated):
@@ -145,6 +241,7 @@ class ReplyPosted(_Folded, AggregateCreated):
     text: str
     depth: int
     turn: int
+    said_at: datetime | None = None  # when it was said, if before it was recorded (an imported chat)
 
 
 class ReplyRevised(_Folded, AggregateEvent):

@@ -46,6 +46,7 @@ ALLOWED_PARENTS: dict[NodeKind, tuple[NodeKind, ...]] = {
 
 class Node(Aggregate):
     def __init__(self) -> None:
+        self.said_at: datetime | None = None
         self.story_id: UUID | None = None
         self.parent_id: UUID | None = None
         self.kind: NodeKind = "greeting"
@@ -73,8 +74,9 @@ class Node(Aggregate):
         return cls._create(ev.GreetingPlaced, id=node_id, story_id=story_id, text=text, greeting_index=greeting_index)
 
     @classmethod
-    def attach(cls, node_id: UUID, kind: NodeKind, parent: Node, text: str) -> Node:
-        """A new user or reply node under `parent`, refusing turns that do not alternate."""
+    def attach(cls, node_id: UUID, kind: NodeKind, parent: Node, text: str, said_at: datetime | None = None) -> Node:
+        """A new user or reply node under `parent`, refusing turns that do not alternate. `said_at`: when
+        it was said, when that was before now (an imported chat's date)."""
         if parent.kind not in ALLOWED_PARENTS[kind]:
             raise InvalidParentError(f"a {kind} node cannot follow a {parent.kind} node")
         if not text.strip():
@@ -90,6 +92,7 @@ class Node(Aggregate):
             text=text,
             depth=parent.depth + 1,
             turn=parent.turn + (1 if kind == "user" else 0),
+            said_at=said_at,
         )
 
     @classmethod
@@ -318,7 +321,7 @@ class Node(Aggregate):
                 phase=self.phase,
                 draft_version=self.draft_version,
                 version=self.version,
-                created_at=self.created_on,
+                created_at=self.said_at or self.created_on,
                 episode=self.episode,
                 digest=self.digest,
             )
@@ -339,7 +342,7 @@ class Node(Aggregate):
             case ev.UserSpoke() | ev.ReplyPosted():
                 self.story_id, self.parent_id, self.text = event.story_id, event.parent_id, event.text
                 self.kind = "user" if isinstance(event, ev.UserSpoke) else "reply"
-                self.depth, self.turn = event.depth, event.turn
+                self.depth, self.turn, self.said_at = event.depth, event.turn, event.said_at
             case ev.ReplyOpened():
                 self.story_id, self.parent_id, self.kind = event.story_id, event.parent_id, "reply"
                 self.depth, self.turn, self.model, self.phase = event.depth, event.turn, event.model, "writing"

@@ -24,6 +24,8 @@ class Story(Aggregate):
         self.saves: dict[str, SavePoint] = {}
         self.worldline_names: dict[str, str] = {}
         self.deleted = False
+        self.imported: dict[str, Any] | None = None  # an imported chat: where it came from
+        self.imported_nodes = 0
 
     @classmethod
     def start(
@@ -46,6 +48,9 @@ class Story(Aggregate):
         )
         story.move_leaf(root_id, cause="start")
         return story
+
+    def record_import(self, source: dict[str, Any], nodes: int) -> None:
+        self.trigger_event(ev.ChatImported, source=source, nodes=nodes)
 
     def move_leaf(self, node_id: UUID, cause: LeafCause) -> None:
         if node_id != self.leaf_id:
@@ -102,6 +107,8 @@ class Story(Aggregate):
             case ev.StoryStarted():
                 self.tenant_id, self.card_id, self.title = event.tenant_id, event.card_id, event.title
                 self.root_id, self.settings = event.root_id, dict(event.settings)
+            case ev.ChatImported():
+                self.imported, self.imported_nodes = event.source, event.nodes
             case ev.LeafMoved():
                 self.leaf_id = event.node_id
             case ev.StoryConfigured():

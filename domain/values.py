@@ -18,7 +18,7 @@ Phase = Literal["final", "writing", "waiting", "sealed", "stopped", "withdrawn"]
 
 # --- the closed sets stored in events (events are forever: values may be added, never renamed) ----
 
-LeafCause = Literal["start", "append", "checkout", "turn", "regenerate", "restore", "revision"]
+LeafCause = Literal["start", "append", "checkout", "turn", "regenerate", "restore", "revision", "import"]
 SceneAuthor = Literal["scribe", "user"]
 SummaryAuthor = Literal["model", "extractive"]
 """`model`: written by the side model; `extractive`: by the offline summarizer."""
@@ -51,6 +51,16 @@ class StorySettings(BaseModel):
         " (off: measured on LoCoMo with the offline summaries, they cost 1–4 points of evidence word for word)",
     )
     user_name: str = Field("User", min_length=1, max_length=100, description="fills {{user}}")
+    lore_bodies: Literal["auto", "titles", "full"] = Field(
+        "auto",
+        description="lore hits in the context: by title (the model looks them up with lorebook_search) or in full;"
+        " auto = in full when the main model has no tools (bring-your-own mode), by title in engine mode",
+    )
+    lore_write_gate: bool = Field(
+        False,
+        description="hold the model's lorebook_write entries for the user's approval, unless the user's words "
+        "asked to record",
+    )
     language: LanguageChoice = Field(
         "auto", description="the language of changji's own prompt texts: zh, en, or auto (from the card's text)"
     )

@@ -17,7 +17,8 @@ _RULES_ZH = """# 写作方式（稿纸）
 - 写完后调用 draft_seal 收笔，本拍结束；
 - 需要用户拍板时调用 ask（2–4 个具体选项），等待作答后继续；
 - 只需修订上一条回复时，先 previous_draft_read，再 previous_draft_edit，本拍不产生新回复；
-- 需要早前剧情里的细节（人名、约定、发生过的事）而上文没有时，调用 memory_search 检索故事记忆。
+- 需要早前剧情里的细节（人名、约定、发生过的事）而上文没有时，调用 memory_search 检索故事记忆；
+- 【设定】只列出条目标题，需要正文时调用 lorebook_search；剧情新确立的人物、地点、事物用 lorebook_write 记入补充设定集。
 不调用工具直接输出的正文会被收入稿纸并自动收笔。"""
 
 _RULES_EN = """# How to write (the draft)
@@ -27,7 +28,8 @@ This beat's reply is written on a draft that only the tools change:
 - when it is done, call draft_seal: the beat ends;
 - when the user must decide, call ask (2–4 concrete options) and go on once they answer;
 - to revise only the previous reply, call previous_draft_read, then previous_draft_edit: the beat makes no new reply;
-- when you need a detail of the earlier story (a name, a promise, something that happened) that is not above, call memory_search.
+- when you need a detail of the earlier story (a name, a promise, something that happened) that is not above, call memory_search;
+- [Lore] lists entries by title only: call lorebook_search for their text; record a person, place or thing the story newly established with lorebook_write.
 Text you write without calling a tool goes into the draft and is sealed."""
 
 ENGINE_RULES: Mapping[Language, str] = {"zh": _RULES_ZH, "en": _RULES_EN}
@@ -87,6 +89,28 @@ TOOLS: list[dict[str, Any]] = [
         "Find a phrase in the draft.",
         {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50}},
         ["query"],
+    ),
+    _function(
+        "lorebook_search",
+        "Look up the world's lore (the card's lorebooks): people, places, things, rules. The context names the "
+        "entries that came up this turn by title; this gives their text.",
+        {
+            "query": {"type": "string", "description": "a name or a few words"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 10, "description": "how many entries (default 3)"},
+        },
+        ["query"],
+    ),
+    _function(
+        "lorebook_write",
+        "Record a new person, place or thing the story established, in the card's supplementary lorebook, so "
+        "later turns and stories know it. Write what the story made true, not plans.",
+        {
+            "title": {"type": "string", "description": "the entry's name"},
+            "keys": {"type": "array", "items": {"type": "string"}, "description": "words that bring it up"},
+            "content": {"type": "string", "description": "what is true about it, in a few sentences"},
+            "constant": {"type": "boolean", "description": "always in the prompt (rarely needed)"},
+        },
+        ["title", "keys", "content"],
     ),
     _function(
         "memory_search",

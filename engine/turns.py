@@ -37,7 +37,7 @@ from domain.commands.turns import Round
 from domain.errors import TurnStateError
 from domain.language import Language
 from domain.ports import ChatModel, ChatResult, ModelCallError, ToolCall
-from domain.rules.draft_tools import TOOL_TEXTS, memory_request
+from domain.rules.draft_tools import TOOL_TEXTS, LoreFound, lore_request, memory_request
 from domain.values import NodeView, Recollection, StopReason
 from engine.tool_schemas import ENGINE_RULES, MAX_ROUNDS, TOOLS
 from engine.tool_stream import STREAMED_TOOLS, ContentStream
@@ -80,6 +80,9 @@ ContextAt = Callable[[str, UUID, UUID | None], Context]
 MemorySearch = Callable[[str, UUID, UUID, str, int], Awaitable[list[Recollection]]]
 """(tenant, story, the reply being written, query, k) → passages of the story's memory on its path
 (the service's `service.memory.MemorySearch`)."""
+LoreSearch = Callable[[str, UUID, UUID, str, int], list[LoreFound]]
+"""(tenant, story, the reply being written, query, limit) → the card's lore entries for the query, as the
+path to that reply sees them (the service's `StoryViews.lore_at`; it runs where commands run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +121,17 @@ class TurnRunner:
         open_on_loop: bool = True,
         memory: MemorySearch | None = None,
         prepare: Callable[[UUID, str], Awaitable[None]] | None = None,
+        lore: LoreSearch | None = None,
     ) -> None:
         """`open_on_loop`: the opening (which assembles the context) may run on the event loop when the
         writer is idle — not when the context embeds a recall query, which would hold the loop.
-        `memory`: how the model's `memory_search` calls are answered (None: they are refused).
+        `memory`: how the model's `memory_search` calls are answered (None: they are refused); `lore`:
+        how its `lorebook_search` calls are.
         `prepare(story, words)`: embeds recall's query ahead, on the loop, where the context is assembled
         for words that were not just posted (a regenerate, a resumed turn)."""
         self.app, self.runs, self.folds, self.context = app, runs, folds, context
         self.model, self.max_rounds, self.open_on_loop = model, max_rounds, open_on_loop
-        self.memory, self.prepare = memory, prepare
+        self.memory, self.prepare, self.lore = memory, prepare, lore
         self.running: dict[UUID, TurnHandle] = {}
 
     async def open(
@@ -319,7 +324,10 @@ class TurnRunner:
             with_tools = round_no <= self.max_rounds
             result, elapsed = await self._call(handle, messages, with_tools, preview, emit, saved)
             memory = await self._search_memory(handle, result) if with_tools else None
-            played = await self.runs.command(self._play_round, handle.reply_id, result, elapsed, with_tools, memory)
+            lore = await self._search_lore(handle, result) if with_tools else None
+            played = await self.runs.command(
+                self._play_round, handle.reply_id, result, elapsed, with_tools, memory, lore
+            )
             for outcome in played.outcomes:
                 emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
             if played.ends is not None:
@@ -364,6 +372,24 @@ class TurnRunner:
                 found[call.id] = None
         return found
 
+    async def _search_lore(self, handle: TurnHandle, result: ChatResult) -> dict[str, list[LoreFound] | None] | None:
+        """The round's `lorebook_search` calls, answered before the round is played (a failed one is refused)."""
+        if self.lore is None or handle.story_id is None:
+            return None
+        found: dict[str, list[LoreFound] | None] = {}
+        for call in result.tool_calls:
+            asked = lore_request(call) if call.name == "lorebook_search" else None
+            if asked is None:
+                continue
+            try:
+                found[call.id] = await self.runs.load(
+                    self.lore, handle.tenant_id, handle.story_id, handle.reply_id, *asked
+                )
+            except Exception:
+                log.exception("lorebook_search for turn %s failed; the call is refused", handle.reply_id)
+                found[call.id] = None
+        return found
+
     def _play_round(
         self,
         reply_id: UUID,
@@ -371,10 +397,11 @@ class TurnRunner:
         elapsed: float,
         tools_allowed: bool,
         memory: dict[str, list[Recollection] | None] | None = None,
+        lore: dict[str, list[LoreFound] | None] | None = None,
     ) -> Round:
         """One command: record a round and, if it ends the turn, fold it into the read models
         right there, before the loop hears of it (the turn answers only once they show it)."""
-        played = self.app.turns.play_round(reply_id, result, elapsed, tools_allowed, memory)
+        played = self.app.turns.play_round(reply_id, result, elapsed, tools_allowed, memory, lore)
         if played.ends is not None:
             try:
                 self.folds.fold_now(played.position)

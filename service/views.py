@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import takewhile
 from typing import Any
 from uuid import UUID
 
 from domain.application import Changji
+from domain.card import Card
 from domain.commands.compaction import CompactionPlan
+from domain.lore import LoreBookView, LoreEntry
 from domain.ports import TokenCounter
+from domain.rules.draft_tools import LoreFound
+from domain.rules.lore import search_lore
 from domain.rules.paths import project_path, walk_up
 from domain.rules.scene import Roster, SceneSnapshot
 from domain.story import Story
@@ -28,7 +32,9 @@ from projections.context.window import RenderCache, WindowCache
 from projections.read_models.scenes import SceneAt
 from projections.read_models.store import ReadModels
 from projections.recall.story_index import Hit
+from service.chat_transfer import chat_file, chat_messages
 from service.lineages import Lineages, OnPath
+from service.lore import LoreShelf
 from service.recall import Recall
 
 log = logging.getLogger(__name__)
@@ -42,6 +48,12 @@ class SummariesAt:
 
     node: NodeView
     plan: CompactionPlan
+
+
+@dataclass(frozen=True, slots=True)
+class ExportedChat:
+    title: str
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +79,17 @@ class StoryViews:
         self.renders = RenderCache(counter)
         self.windows = WindowCache()
         self._lineages = Lineages(ancestry=store.ancestry)
+        self.lore = LoreShelf(app)
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing."""
         story = self.app.story(tenant_id, story_id)
         return self._assemble(story, self.app.leaf_or(story, at, "at").id)
+
+    def engine_context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
+        """The context engine mode sends: the main model has tools (lore hits by title unless set)."""
+        story = self.app.story(tenant_id, story_id)
+        return self._assemble(story, self.app.leaf_or(story, at, "at").id, tools=True)
 
     def recall_query(self, tenant_id: str, story_id: UUID, at: UUID | None) -> str | None:
         """The words the context at a node recalls for: the node's text when it is the user's, else None."""
@@ -89,7 +107,7 @@ class StoryViews:
         over = leaves_turns_out(  # the next turn recalls into its share
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
             self.app.render_epoch(story.id), self.app.node, self._summarized(story.id), recall_share,
-            self.app.summarized(story.id),
+            self.app.summarized(story.id), self._lore(self.app.card_of(story), story.id, reply_id),
         )  # fmt: skip
         if not over:
             return 0
@@ -99,10 +117,11 @@ class StoryViews:
             log.exception("could not schedule a compaction for %s", reply_id)
             return 0
 
-    def _assemble(self, story: Story, leaf: UUID) -> Context:
-        settings = self.app.settings(story)
+    def _assemble(self, story: Story, leaf: UUID, tools: bool = False) -> Context:
+        settings, card = self.app.settings(story), self.app.card_of(story)
+        bodies = settings.lore_bodies == "full" or (settings.lore_bodies == "auto" and not tools)
         return assemble_context(
-            self.app.card_of(story).data,
+            card.data,
             settings,
             walk_up(self.app.node, leaf),
             self.renders,
@@ -113,7 +132,29 @@ class StoryViews:
             self._summarized(story.id),
             self._recaller(story.id, leaf, settings) if self._can_recall(story.id) else None,
             self.app.summarized(story.id),
+            self._lore(card, story.id, leaf),
+            bodies,
         )
+
+    def lore_at(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, limit: int) -> list[LoreFound]:
+        """The main model's `lorebook_search` while it writes a reply: the card's entries for `query` as the
+        path to the reply sees them (the model's own entries of abandoned branches left out)."""
+        story = self.app.story(tenant_id, story_id)
+        card, user = self.app.card_of(story), self.app.settings(story).user_name
+        books = self._lore(card, story.id, reply_id)
+        found = search_lore(books, query, char=card.data.name, user=user, limit=limit)
+        return [
+            (fill_macros(entry.label, card.data.name, user), fill_macros(entry.content, card.data.name, user))
+            for _, _, entry in found
+        ]
+
+    def search_lore(self, card: Card, query: str, limit: int) -> list[tuple[int, str, LoreEntry]]:
+        """The card's lore (every book, the model's entries from all stories) scored for `query`."""
+        books = self.lore.books(card)
+        return search_lore(books, query, char=card.data.name, user=card.settings.user_name, limit=limit)
+
+    def _lore(self, card: Card, story_id: UUID, leaf: UUID) -> list[LoreBookView]:
+        return self.lore.books(card, story_id, lambda: self.lineage(story_id, self.app.node(leaf)))
 
     def _summarized(self, story_id: UUID) -> bool:
         """Whether the story has a summary anywhere: per the read models, or per this process's writes
@@ -199,6 +240,25 @@ class StoryViews:
     def path(self, tenant_id: str, story_id: UUID, at: UUID | None, limit: int | None) -> list[NodeView]:
         leaf = self.app.leaf_or(self.app.story(tenant_id, story_id), at, "at").id
         return project_path(self.app.node, leaf, limit)
+
+    def export_chat(self, tenant_id: str, story_id: UUID, at: UUID | None, swipes: bool) -> ExportedChat:
+        """The path to a node (default: the leaf) as a SillyTavern chat; `swipes`: each reply's siblings
+        as its swipes."""
+        story = self.app.story(tenant_id, story_id)
+        card, settings = self.app.card_of(story).data, self.app.settings(story)
+        path = project_path(self.app.node, self.app.leaf_or(story, at, "at").id, None)
+        siblings = {
+            node.id: [self.app.node(UUID(row["id"])) for row in self.store.children(node.id) if row["kind"] == "reply"]
+            for node in path
+            if swipes and node.kind == "user"
+        }
+        source = story.imported or {}
+        names = (settings.user_name, card.name)
+        greetings = source.get("greetings") or [card.greeting(i) for i in range(card.greeting_count)]
+        fill = [fill_macros(text, card.name, settings.user_name) for text in greetings]
+        root = replace(path[0], text=fill_macros(path[0].text, card.name, settings.user_name))
+        messages = chat_messages([root, *path[1:]], siblings, fill, names)
+        return ExportedChat(story.title, chat_file(messages, names, story.created_on, source.get("header") or {}))
 
     def replay(self, tenant_id: str, story_id: UUID, at: UUID | None, from_depth: int, limit: int) -> Replayed:
         """The path's node events in order (depths from_depth…), each with the context after that step."""

@@ -1,9 +1,13 @@
-"""API keys and idempotency records: service data that is not derived from events.
+"""API keys, idempotency records and file blobs: service data that is not derived from events.
 
 Keys are 32 random bytes; only their SHA-256 is stored (a fast hash is enough for keys with that
 much entropy). Neither keys nor their hashes ever enter the event store or the logs. The idempotency
 table remembers the response of a creating POST per (tenant, key) so a retried request is answered
 from it instead of creating twice.
+
+Blobs (a card's art and the other files of an imported card) are kept by their SHA-256; events name
+them by it. A blob is stored before the event that names it is committed, so an event never names a
+missing blob (a failed commit can leave one no event names: harmless, and the same upload reuses it).
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class ServiceDB:
             create table if not exists api_keys (
                 key_hash text primary key, key_id text not null, tenant_id text not null,
                 label text not null default '', created_at text not null, revoked integer not null default 0);
+            create table if not exists blobs (
+                sha256 text primary key, media_type text not null, size integer not null, data blob not null,
+                created_at text not null);
             create table if not exists idempotency (
                 tenant_id text not null, key text not null, request_hash text not null,
                 status integer not null, body blob not null, created_at text not null,
@@ -51,6 +58,21 @@ class ServiceDB:
         columns = {row[1] for row in self.conn.execute("pragma table_info(idempotency)")}
         if "etag" not in columns:  # databases made before answers kept their ETag
             self.conn.execute("alter table idempotency add column etag text")
+
+    def put_blob(self, data: bytes, media_type: str) -> str:
+        """Keep `data` under its SHA-256 (once, however often it is put); the hash."""
+        digest = hashlib.sha256(data).hexdigest()
+        with self._lock, self.conn:
+            self.conn.execute(
+                "insert or ignore into blobs (sha256, media_type, size, data, created_at) values (?, ?, ?, ?, ?)",
+                (digest, media_type, len(data), data, datetime.now(UTC).isoformat()),
+            )
+        return digest
+
+    def blob(self, sha256: str) -> bytes | None:
+        with self._lock:
+            row = self.conn.execute("select data from blobs where sha256 = ?", (sha256,)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def create_key(self, tenant_id: str, label: str = "") -> tuple[str, str]:
         """A new key for the tenant; returns (key id, the key itself — shown once, never stored)."""

@@ -230,6 +230,22 @@ class Api:
             assert r.status == status, f"{method} {path} → {r.status}, expected {status}: {data}"
             return data
 
+    async def send(
+        self, method: str, path: str, data: bytes, status: int = 201, headers: dict[str, str] | None = None
+    ) -> Any:
+        """A request whose body is a file (raw bytes); the JSON answer."""
+        async with self.client.request(method, path, data=data, headers={**self.headers, **(headers or {})}) as r:
+            answer = await r.json(content_type=None) if r.status != 204 else None
+            assert r.status == status, f"{method} {path} → {r.status}, expected {status}: {answer}"
+            return answer
+
+    async def fetch(self, path: str, status: int = 200) -> tuple[bytes, dict[str, str]]:
+        """A GET whose answer is a file: its bytes and headers."""
+        async with self.client.get(path, headers=self.headers) as r:
+            data = await r.read()
+            assert r.status == status, f"GET {path} → {r.status}, expected {status}: {data[:300]!r}"
+            return data, dict(r.headers)
+
     async def card(self, **fields: Any) -> dict[str, Any]:
         body = {"card": {**a_card().model_dump(), **fields}}
         data: dict[str, Any] = await self.call("POST", "/v1/cards", body, 201)

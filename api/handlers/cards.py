@@ -1,23 +1,29 @@
-"""Cards: create, read, list, update, delete."""
+"""Cards: create, import from a file, read, list, update, export, delete."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from urllib.parse import quote
 
 from aiohttp import web
 from pydantic import ValidationError
 
-from api.errors import RequestBodyError
+from api.errors import BadRequestError, RequestBodyError
 from api.http import body, if_match, keyed, new_id, path_id, query_int, respond, service, tenant
 from api.schemas import (
     CardListResponse,
     CardResponse,
     CardSummary,
     CreateCardRequest,
+    FileRef,
+    LorebookRef,
     UpdateCardRequest,
 )
+from api.uploads import upload
 from domain.card import Card
 from domain.values import CardData, StorySettings
+from interchange.cards import CardFormatError, card_json, card_png
 
 
 def card_response(card: Card) -> CardResponse:
@@ -27,9 +33,53 @@ def card_response(card: Card) -> CardResponse:
         name=card.data.name,
         card=card.data.model_dump(),
         settings=card.settings.model_dump(),
+        language=card.data.language(card.settings.language),
+        source=card.source,
+        art=FileRef.model_validate(card.art) if card.art else None,
+        assets=[FileRef.model_validate(a) for a in card.assets],
+        lorebooks=[LorebookRef(id=book_id, name=name) for book_id, name in card.lorebooks.items()],
         created_at=card.created_on,
         updated_at=card.modified_on,
     )
+
+
+async def import_card(request: web.Request) -> web.Response:
+    """A card file as the body (or a multipart file): PNG, JSON or CHARX."""
+    svc, file = service(request), await upload(request)
+    try:
+        read = await asyncio.to_thread(svc.importer.read_card, file.data, file.filename)
+    except CardFormatError as bad:
+        raise BadRequestError(422, bad.reason, bad.field) from None
+    except ValidationError as exc:
+        raise RequestBodyError(exc, "body.data") from None
+    card = (await svc.executor.write(svc.importer.save_card, tenant(request), new_id(request, "card"), read)).value
+    return respond(card_response(card), 201, card.version)
+
+
+EXPORTS = {"v2": "application/json", "v3": "application/json", "png": "image/png"}
+
+
+async def export_card(request: web.Request) -> web.Response:
+    """The card as a V2 or V3 JSON file, or a PNG with both (its own art, or a plain image)."""
+    svc, format = service(request), request.query.get("format", "v2")
+    if format not in EXPORTS:
+        raise BadRequestError(422, "format must be v2, v3 or png", "query.format")
+    card = await svc.executor.load(svc.app.card, tenant(request), path_id(request, "card_id"))
+    data = card.data.model_dump()
+    if format == "png":
+        art = await asyncio.to_thread(svc.keys.blob, card.art["sha256"]) if card.art else None
+        payload = card_png(data, art)
+    else:
+        payload = card_json(data, "v3" if format == "v3" else "v2")
+    name = _filename(card.data.name) + (".png" if format == "png" else ".json")
+    response = web.Response(body=payload, content_type=EXPORTS[format])
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}"
+    response.headers["ETag"] = f'"{card.version}"'
+    return response
+
+
+def _filename(name: str) -> str:
+    return "".join(c if c.isalnum() or c in " -_" else "_" for c in name).strip() or "card"
 
 
 def _settings(overrides: dict[str, object], base: StorySettings | None = None) -> StorySettings:

@@ -167,6 +167,7 @@ async def context(request: web.Request) -> web.Response:
         "budget": ctx.budget,
         "cut_turns": ctx.cut_turns,
         "cut_nodes": ctx.cut_nodes,
+        "language": ctx.language,
         "token_counter": svc.counter.name,
     }
     return web.Response(body=json_bytes(payload), content_type="application/json", charset="utf-8")

@@ -18,6 +18,20 @@ class CardCommands(CommandGroup):
     def create_card(self, card_id: UUID, tenant_id: str, data: CardData, settings: StorySettings) -> int:
         return self.app.commit(Card.create(card_id, tenant_id, data, settings))
 
+    def import_card(
+        self,
+        card_id: UUID,
+        tenant_id: str,
+        data: CardData,
+        settings: StorySettings,
+        source: Mapping[str, Any],
+        art: Mapping[str, Any] | None,
+        assets: list[dict[str, Any]],
+    ) -> int:
+        """A card from a file: its fields, what the file was, and its art and other files by content hash
+        (their bytes are stored beside the events, under that hash, before this is called)."""
+        return self.app.commit(Card.import_file(card_id, tenant_id, data, settings, source, art, assets))
+
     def update_card(
         self,
         tenant_id: str,

@@ -61,6 +61,13 @@ class CompactionCommands(CommandGroup):
         elif reply.turn % settings.pack_turns == 0:  # far behind (compaction switched on late): every K turns
             reply.announce_compaction(turns, "behind")
 
+    def announce_imported(self, reply: Node, settings: StorySettings) -> None:
+        """The last reply of an imported chat: nothing on its path is summarized yet, so every turn is
+        uncovered; it announces the compaction that catches up, when the path is due one."""
+        limit = announce_limit(settings)
+        if settings.pack_turns and reply.turn >= settings.keep_turns + settings.pack_turns:
+            reply.announce_compaction(min(reply.turn, limit + 1), "auto" if reply.turn <= limit else "behind")
+
     def plan_compaction(self, node_id: UUID, manual: bool = False) -> CompactionPlan:
         view = self.app.node(node_id)
         story = self.app.story_of(view)

@@ -11,12 +11,26 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from uuid import UUID
 
+from eventsourcing.domain import Aggregate
+
 from domain import events as ev
+from domain.card import Card
 from domain.commands.base import CommandGroup, Written, expect_version
-from domain.errors import NodeKindError, NodeNotFoundError, StoryNotFoundError, TurnStateError
+from domain.commands.lore import asks_to_record
+from domain.errors import DomainError, NodeKindError, NodeNotFoundError, StoryNotFoundError, TurnStateError
+from domain.language import Language
+from domain.lorebook import WrittenAt
 from domain.node import Node
-from domain.ports import ChatResult
-from domain.rules.draft_tools import Ending, ToolOutcome, run_tool
+from domain.ports import ChatResult, ToolCall
+from domain.rules.draft_tools import (
+    Ending,
+    LoreFound,
+    ToolOutcome,
+    lore_write_request,
+    lore_written,
+    refused,
+    run_tool,
+)
 from domain.story import Story
 from domain.values import NodeView, Recollection, StopReason
 
@@ -116,16 +130,23 @@ class TurnCommands(CommandGroup):
         latency_ms: float,
         tools_allowed: bool,
         memory: Mapping[str, Sequence[Recollection] | None] | None = None,
+        lore: Mapping[str, Sequence[LoreFound] | None] | None = None,
     ) -> Round:
         """Record one model round and run its tool calls (or capture its text); saved as one transaction.
-        `memory`: what the engine found for the round's `memory_search` calls, by call id."""
+        `memory`, `lore`: what the engine found for the round's `memory_search` and `lorebook_search`
+        calls, by call id. A `lorebook_write` is saved with the reply, in the card's supplement."""
         reply = self.app.get(Node, reply_id, NodeNotFoundError)
         if reply.phase != "writing":
             raise TurnStateError(f"the turn is {reply.phase}")
         previous = self._previous_reply(reply)
         assert reply.story_id is not None
-        language = self.app.language(self.app.get(Story, reply.story_id, StoryNotFoundError))
-        with self.app.evicting(reply, previous):
+        story = self.app.get(Story, reply.story_id, StoryNotFoundError)
+        language = self.app.language(story)
+        writes_lore = any(call.name == "lorebook_write" for call in result.tool_calls) and tools_allowed
+        card = self.app.card_of(story) if writes_lore else None
+        books = self.app.lore.lorebooks(card) if card is not None else []
+        lore_saves: list[Aggregate] = []
+        with self.app.evicting(reply, previous, card, *books):
             reply.record_call(
                 "turn", result.model, result.prompt_tokens or 0, result.completion_tokens or 0, latency_ms, "ok"
             )
@@ -141,21 +162,42 @@ class TurnCommands(CommandGroup):
                 if result.text and any(call.name == "ask" for call in result.tool_calls):
                     _capture(reply, result.text)
                 for call in result.tool_calls:
-                    outcome = run_tool(reply, previous, call, memory, language)
+                    if call.name == "lorebook_write" and card is not None:
+                        outcome = self._write_lore(reply, story, card, call, language, lore_saves)
+                    else:
+                        outcome = run_tool(reply, previous, call, memory, language, lore)
                     outcomes.append(outcome)
                     if outcome.ends:
                         ends = outcome.ends
                         break
             if ends == "revised" and previous is not None:  # the leaf goes back to the revised reply
-                assert reply.story_id is not None
-                story = self.app.get(Story, reply.story_id, StoryNotFoundError)
                 with self.app.evicting(story):
                     story.move_leaf(previous.id, cause="revision")
-                    position = self.app.commit(reply, previous, story)
+                    position = self.app.commit(reply, previous, story, *lore_saves)
             else:
-                position = self.app.commit(reply)
+                position = self.app.commit(reply, *lore_saves)
             ask = Ask(reply.ask.ask_id, reply.ask.question, list(reply.ask.options)) if reply.ask else None
             return Round(tuple(outcomes), ends, reply.view, position, ask)
+
+    def _write_lore(
+        self, reply: Node, story: Story, card: Card, call: ToolCall, language: Language, saves: list[Aggregate]
+    ) -> ToolOutcome:
+        """The model's `lorebook_write`: into the card's supplement, linked to this reply; held for the
+        user's approval when the card's gate is on and the user's words did not ask to record."""
+        try:
+            fields = lore_write_request(call)
+            settings = self.app.settings(story)
+            assert reply.parent_id is not None
+            gated = settings.lore_write_gate and not asks_to_record(self.app.node(reply.parent_id).text)
+            book, written = self.app.lore.write_lore(card, WrittenAt(story.id, reply.id), fields, gated)
+        except DomainError as refusal:
+            reply.refuse(call.name, str(refusal))
+            return ToolOutcome(call.id, call.name, refused(str(refusal), language), ok=False)
+        for aggregate in (book, card):
+            if aggregate is not None and aggregate.pending_events and aggregate not in saves:
+                saves.append(aggregate)
+        content = lore_written(written.entry.label, written.new, written.pending, language)
+        return ToolOutcome(call.id, call.name, content, ok=True)
 
     @staticmethod
     def _finish_without_tools(reply: Node, text: str) -> Ending | StopReason:

@@ -23,6 +23,9 @@ from domain.values import Recollection
 Ending = Literal["sealed", "asked", "revised"]
 MAX_SEARCH_HITS = 50
 MEMORY_K, MAX_MEMORY_K, MAX_MEMORY_QUERY = 5, 10, 500
+LORE_K, MAX_LORE_K = 3, 10
+MAX_LORE_KEYS, MAX_LORE_TITLE, MAX_LORE_CONTENT = 20, 200, 4000
+LoreFound = tuple[str, str]  # an entry the lore search found: its title and content
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,12 @@ TOOL_TEXTS: Mapping[Language, ToolTexts] = {
         "answered": "用户已作答：「{answer}」。",
         "draft_now": "当前稿件（v{version}）：\n{text}",
         "empty": "稿纸还是空的（v0）。",
+        "lore_none": "设定集里没有与「{query}」有关的条目。",
+        "lore_found": "设定集中与「{query}」有关的条目（{count} 条）：\n{lines}",
+        "lore_line": "【{title}】{content}",
+        "lore_written": "已记入补充设定集：「{title}」。",
+        "lore_held": "「{title}」已记下，等待用户确认后生效。",
+        "lore_known": "补充设定集里已有相同内容的条目「{title}」，未重复记录。",
     },
     "en": {
         "refused": "Not done: {reason}",
@@ -75,6 +84,12 @@ TOOL_TEXTS: Mapping[Language, ToolTexts] = {
         "answered": "The user answered: “{answer}”. ",
         "draft_now": "The draft as it stands (v{version}):\n{text}",
         "empty": "The draft is still empty (v0).",
+        "lore_none": "Nothing in the lorebooks about “{query}”.",
+        "lore_found": "Lorebook entries about “{query}” ({count}):\n{lines}",
+        "lore_line": "[{title}] {content}",
+        "lore_written": "Recorded in the supplementary lorebook: “{title}”.",
+        "lore_held": "“{title}” is noted; it takes effect once the user approves it.",
+        "lore_known": "The supplementary lorebook already has an entry with that content, “{title}”: not recorded twice.",
     },
 }
 """What a tool call answers the main model, in the story's language."""
@@ -108,6 +123,35 @@ def _str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
     return value
 
 
+def lore_request(call: ToolCall) -> tuple[str, int] | None:
+    """What a `lorebook_search` call asks for, (query, limit); None when its arguments are not usable."""
+    try:
+        args = _args(call)
+        query, limit = _str(args, "query").strip(), _int(args, "limit", LORE_K)
+    except DomainError:
+        return None
+    return (query, limit) if query and len(query) <= MAX_MEMORY_QUERY and 1 <= limit <= MAX_LORE_K else None
+
+
+def lore_write_request(call: ToolCall) -> dict[str, Any]:
+    """A `lorebook_write` call's entry fields (title, keys, content, constant); refused when unusable."""
+    args = _args(call)
+    title, content = _str(args, "title").strip(), _str(args, "content").strip()
+    keys = args.get("keys")
+    if not title or len(title) > MAX_LORE_TITLE:
+        raise _BadArguments(f"`title` must be 1–{MAX_LORE_TITLE} characters")
+    if not content or len(content) > MAX_LORE_CONTENT:
+        raise _BadArguments(f"`content` must be 1–{MAX_LORE_CONTENT} characters")
+    if not isinstance(keys, list) or not 1 <= len(keys) <= MAX_LORE_KEYS:
+        raise _BadArguments(f"`keys` must be a list of 1–{MAX_LORE_KEYS} words")
+    if not all(isinstance(k, str) and k.strip() for k in keys):
+        raise _BadArguments("every key must be a non-empty string")
+    constant = args.get("constant") or False
+    if not isinstance(constant, bool):
+        raise _BadArguments("`constant` must be true or false")
+    return {"title": title, "content": content, "keys": tuple(k.strip() for k in keys), "constant": constant}
+
+
 def memory_request(call: ToolCall) -> tuple[str, int] | None:
     """What a `memory_search` call asks for, (query, k); None when its arguments are not usable (the
     round then refuses it)."""
@@ -132,6 +176,7 @@ def run_tool(
     call: ToolCall,
     memory: Mapping[str, Sequence[Recollection] | None] | None = None,
     language: Language = "zh",
+    lore: Mapping[str, Sequence[LoreFound] | None] | None = None,
 ) -> ToolOutcome:
     """Run one tool call against the reply being written (and the previous reply, for revisions).
     `memory`: what the engine found for each `memory_search` call, by call id (None: the search failed;
@@ -140,6 +185,8 @@ def run_tool(
     try:
         if call.name == "memory_search":
             content, ends = _memory_search(reply, _args(call), memory or {}, call.id, texts), None
+        elif call.name == "lorebook_search":
+            content, ends = _lore_search(call, lore or {}, texts), None
         elif handler is None:
             raise _BadArguments(f"there is no tool named {call.name!r}")
         else:
@@ -249,6 +296,29 @@ def _memory_search(
         return texts["memory_none"].format(query=query)
     lines = "\n".join(r.line for r in found)
     return texts["memory_found"].format(query=query, count=len(found), lines=lines)
+
+
+def _lore_search(call: ToolCall, lore: Mapping[str, Sequence[LoreFound] | None], texts: ToolTexts) -> str:
+    asked = lore_request(call)
+    if asked is None:
+        raise _BadArguments(f"`query` must be 1–{MAX_MEMORY_QUERY} characters and `limit` 1–{MAX_LORE_K}")
+    found = lore.get(call.id)
+    if found is None:
+        raise _MemoryUnavailable("the lorebook cannot be searched here")
+    if not found:
+        return texts["lore_none"].format(query=asked[0])
+    lines = "\n".join(texts["lore_line"].format(title=title, content=content) for title, content in found)
+    return texts["lore_found"].format(query=asked[0], count=len(found), lines=lines)
+
+
+def lore_written(title: str, new: bool, pending: bool, language: Language) -> str:
+    """What `lorebook_write` answers: recorded, held for approval, or already there."""
+    texts = TOOL_TEXTS[language]
+    return texts["lore_known" if not new else "lore_held" if pending else "lore_written"].format(title=title)
+
+
+def refused(reason: str, language: Language) -> str:
+    return TOOL_TEXTS[language]["refused"].format(reason=reason)
 
 
 _TOOLS = {

@@ -16,9 +16,12 @@ from itertools import islice
 from operator import attrgetter, eq, itemgetter
 from uuid import UUID
 
+from domain.lore import LoreBookView
 from domain.rules.compaction import NO_LAYERS, Layers, layers_from
+from domain.rules.lore import activate
 from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.values import CardData, NodeView, StorySettings
+from projections.context.lore import ConstantLore, constant_lore, lore_block
 from projections.context.recall import recall_block
 from projections.context.records import Context, ExplainBlock, Message, TailBlock
 from projections.context.scene import tail_blocks
@@ -67,6 +70,8 @@ def assemble_context(
     summarized: bool = True,
     recall: Callable[[int, frozenset[str]], Sequence[Hit]] | None = None,
     recorded: Summarized = (),
+    lore: Sequence[LoreBookView] = (),
+    lore_bodies: bool = False,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -80,11 +85,15 @@ def assemble_context(
     window (the window starts at `before_depth`; the nodes whose episode summaries the context shows
     are `shown_episodes`), asked for only when something of the path is outside it; they take up to
     `settings.recall_tokens` from the window's share, in the last user message. `recorded`: the
-    story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked."""
+    story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked.
+    `lore`: the card's books; their constant entries go into the system prompt, the entries whose keys
+    the newest messages of the window name into the last user message (`lore_bodies`: in full, else by
+    title — the model looks them up with `lorebook_search`)."""
     char, user = card.name, settings.user_name
     texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
-    system = build_system_prompt(card, user, texts)
+    constants = constant_lore(activate(lore, (), char=char, user=user), _filler(char, user)) if lore else None
+    system = _system_prompt(card, user, texts, constants)
     instructions = fill_macros(card.post_history_instructions, char, user)
     tail = f"{texts.card_tail}{instructions}" if instructions else ""
     iterator = iter(upward)
@@ -115,6 +124,12 @@ def assemble_context(
         window, layers = unfold_episodes(window, layers, room, summary_tokens, load, cache, windows)
     summaries = counted(layers)
     extra = scene_tokens + sum(summary.tokens for summary in summaries)
+    if lore and ends_with_user:
+        scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user)
+        found = lore_block(scanned, lore, texts, lore_bodies, _filler(char, user))
+        if found is not None:
+            tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
+            extra += cache.count_raw(found.text)
     if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
         window = extend_window(window, [], key._replace(budget=key.budget - extra))
     outside = window.cut_at is not None or window.boundary is not None
@@ -135,10 +150,30 @@ def assemble_context(
     assembly.add_summaries(summaries)
     if ends_with_user:
         assembly.add_leaf(tails, window.kept[-1])  # the leaf's turn is always kept, and the leaf ends it
+    if constants is not None and constants.refs:
+        assembly.explain[0] = replace(assembly.explain[0], lore=constants.refs)
     return replace(
         assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers, window.kept),
         language=texts.language,
     )
+
+
+def _system_prompt(card: CardData, user: str, texts: ContextTexts, constants: ConstantLore | None) -> str:
+    if constants is None:
+        return build_system_prompt(card, user, texts)
+    return build_system_prompt(card, user, texts, constants.before, constants.after)
+
+
+def _filler(char: str, user: str) -> Callable[[str], str]:
+    return lambda text: fill_macros(text, char, user)
+
+
+def _scanned(kept: Sequence[Rendered], lore: Sequence[LoreBookView], char: str, user: str) -> list[str]:
+    """The newest messages of the window, oldest first, as lore scans them ("Name: text"): as many as the
+    deepest scan of the books asks for (each entry takes its own depth of them)."""
+    depth = max((max([book.scan.scan_depth, *(e.scan_depth or 0 for e in book.entries)]) for book in lore), default=0)
+    shown = [item for item in kept if not item[NODE].hidden and item[NODE].text.strip()][-depth:] if depth else []
+    return [f"{user if item[NODE].kind == 'user' else char}: {item[TEXT]}" for item in shown]
 
 
 def leaves_turns_out(
@@ -152,6 +187,7 @@ def leaves_turns_out(
     summarized: bool,
     reserve: int,
     recorded: Summarized = (),
+    lore: Sequence[LoreBookView] = (),
 ) -> bool:
     """Whether the context at a reply (the path read leaf→root) leaves turns out for the budget, or
     would once `reserve` more tokens are taken (the next turn's recall share): the test a reply's
@@ -164,7 +200,8 @@ def leaves_turns_out(
     budget = max(settings.context_window - settings.reply_reserve, 0)
     iterator = iter(upward)
     leaf = next(iterator)
-    fixed = cache.count(build_system_prompt(card, user, texts))
+    constants = constant_lore(activate(lore, (), char=char, user=user), _filler(char, user)) if lore else None
+    fixed = cache.count(_system_prompt(card, user, texts, constants))
     key = WindowKey(budget - fixed, char, user, epoch)
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
     if windows is not None and window.settled:
@@ -387,7 +424,7 @@ class _Assembly:
             self.explain.append(
                 ExplainBlock(
                     block.what, block.why, block.node_ids, len(block.text), counted, last, scores=block.scores,
-                    span=span, end_message=last,
+                    span=span, end_message=last, lore=block.lore,
                 )
             )  # fmt: skip
             offset = span[1] + 2

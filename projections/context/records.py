@@ -18,6 +18,18 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class LoreRef:
+    """A lore entry a context holds, and why: the key (and secondary key) that fired it, or constant."""
+
+    book_id: str
+    uid: int
+    title: str
+    key: str | None
+    secondary: str | None
+    constant: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ExplainBlock:
     """One part of an assembled context: what it is, why it is there, which nodes, how big."""
 
@@ -33,6 +45,7 @@ class ExplainBlock:
     # several messages (the verbatim turns), from `start` in message_index to `end` in end_message
     span: tuple[int, int] | None = None
     end_message: int | None = None
+    lore: tuple[LoreRef, ...] = ()  # lore: the entries in the block, each with what fired it
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +58,7 @@ class TailBlock:
     node_ids: tuple[UUID, ...] = ()
     scores: tuple[float, ...] = ()
     tokens: int | None = None  # as the block counted itself, line by line, when it was made (None: count the text)
+    lore: tuple[LoreRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

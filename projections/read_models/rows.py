@@ -69,10 +69,16 @@ class RowChanges:
             self._settle_job(kind, event, "done", "")
 
     def _on_card_created(self, e: ev.CardCreated, seq: int) -> None:
+        self._card_row(e, e.tenant_id, e.data, seq)
+
+    def _on_card_imported(self, e: ev.CardImported, seq: int) -> None:
+        self._card_row(e, e.tenant_id, e.data, seq)
+
+    def _card_row(self, e: Any, tenant_id: str, data: dict[str, Any], seq: int) -> None:
         self.inserts["cards"].append(
             {
-                "id": str(e.originator_id), "tenant_id": e.tenant_id, "name": e.data["name"],
-                "tags": json.dumps(e.data.get("tags", []), ensure_ascii=False), "deleted": 0,
+                "id": str(e.originator_id), "tenant_id": tenant_id, "name": data["name"],
+                "tags": json.dumps(data.get("tags", []), ensure_ascii=False), "deleted": 0,
                 "created_at": _ts(e.timestamp), "updated_at": _ts(e.timestamp), "seq": seq,
             }
         )  # fmt: skip
@@ -121,7 +127,8 @@ class RowChanges:
             {
                 "id": node_id, "story_id": story_id, "parent_id": str(parent) if parent else None,
                 "kind": kind, "depth": depth, "turn": turn, "hidden": 0, "starred": 0, "revisions": 0,
-                "chars": len(text), "phase": phase, "created_at": _ts(e.timestamp), "seq": seq, "scene_at": None,
+                "chars": len(text), "phase": phase, "created_at": _ts(getattr(e, "said_at", None) or e.timestamp),
+                "seq": seq, "scene_at": None,
             }
         )  # fmt: skip
         self.node_rows[node_id] = self.inserts["nodes"][-1]

@@ -18,7 +18,7 @@ async def test_every_declared_query_bound_is_the_one_the_server_enforces(api: Ap
     spec = await api.call("GET", "/openapi.json")
     checked = 0
     for route in ROUTES:
-        path = route.path.replace("{story_id}", story["id"])
+        path = route.path.replace("{story_id}", story["id"]).replace("{card_id}", story["card_id"])
         declared = {
             p["name"]: p["schema"]
             for p in spec["paths"][route.path][route.method.lower()]["parameters"]

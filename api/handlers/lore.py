@@ -1,0 +1,168 @@
+"""A card's lorebooks: attach a World Info file, list, read, detach; add, change, switch, approve and
+remove entries; search the card's lore as the model's `lorebook_search` does."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from uuid import UUID
+
+from aiohttp import web
+
+from api.errors import BadRequestError
+from api.http import body, new_id, path_id, query_int, respond, service, tenant
+from api.schemas import (
+    LorebookListResponse,
+    LorebookResponse,
+    LorebookSummary,
+    LoreEntryChanges,
+    LoreEntryModel,
+    LoreEntryRequest,
+    LoreSearchHit,
+    LoreSearchResponse,
+)
+from api.uploads import upload
+from domain.lore import LoreEntry
+from domain.lorebook import Lorebook
+from interchange.lorebooks import LorebookFormatError
+from service.lore import EMBEDDED
+
+MAX_QUERY = 500
+
+
+def _entry(entry: LoreEntry, book: Lorebook | None = None) -> LoreEntryModel:
+    where = book.written_at.get(entry.uid) if book else None
+    return LoreEntryModel(
+        **entry.model_dump(),
+        pending=book is not None and entry.uid in book.pending,
+        written_at={"story_id": where.story_id, "node_id": where.node_id} if where else None,
+    )
+
+
+def _book(book: Lorebook) -> LorebookResponse:
+    assert book.card_id is not None
+    return LorebookResponse(
+        id=str(book.id), card_id=book.card_id, version=book.version, name=book.name, kind=book.kind,
+        format=book.format, scan=book.scan.model_dump(), extras=book.extras,
+        entries=[_entry(e, book) for e in book.entries.values()],
+    )  # fmt: skip
+
+
+async def attach_lorebook(request: web.Request) -> web.Response:
+    """A World Info file (SillyTavern's, a V3 `lorebook_v3`, or a card whose `character_book` it takes) as
+    the body or a multipart file; `?name=` names it when the file does not."""
+    svc, card_id = service(request), path_id(request, "card_id")
+    file = await upload(request)
+    name = request.query.get("name") or (file.filename or "").removesuffix(".json")
+    try:
+        read = await asyncio.to_thread(svc.importer.read_lorebook, file.data, name[:200])
+    except LorebookFormatError as bad:
+        raise BadRequestError(422, bad.reason, bad.field) from None
+    book = (
+        await svc.executor.write(
+            svc.importer.save_lorebook, tenant(request), card_id, new_id(request, "lorebook"), read
+        )
+    ).value
+    return respond(_book(book), 201, book.version)
+
+
+async def list_lorebooks(request: web.Request) -> web.Response:
+    svc = service(request)
+    card = await svc.executor.load(svc.app.card, tenant(request), path_id(request, "card_id"))
+    books = await svc.executor.load(svc.app.lore.lorebooks, card)
+    embedded = svc.views.lore.embedded(card)
+    items = [LorebookSummary(id=EMBEDDED, name=_embedded_name(card.data), kind="embedded", entries=len(embedded.entries))] if embedded else []  # fmt: skip
+    items += [LorebookSummary(id=str(b.id), name=b.name, kind=b.kind, entries=len(b.entries)) for b in books]
+    return respond(LorebookListResponse(items=items))
+
+
+def _embedded_name(data: Any) -> str:
+    book = getattr(data, "character_book", None)
+    return str(book.get("name") or "character_book") if isinstance(book, dict) else "character_book"
+
+
+async def get_lorebook(request: web.Request) -> web.Response:
+    svc, card_id = service(request), path_id(request, "card_id")
+    if request.match_info["lorebook_id"] == EMBEDDED:
+        card = await svc.executor.load(svc.app.card, tenant(request), card_id)
+        view = svc.views.lore.embedded(card)
+        if view is None:
+            raise BadRequestError(404, "the card has no embedded lorebook", "path.lorebook_id")
+        book = LorebookResponse(
+            id=EMBEDDED, card_id=card.id, version=card.version, name=_embedded_name(card.data), kind="embedded",
+            format="character_book", scan=view.scan.model_dump(), extras={},
+            entries=[_entry(e) for e in view.entries],
+        )  # fmt: skip
+        return respond(book, version=card.version)
+    found = await svc.executor.load(svc.app.lore.lorebook, tenant(request), card_id, _book_id(request))
+    return respond(_book(found), version=found.version)
+
+
+def _book_id(request: web.Request) -> UUID:
+    if request.match_info["lorebook_id"] == EMBEDDED:
+        raise BadRequestError(
+            422, "the embedded lorebook is part of the card: change it with PATCH /v1/cards/{id}", "path.lorebook_id"
+        )
+    return path_id(request, "lorebook_id")
+
+
+async def detach_lorebook(request: web.Request) -> web.Response:
+    svc = service(request)
+    await svc.executor.write(
+        svc.app.lore.detach_lorebook, tenant(request), path_id(request, "card_id"), _book_id(request)
+    )
+    return web.Response(status=204)
+
+
+async def add_entry(request: web.Request) -> web.Response:
+    req = await body(request, LoreEntryRequest)
+    svc, card_id, book_id = service(request), path_id(request, "card_id"), _book_id(request)
+    fields = req.model_dump(exclude_none=req.uid is None) if req.uid is None else req.model_dump()
+    written = await svc.executor.write(svc.app.lore.add_lore_entry, tenant(request), card_id, book_id, fields)
+    return respond(_entry(written.value), 201)
+
+
+async def change_entry(request: web.Request) -> web.Response:
+    req = await body(request, LoreEntryChanges)
+    svc, card_id, book_id, uid = service(request), path_id(request, "card_id"), _book_id(request), _uid(request)
+    changes = req.model_dump(exclude_unset=True)
+    enabled = changes.pop("enabled", None)
+    if changes:
+        await svc.executor.write(svc.app.lore.change_lore_entry, tenant(request), card_id, book_id, uid, changes)
+    if enabled is not None:
+        await svc.executor.write(svc.app.lore.switch_lore_entry, tenant(request), card_id, book_id, uid, enabled)
+    book = await svc.executor.load(svc.app.lore.lorebook, tenant(request), card_id, book_id)
+    return respond(_entry(book._entry(uid), book), version=book.version)
+
+
+async def approve_entry(request: web.Request) -> web.Response:
+    svc, card_id, book_id, uid = service(request), path_id(request, "card_id"), _book_id(request), _uid(request)
+    await svc.executor.write(svc.app.lore.approve_lore_entry, tenant(request), card_id, book_id, uid)
+    book = await svc.executor.load(svc.app.lore.lorebook, tenant(request), card_id, book_id)
+    return respond(_entry(book._entry(uid), book), version=book.version)
+
+
+async def remove_entry(request: web.Request) -> web.Response:
+    svc, card_id, book_id, uid = service(request), path_id(request, "card_id"), _book_id(request), _uid(request)
+    await svc.executor.write(svc.app.lore.remove_lore_entry, tenant(request), card_id, book_id, uid)
+    return web.Response(status=204)
+
+
+def _uid(request: web.Request) -> int:
+    value = request.match_info["uid"]
+    if not value.isdigit() or int(value) > 2**53:
+        raise BadRequestError(404, "uid is not a known entry", "path.uid")
+    return int(value)
+
+
+async def search_lore(request: web.Request) -> web.Response:
+    """The card's lore scored for `q` (keys +5, title +3, content +1 a time up to 3; Chinese by character
+    pairs), as the model's `lorebook_search` sees it."""
+    svc, query = service(request), request.query.get("q", "")
+    if not 1 <= len(query.strip()) <= MAX_QUERY:
+        raise BadRequestError(422, f"q must be 1–{MAX_QUERY} characters", "query.q")
+    limit = query_int(request, "limit", 10, 1, 100)
+    card = await svc.executor.load(svc.app.card, tenant(request), path_id(request, "card_id"))
+    found = await svc.executor.load(svc.views.search_lore, card, query, limit)
+    items = [LoreSearchHit(book_id=book_id, score=score, entry=_entry(entry)) for score, book_id, entry in found]
+    return respond(LoreSearchResponse(query=query, items=items))

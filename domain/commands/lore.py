@@ -1,0 +1,157 @@
+"""Lorebooks of a card: attach an imported World Info book, detach it, change its entries one by one;
+the model's own entries in the card's supplement (deduplicated by content, held for approval when the
+card's write gate says so)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID, uuid5
+
+from pydantic import ValidationError
+
+from domain.card import Card
+from domain.commands.base import CommandGroup, Written
+from domain.errors import LorebookNotFoundError, LoreEntryInvalidError
+from domain.lore import LoreBookKind, LoreEntry, LoreScan
+from domain.lorebook import Lorebook, WrittenAt
+
+SUPPLEMENT_NAME = "supplement"
+_ASKED_TO_RECORD = re.compile(
+    r"记下|记住|记录|记进|写进|写入|加进|收录|存进|设定集|"
+    r"\b(?:note (?:this|that|it) down|write (?:this|that|it) down|remember (?:this|that)|record (?:this|that|it)|"
+    r"add (?:this|that|it) to (?:the )?(?:lore|lorebook|world ?info))\b",
+    re.IGNORECASE,
+)
+
+
+def asks_to_record(words: str) -> bool:
+    """Whether the user's words ask for something to be recorded (the write gate then lets it through)."""
+    return _ASKED_TO_RECORD.search(words) is not None
+
+
+def supplement_id(card_id: UUID) -> UUID:
+    """The one supplement a card has: its id follows from the card's, so two writers make the same one."""
+    return uuid5(card_id, "lorebook-supplement")
+
+
+def lore_entry(fields: Mapping[str, Any], field: str = "entry") -> LoreEntry:
+    try:
+        return LoreEntry.model_validate(dict(fields))
+    except ValidationError as invalid:
+        first = invalid.errors()[0]
+        raise LoreEntryInvalidError(first["msg"], field=".".join([field, *map(str, first["loc"])])) from None
+
+
+@dataclass(frozen=True, slots=True)
+class LoreWritten:
+    """What a `lorebook_write` did: the entry (new, or the one already holding that content), whether it
+    was new, and whether the write gate holds it."""
+
+    entry: LoreEntry
+    new: bool
+    pending: bool
+
+
+class LoreCommands(CommandGroup):
+    def attach_lorebook(
+        self,
+        tenant_id: str,
+        card_id: UUID,
+        lorebook_id: UUID,
+        name: str,
+        format: str,
+        scan: LoreScan,
+        entries: Sequence[LoreEntry],
+        extras: Mapping[str, Any],
+        kind: LoreBookKind = "world_info",
+    ) -> Written[Lorebook]:
+        card = self.app.card(tenant_id, card_id)
+        book = Lorebook.create(lorebook_id, tenant_id, card_id, kind, name, format, scan, entries, extras)
+        with self.app.evicting(card):
+            card.attach_lorebook(lorebook_id, name)
+            return Written(book, self.app.commit(card, book))
+
+    def detach_lorebook(self, tenant_id: str, card_id: UUID, lorebook_id: UUID) -> int:
+        card, book = self.app.card(tenant_id, card_id), self.lorebook(tenant_id, card_id, lorebook_id)
+        if book.kind == "supplement":
+            raise LoreEntryInvalidError(
+                "the card's supplement (the model's own entries) stays attached: remove or disable its entries",
+                field="lorebook_id",
+            )
+        with self.app.evicting(card, book):
+            card.detach_lorebook(lorebook_id)
+            book.delete()
+            return self.app.commit(card, book)
+
+    def lorebook(self, tenant_id: str, card_id: UUID, lorebook_id: UUID) -> Lorebook:
+        card = self.app.card(tenant_id, card_id)
+        if lorebook_id not in card.lorebooks:
+            raise LorebookNotFoundError(f"card {card_id} has no lorebook {lorebook_id}", field="lorebook_id")
+        return self.app.get(Lorebook, lorebook_id, LorebookNotFoundError)
+
+    def lorebooks(self, card: Card) -> list[Lorebook]:
+        """The books attached to a card, in the order they were attached (the card's own first)."""
+        return [self.app.get(Lorebook, book_id, LorebookNotFoundError) for book_id in card.lorebooks]
+
+    def add_lore_entry(
+        self, tenant_id: str, card_id: UUID, lorebook_id: UUID, fields: Mapping[str, Any]
+    ) -> Written[LoreEntry]:
+        book = self.lorebook(tenant_id, card_id, lorebook_id)
+        entry = lore_entry({**fields, "uid": fields.get("uid", book.next_uid())})
+        if entry.uid in book.entries:
+            raise LoreEntryInvalidError(f"lorebook {lorebook_id} already has an entry {entry.uid}", field="entry.uid")
+        with self.app.evicting(book):
+            book.add_entry(entry)
+            return Written(entry, self.app.commit(book))
+
+    def change_lore_entry(
+        self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int, changes: Mapping[str, Any]
+    ) -> Written[LoreEntry]:
+        """Merge field changes into the entry as it is now."""
+        book = self.lorebook(tenant_id, card_id, lorebook_id)
+        entry = lore_entry({**book._entry(uid).model_dump(), **changes, "uid": uid})
+        with self.app.evicting(book):
+            book.change_entry(entry)
+            return Written(entry, self.app.commit_changed(book) or 0)
+
+    def remove_lore_entry(self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int) -> int:
+        book = self.lorebook(tenant_id, card_id, lorebook_id)
+        with self.app.evicting(book):
+            book.remove_entry(uid)
+            return self.app.commit(book)
+
+    def switch_lore_entry(self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int, enabled: bool) -> int:
+        book = self.lorebook(tenant_id, card_id, lorebook_id)
+        with self.app.evicting(book):
+            book.enable_entry(uid) if enabled else book.disable_entry(uid)
+            return self.app.commit_changed(book)
+
+    def approve_lore_entry(self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int) -> int:
+        book = self.lorebook(tenant_id, card_id, lorebook_id)
+        with self.app.evicting(book):
+            book.approve_entry(uid)
+            return self.app.commit_changed(book)
+
+    def write_lore(
+        self, card: Card, written_at: WrittenAt, fields: Mapping[str, Any], gated: bool
+    ) -> tuple[Lorebook | None, LoreWritten]:
+        """The model's `lorebook_write`, into the card's supplement (made at its first write). An entry
+        whose content the supplement already holds is not written again. Returns the aggregates to save
+        with the reply (None when nothing changed): the supplement, and the card when it was made."""
+        book_id = supplement_id(card.id)
+        if book_id in card.lorebooks:
+            book = self.app.get(Lorebook, book_id, LorebookNotFoundError)
+        else:
+            book = Lorebook.create(
+                book_id, card.tenant_id, card.id, "supplement", SUPPLEMENT_NAME, "changji", LoreScan(), [], {}
+            )
+            card.attach_lorebook(book_id, SUPPLEMENT_NAME)
+        entry = lore_entry({**fields, "uid": book.next_uid()}, "arguments")
+        same = next((e for e in book.entries.values() if e.content.strip() == entry.content.strip()), None)
+        if same is not None:
+            return None, LoreWritten(same, False, same.uid in book.pending)
+        book.add_entry(entry, written_at, pending=gated)
+        return book, LoreWritten(entry, True, gated)

@@ -1,0 +1,108 @@
+"""SillyTavern chats into stories and back (`interchange/chats.py` reads and writes the files).
+
+Into a story, on top of what the reader decides (runs of one role joined, swipes kept, dates parsed):
+- the chosen greeting is the story's root, word for word; its index is the card greeting it equals
+  (else 0); the greeting's other swipes are kept with the import's record and exported back;
+- the tree allows a user node under the greeting or a reply, a reply under a user node only: steps of
+  one role that still meet (a hidden run beside a visible one) are joined, hidden only if both were, and
+  a reply right after the greeting is joined to the greeting's text (there is no user turn to hang it on);
+- a chat without a greeting gets an empty one (the root is a greeting), which contexts leave out.
+Back out of a story: its path, each reply with its siblings as swipes (`scope=tree`) or alone
+(`scope=path`); hidden nodes as SillyTavern's hidden (`is_system`) messages; dates as the nodes'."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from domain.commands.chat_imports import ImportedChat, ImportedStep, ImportedText
+from domain.values import CardData, NodeView
+from interchange.chats import ChatExportMessage, ChatImportPlan, ChatStep, ChatTurnText, write_chat
+
+JOIN = "\n\n"
+
+
+def imported_chat(plan: ChatImportPlan, card: CardData, title: str) -> ImportedChat:
+    greetings = [g.text for g in plan.greetings]
+    greeting = greetings[plan.greeting_index] if greetings else ""
+    steps: list[ImportedStep] = []
+    for step in map(_step, plan.steps):
+        if steps and steps[-1].kind == step.kind:
+            steps[-1] = _joined(steps[-1], step)
+        elif not steps and step.kind == "reply":
+            greeting = JOIN.join(t for t in (greeting, step.swipes[step.chosen].text) if t)
+        else:
+            steps.append(step)
+    wanted = greeting.strip()
+    index = next((i for i in range(card.greeting_count) if card.greeting(i).strip() == wanted), 0)
+    source = {
+        "format": "sillytavern",
+        "header": plan.header,
+        "greetings": greetings,
+        "greeting_index": plan.greeting_index,
+        "user_name": plan.user_name,
+        "character_name": plan.character_name,
+        "warnings": list(plan.warnings),
+        "skipped_lines": list(plan.skipped_lines),
+    }
+    return ImportedChat(title or f"{card.name} (imported)", greeting, index, steps, source)
+
+
+def _step(step: ChatStep) -> ImportedStep:
+    at = step.chosen_index
+    swipes = [*step.alternatives[:at], step.chosen, *step.alternatives[at:]]
+    return ImportedStep(step.role, tuple(map(_text, swipes)), at, step.hidden)
+
+
+def _text(turn: ChatTurnText) -> ImportedText:
+    return ImportedText(turn.text, turn.sent_at)
+
+
+def _joined(first: ImportedStep, then: ImportedStep) -> ImportedStep:
+    head = first.swipes[first.chosen].text
+    swipes = tuple(replace(s, text=JOIN.join((head, s.text))) for s in then.swipes)
+    return ImportedStep(first.kind, swipes, then.chosen, first.hidden and then.hidden)
+
+
+def chat_messages(
+    path: Sequence[NodeView],
+    siblings: Mapping[UUID, Sequence[NodeView]],
+    greetings: Sequence[str],
+    names: tuple[str, str],
+) -> list[ChatExportMessage]:
+    """The path as SillyTavern messages; `siblings`: the replies under each user node (empty: no swipes);
+    `greetings`: the greeting's swipes, the path's root among them."""
+    user, char = names
+    out = []
+    for node in path:
+        if node.kind == "greeting":
+            swipes, at = _greeting_swipes(node.text, greetings)
+            if node.text.strip() or len(swipes) > 1:
+                out.append(ChatExportMessage("greeting", node.text, node.created_at, char, False, swipes, at))
+            continue
+        name = user if node.kind == "user" else char
+        under = siblings.get(node.parent_id, ()) if node.parent_id is not None and node.kind == "reply" else ()
+        others = [n for n in under if n.text.strip()]
+        ids = [n.id for n in others]
+        swipes, at = (tuple(n.text for n in others), ids.index(node.id)) if node.id in ids else ((), 0)
+        kind: Literal["user", "reply"] = node.kind
+        out.append(ChatExportMessage(kind, node.text, node.created_at, name, node.hidden, swipes, at))
+    return out
+
+
+def _greeting_swipes(text: str, greetings: Sequence[str]) -> tuple[tuple[str, ...], int]:
+    swipes = list(greetings)
+    if text in swipes:
+        return tuple(swipes), swipes.index(text)
+    return ((text, *swipes), 0) if swipes else ((), 0)
+
+
+def chat_file(
+    messages: Sequence[ChatExportMessage], names: tuple[str, str], created: datetime, header: Mapping[str, Any]
+) -> bytes:
+    user, char = names
+    metadata = header.get("chat_metadata") if isinstance(header.get("chat_metadata"), dict) else None
+    return write_chat(messages, user_name=user, character_name=char, created_at=created, chat_metadata=metadata)

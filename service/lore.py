@@ -1,0 +1,80 @@
+"""The lorebooks a story's context reads: the card's embedded `character_book`, then the books attached to
+the card in the order they were attached (the supplement the model writes into among them).
+
+The model's own entries follow the path, as the scene does: an entry written in this story is in force
+only where the node that wrote it is on the path (regenerate the reply that invented a person, and the
+person is gone with it); entries written in the card's other stories are the card's world and hold in
+every story. An entry the write gate holds for approval takes no part until approved."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+from uuid import UUID
+
+from domain.application import Changji
+from domain.card import Card
+from domain.lore import LoreBookView
+from domain.lorebook import Lorebook
+from interchange.lorebooks import LorebookFormatError, character_book_entries
+
+EMBEDDED = "embedded"
+CACHED_BOOKS = 4096
+
+
+class LoreShelf:
+    """Book views for contexts, kept by (book, version): a context costs a lookup per book, not a parse."""
+
+    def __init__(self, app: Changji) -> None:
+        self.app = app
+        self._views: dict[tuple[UUID, int], LoreBookView | None] = {}
+
+    def books(
+        self, card: Card, story_id: UUID | None = None, on_path: Callable[[], Container[object]] = tuple
+    ) -> list[LoreBookView]:
+        """The card's books as a context at a node of `story_id` sees them (`on_path()`: the node ids, as
+        strings, of the path to that node; asked for only when the model wrote entries)."""
+        views = [self.embedded(card)]
+        for book in self.app.lore.lorebooks(card):
+            view = self._view(book)
+            if view is not None and book.written_at:
+                view = _on_path(view, book, story_id, on_path())
+            views.append(view)
+        return [view for view in views if view is not None and view.entries]
+
+    def embedded(self, card: Card) -> LoreBookView | None:
+        """The card's own `character_book` (None: it has none, or one that cannot be read)."""
+        key = (card.id, card.version)
+        if key not in self._views:
+            book = getattr(card.data, "character_book", None)
+            view = None
+            if isinstance(book, dict):
+                try:
+                    imported = character_book_entries(book)
+                    view = LoreBookView(EMBEDDED, imported.scan, imported.entries)
+                except LorebookFormatError:  # a card posted by hand with a malformed book: it has no lore
+                    view = None
+            self._remember(key, view)
+        return self._views[key]
+
+    def _view(self, book: Lorebook) -> LoreBookView | None:
+        key = (book.id, book.version)
+        if key not in self._views:
+            entries = tuple(e for uid, e in book.entries.items() if uid not in book.pending)
+            self._remember(key, LoreBookView(str(book.id), book.scan, entries))
+        return self._views[key]
+
+    def _remember(self, key: tuple[UUID, int], view: LoreBookView | None) -> None:
+        if len(self._views) >= CACHED_BOOKS:
+            del self._views[next(iter(self._views))]
+        self._views[key] = view
+
+
+def _on_path(view: LoreBookView, book: Lorebook, story_id: UUID | None, on_path: Container[object]) -> LoreBookView:
+    kept = tuple(
+        entry
+        for entry in view.entries
+        if (where := book.written_at.get(entry.uid)) is None
+        or where.story_id != story_id
+        or str(where.node_id) in on_path
+    )
+    return view if len(kept) == len(view.entries) else LoreBookView(view.book_id, view.scan, kept)
