@@ -65,6 +65,9 @@ def lore_block(
         why += f"; {activation.not_kept} more hit(s) over the limit"
     if index:
         why += f"; an index of {len(others)} other title(s)"
+    if activation.timed_out:
+        slow = ", ".join(f"{key!r}" for _, _, key in activation.timed_out)
+        why += f"; regex key(s) over the time limit, taken as no match: {slow}"
     return TailBlock("lore", why, "\n".join(parts), lore=tuple(map(ref, activation.hits)))
 
 

@@ -1,0 +1,166 @@
+"""A card's lorebooks over HTTP: World Info files attached and detached, entries changed one by one (each
+change an event the next context follows), constant entries in the system prompt, the title index under
+its budget, and the lore search the model's `lorebook_search` uses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.builders import Api
+from tests.shared_data import cards_dir
+
+
+def world_info(entries: list[dict[str, Any]], **book: Any) -> bytes:
+    return json.dumps({"entries": {str(i): {"uid": i, **e} for i, e in enumerate(entries)}, **book}).encode()
+
+
+async def context_at_words(api: Api, card_id: str, words: str) -> dict[str, Any]:
+    story = await api.call("POST", "/v1/stories", {"card_id": card_id}, 201)
+    await api.append(story["id"], "user", words)
+    context: dict[str, Any] = await api.call("GET", f"/v1/stories/{story['id']}/context")
+    return context
+
+
+def lore_refs(context: dict[str, Any], what: str = "lore") -> list[dict[str, Any]]:
+    return next((b["lore"] for b in context["explain"] if b["what"] == what), [])
+
+
+async def test_an_attached_world_info_file_fires_and_detaching_it_stops_it(api: Api) -> None:
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    entries = [{"key": ["lighthouse"], "content": "The lighthouse has been dark for a year.", "comment": "Lighthouse"}]
+    book = await api.send("POST", f"/v1/cards/{card['id']}/lorebooks?name=Coast", world_info(entries))
+    assert book["name"] == "Coast" and book["kind"] == "world_info" and len(book["entries"]) == 1
+    listed = await api.call("GET", f"/v1/cards/{card['id']}/lorebooks")
+    assert [item["id"] for item in listed["items"]] == [book["id"]]
+    context = await context_at_words(api, card["id"], "Row us to the lighthouse.")
+    assert [(r["book_id"], r["title"], r["key"]) for r in lore_refs(context)] == [
+        (book["id"], "Lighthouse", "lighthouse")
+    ]
+    await api.call("DELETE", f"/v1/cards/{card['id']}/lorebooks/{book['id']}", status=204)
+    assert (await api.call("GET", f"/v1/cards/{card['id']}/lorebooks"))["items"] == []
+    context = await context_at_words(api, card["id"], "Row us to the lighthouse.")
+    assert lore_refs(context) == []
+    await api.call("GET", f"/v1/cards/{card['id']}/lorebooks/{book['id']}", status=404)
+
+
+async def test_entry_changes_are_followed_by_the_next_context(api: Api) -> None:
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    entries = [
+        {"key": ["reef"], "content": "The reef tears hulls.", "comment": "Reef"},
+        {"key": ["gull"], "content": "Gulls steal bait.", "comment": "Gulls"},
+    ]
+    book = await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info(entries))
+    entry = f"/v1/cards/{card['id']}/lorebooks/{book['id']}/entries"
+    words = "Mind the reef, and the gull on the mast."
+    assert {r["title"] for r in lore_refs(await context_at_words(api, card["id"], words))} == {"Reef", "Gulls"}
+    switched = await api.call("PATCH", f"{entry}/0", {"enabled": False})
+    assert switched["enabled"] is False
+    assert {r["title"] for r in lore_refs(await context_at_words(api, card["id"], words))} == {"Gulls"}
+    await api.call("PATCH", f"{entry}/0", {"enabled": True, "keys": ["shoal"]})
+    refs = lore_refs(await context_at_words(api, card["id"], "The shoal is close."))
+    assert [(r["title"], r["key"]) for r in refs] == [("Reef", "shoal")]
+    added = await api.call("POST", entry, {"keys": ["fog"], "content": "Fog rolls in at dusk.", "title": "Fog"}, 201)
+    assert added["uid"] == 2
+    await api.call("DELETE", f"{entry}/1", status=204)
+    refs = lore_refs(await context_at_words(api, card["id"], "Fog and a gull."))
+    assert [r["title"] for r in refs] == ["Fog"]
+    shown = await api.call("GET", f"/v1/cards/{card['id']}/lorebooks/{book['id']}")
+    assert [e["uid"] for e in shown["entries"]] == [0, 2] and shown["version"] == book[
+        "version"
+    ] + 5  # switched off, on, rekeyed, added, removed
+
+
+async def test_constant_entries_go_into_the_system_prompt_where_their_position_says(api: Api) -> None:
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    entries = [
+        {"key": [], "content": "Magic is forbidden on the coast.", "comment": "Law", "constant": True, "position": 0},
+        {"key": [], "content": "Mira fears deep water.", "comment": "Fear", "constant": True, "position": 1},
+        {"key": ["tide"], "content": "The tide turns at noon.", "comment": "Tide"},
+    ]
+    await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info(entries))
+    context = await context_at_words(api, card["id"], "Hello.")
+    system = context["messages"][0]["content"]
+    assert system.index("Magic is forbidden") < system.index("A ferry pilot.") < system.index("Mira fears deep water")
+    assert {r["title"] for r in lore_refs(context, "system")} == {"Law", "Fear"}
+    assert all(r["constant"] and r["key"] is None for r in lore_refs(context, "system"))
+    last = context["messages"][-1]["content"]
+    assert "Tide" in last and "The tide turns" not in last  # not hit: listed in the index by title only
+
+
+async def test_the_title_index_keeps_to_its_budget_and_says_how_many_it_left_out(api: Api) -> None:
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    entries = [{"key": [f"isle{i}"], "content": f"Isle {i}.", "comment": f"Isle number {i:03d}"} for i in range(300)]
+    await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info(entries))
+    last = (await context_at_words(api, card["id"], "Hello."))["messages"][-1]["content"]
+    index = last[last.index("[Lore index]") : last.index("Hello.")]
+    assert len(index) <= 2100 and "Isle number 000" in index and "Isle number 299" not in index
+    listed = index.count("Isle number")
+    assert f"({300 - listed} more not listed)" in index
+
+
+async def test_the_embedded_book_and_an_attached_copy_of_it_fire_once(api: Api) -> None:
+    card = await api.send("POST", "/v1/cards/import", (cards_dir() / "default_Seraphina.png").read_bytes())
+    await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", (cards_dir() / "Eldoria.json").read_bytes())
+    refs = lore_refs(await context_at_words(api, card["id"], "The shadowfang stalk the forest."))
+    titles = [r["title"] for r in refs]
+    assert sorted(titles) == sorted(set(titles)) and "shadowfang" in titles
+    assert {r["book_id"] for r in refs} == {"embedded"}  # the card's own book wins
+
+
+async def test_world_info_of_the_wrong_types_is_refused_at_its_field_and_nothing_attached(api: Api) -> None:
+    card = await api.card()
+    bad = {
+        b"not json": "body",
+        json.dumps({"entries": {"0": {"key": "reef", "content": "x"}}}).encode(): "body.entries.0.key",
+        json.dumps({"entries": {"0": {"key": ["reef"], "content": 5}}}).encode(): "body.entries.0.content",
+        json.dumps({"entries": 3}).encode(): "body.entries",
+    }
+    for raw, field in bad.items():
+        async with api.client.post(f"/v1/cards/{card['id']}/lorebooks", data=raw, headers=api.headers) as response:
+            problem = await response.json(content_type=None)
+        assert response.status == 422 and problem["errors"][0]["field"] == field, (raw, problem)
+    assert (await api.call("GET", f"/v1/cards/{card['id']}/lorebooks"))["items"] == []
+
+
+async def test_the_embedded_book_is_read_only_here_and_changed_through_the_card(api: Api) -> None:
+    card = await api.send("POST", "/v1/cards/import", (cards_dir() / "default_Seraphina.png").read_bytes())
+    embedded = await api.call("GET", f"/v1/cards/{card['id']}/lorebooks/embedded")
+    assert embedded["kind"] == "embedded" and len(embedded["entries"]) == 4
+    await api.call("DELETE", f"/v1/cards/{card['id']}/lorebooks/embedded", status=422)
+    book = card["card"]["character_book"]
+    book["entries"] = book["entries"][:1]
+    await api.call("PATCH", f"/v1/cards/{card['id']}", {"card": {"character_book": book}})
+    assert len((await api.call("GET", f"/v1/cards/{card['id']}/lorebooks/embedded"))["entries"]) == 1
+
+
+async def test_lore_search_finds_a_chinese_entry_from_words_without_spaces(api: Api) -> None:
+    book = {
+        "entries": [
+            {
+                "keys": ["怪兽", "影牙"],
+                "content": "影牙是森林深处的怪兽，夜里出没。",
+                "comment": "影牙",
+                "enabled": True,
+            },
+            {"keys": ["灯塔"], "content": "北屿灯塔已熄灭一年。", "comment": "灯塔", "enabled": True},
+        ]
+    }
+    card = await api.card(character_book=book)
+    found = await api.call("GET", f"/v1/cards/{card['id']}/lore/search?q=森林里的怪兽会来吗")
+    assert [item["entry"]["title"] for item in found["items"]][:1] == ["影牙"]
+    assert found["items"][0]["book_id"] == "embedded" and found["items"][0]["score"] >= 5
+    assert (await api.call("GET", f"/v1/cards/{card['id']}/lore/search?q=zzz"))["items"] == []
+
+
+async def test_a_pathological_regex_key_runs_out_of_time_and_the_explain_list_says_so(api: Api) -> None:
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    entries = [
+        {"key": ["/(a+)+$/"], "content": "Never shown.", "comment": "Slow"},
+        {"key": ["ferry"], "content": "The ferry is old.", "comment": "Ferry"},
+    ]
+    await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info(entries))
+    context = await context_at_words(api, card["id"], "The ferry " + "a" * 5000 + "!")
+    block = next(b for b in context["explain"] if b["what"] == "lore")
+    assert [r["title"] for r in block["lore"]] == ["Ferry"]
+    assert "over the time limit" in block["why"] and "(a+)+$" in block["why"]
