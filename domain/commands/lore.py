@@ -17,6 +17,7 @@ from domain.commands.base import CommandGroup, Written
 from domain.errors import LorebookNotFoundError, LoreEntryInvalidError
 from domain.lore import LoreBookKind, LoreEntry, LoreScan
 from domain.lorebook import Lorebook, WrittenAt
+from domain.rules.paths import walk_up
 
 SUPPLEMENT_NAME = "supplement"
 _ASKED_TO_RECORD = re.compile(
@@ -135,14 +136,35 @@ class LoreCommands(CommandGroup):
             book.approve_entry(uid)
             return self.app.commit_changed(book)
 
+    def _in_force(self, book: Lorebook, uid: int, at: WrittenAt) -> bool:
+        where = book.written_at.get(uid)
+        return where is None or where.story_id != at.story_id or self._above(where.node_id, at.node_id)
+
+    def _above(self, node_id: UUID, below: UUID) -> bool:
+        """Whether `node_id` is `below` or one of its ancestors (walked up as far as its depth)."""
+        depth = self.app.node(node_id).depth
+        for node in walk_up(self.app.node, below):
+            if node.depth <= depth:
+                return node.id == node_id
+        return False
+
     def write_lore(
-        self, card: Card, written_at: WrittenAt, fields: Mapping[str, Any], gated: bool
+        self,
+        card: Card,
+        written_at: WrittenAt,
+        fields: Mapping[str, Any],
+        gated: bool,
+        unsaved: Lorebook | None = None,
     ) -> tuple[Lorebook | None, LoreWritten]:
-        """The model's `lorebook_write`, into the card's supplement (made at its first write). An entry
-        whose content the supplement already holds is not written again. Returns the aggregates to save
-        with the reply (None when nothing changed): the supplement, and the card when it was made."""
+        """The model's `lorebook_write`, into the card's supplement (made at its first write; `unsaved`: the
+        one an earlier call of the same round made). An entry whose content the supplement already holds,
+        in force where the writing reply is, is not written again (one an abandoned branch wrote is: the
+        reply's own then follows its path). Returns the supplement to save with the reply (None when
+        nothing changed); the card, when the supplement was made, has changed too."""
         book_id = supplement_id(card.id)
-        if book_id in card.lorebooks:
+        if unsaved is not None and unsaved.id == book_id:
+            book = unsaved
+        elif book_id in card.lorebooks:
             book = self.app.get(Lorebook, book_id, LorebookNotFoundError)
         else:
             book = Lorebook.create(
@@ -150,7 +172,14 @@ class LoreCommands(CommandGroup):
             )
             card.attach_lorebook(book_id, SUPPLEMENT_NAME)
         entry = lore_entry({**fields, "uid": book.next_uid()}, "arguments")
-        same = next((e for e in book.entries.values() if e.content.strip() == entry.content.strip()), None)
+        same = next(
+            (
+                e
+                for e in book.entries.values()
+                if e.content.strip() == entry.content.strip() and self._in_force(book, e.uid, written_at)
+            ),
+            None,
+        )
         if same is not None:
             return None, LoreWritten(same, False, same.uid in book.pending)
         book.add_entry(entry, written_at, pending=gated)

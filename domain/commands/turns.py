@@ -19,7 +19,7 @@ from domain.commands.base import CommandGroup, Written, expect_version
 from domain.commands.lore import asks_to_record
 from domain.errors import DomainError, NodeKindError, NodeNotFoundError, StoryNotFoundError, TurnStateError
 from domain.language import Language
-from domain.lorebook import WrittenAt
+from domain.lorebook import Lorebook, WrittenAt
 from domain.node import Node
 from domain.ports import ChatResult, ToolCall
 from domain.rules.draft_tools import (
@@ -189,7 +189,8 @@ class TurnCommands(CommandGroup):
             settings = self.app.settings(story)
             assert reply.parent_id is not None
             gated = settings.lore_write_gate and not asks_to_record(self.app.node(reply.parent_id).text)
-            book, written = self.app.lore.write_lore(card, WrittenAt(story.id, reply.id), fields, gated)
+            unsaved = next((a for a in saves if isinstance(a, Lorebook)), None)
+            book, written = self.app.lore.write_lore(card, WrittenAt(story.id, reply.id), fields, gated, unsaved)
         except DomainError as refusal:
             reply.refuse(call.name, str(refusal))
             return ToolOutcome(call.id, call.name, refused(str(refusal), language), ok=False)

@@ -48,7 +48,15 @@ import regex
 
 from domain.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit, SelectiveLogic
 
-__all__ = ["LoreActivation", "LoreBookView", "activate", "fill_names", "search_lore", "search_terms"]
+__all__ = [
+    "LoreActivation",
+    "LoreBookView",
+    "activate",
+    "constant_entries",
+    "fill_names",
+    "search_lore",
+    "search_terms",
+]
 
 _NAMES = re.compile(r"\{\{(char|user)\}\}|<(bot|user)>", re.IGNORECASE)
 _SLASHED = re.compile(r"/([\s\S]+?)/([gimsuxy]*)")
@@ -97,33 +105,22 @@ class _Pattern:
 
 
 class _Matcher:
-    """Key matching for one activation: compiled patterns and the keys that ran out of time."""
+    """Key matching for one activation: the keys that ran out of time (patterns are compiled once per process)."""
 
-    def __init__(self, *, char: str, user: str, timeout: float) -> None:
-        self._char, self._user, self._timeout = char, user, timeout
-        self._compiled: dict[tuple[str, int], Any] = {}
+    def __init__(self, *, timeout: float) -> None:
+        self._timeout = timeout
         self.timed_out: dict[tuple[str, int, str], None] = {}
 
-    def first(self, keys: Sequence[str], text: _Text, rule: _Rule) -> str | None:
-        return next((key for key in keys if self.matches(key, text, rule)), None)
+    def first(self, keys: Sequence[_Key], text: _Text, rule: _Rule) -> str | None:
+        return next((key.written for key in keys if self.matches(key, text, rule)), None)
 
-    def matches(self, key: str, text: _Text, rule: _Rule) -> bool:
-        written = key.strip()
-        if not written:
+    def matches(self, key: _Key, text: _Text, rule: _Rule) -> bool:
+        if key.pattern is None:
+            return _plain_match(key.needle, text, rule)
+        where = (rule.book_id, rule.uid, key.written)
+        if where in self.timed_out or key.compiled is None:
             return False
-        pattern = _pattern_of(written, rule)
-        if pattern is not None:
-            return self._search(pattern, text, (rule.book_id, rule.uid, key))
-        needle = fill_names(written, char=self._char, user=self._user).strip()
-        return _plain_match(needle, text, rule)
-
-    def _search(self, pattern: _Pattern, text: _Text, where: tuple[str, int, str]) -> bool:
-        if where in self.timed_out:
-            return False
-        compiled = self._compile(pattern)
-        if compiled is None:
-            return False
-        search = compiled.match if pattern.anchored else compiled.search
+        search = key.compiled.match if key.pattern.anchored else key.compiled.search
         try:
             found = search(text.raw, timeout=self._timeout)
         except TimeoutError:
@@ -131,15 +128,44 @@ class _Matcher:
             return False
         return found is not None
 
-    def _compile(self, pattern: _Pattern) -> Any:
-        filled = fill_names(pattern.pattern, char=regex.escape(self._char), user=regex.escape(self._user))
-        cache_key = (filled, pattern.flags)
-        if cache_key not in self._compiled:
-            try:
-                self._compiled[cache_key] = regex.compile(filled, pattern.flags)
-            except (regex.error, ValueError, OverflowError, RecursionError):
-                self._compiled[cache_key] = None
-        return self._compiled[cache_key]
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """A key as written, and ready to match: its pattern compiled (names filled, escaped), or its text with the
+    names filled (case-folded unless the entry is case-sensitive)."""
+
+    written: str
+    pattern: _Pattern | None
+    compiled: Any
+    needle: str
+
+
+_COMPILED: dict[tuple[str, int], Any] = {}
+_COMPILED_MAX = 4096
+
+
+def _compiled(pattern: _Pattern, char: str, user: str) -> Any:
+    filled = fill_names(pattern.pattern, char=regex.escape(char), user=regex.escape(user))
+    cache_key = (filled, pattern.flags)
+    if cache_key not in _COMPILED:
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        try:
+            _COMPILED[cache_key] = regex.compile(filled, pattern.flags)
+        except (regex.error, ValueError, OverflowError, RecursionError):
+            _COMPILED[cache_key] = None
+    return _COMPILED[cache_key]
+
+
+def _key(key: str, rule: _Rule, char: str, user: str) -> _Key | None:
+    written = key.strip()
+    if not written:
+        return None
+    pattern = _pattern_of(written, rule)
+    if pattern is not None:
+        return _Key(key, pattern, _compiled(pattern, char, user), "")
+    needle = fill_names(written, char=char, user=user).strip()
+    return _Key(key, None, None, needle if rule.case_sensitive else needle.casefold())
 
 
 def _pattern_of(key: str, rule: _Rule) -> _Pattern | None:
@@ -156,13 +182,14 @@ def _pattern_of(key: str, rule: _Rule) -> _Pattern | None:
 
 
 def _plain_match(needle: str, text: _Text, rule: _Rule) -> bool:
+    """`needle`: the key with the names filled, already case-folded unless the entry is case-sensitive."""
     if not needle:
         return False
     haystack = text.raw if rule.case_sensitive else text.folded
-    if not rule.case_sensitive:
-        needle = needle.casefold()
+    if needle not in haystack:
+        return False
     if not rule.whole_words:
-        return needle in haystack
+        return True
     return any(_on_boundaries(haystack, at, needle) for at in _occurrences(haystack, needle))
 
 
@@ -198,42 +225,91 @@ def _secondary(logic: SelectiveLogic, keys: Sequence[str], matches: Callable[[st
 
 
 @dataclass(frozen=True, slots=True)
+class _Prepared:
+    """An enabled entry of a book, ready to match: how, its keys, its scan depth (made once per book and names)."""
+
+    entry_index: int
+    entry: LoreEntry
+    rule: _Rule
+    depth: int
+    keys: tuple[_Key, ...]
+    secondaries: tuple[_Key, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class _Candidate:
     book_index: int
-    entry_index: int
     book: LoreBookView
-    entry: LoreEntry
+    prepared: _Prepared
 
     @property
-    def rule(self) -> _Rule:
-        entry, scan = self.entry, self.book.scan
-        return _Rule(
-            self.book.book_id,
-            entry.uid,
-            scan.case_sensitive if entry.case_sensitive is None else entry.case_sensitive,
-            scan.whole_words if entry.whole_words is None else entry.whole_words,
-            entry.use_regex,
-        )
+    def entry(self) -> LoreEntry:
+        return self.prepared.entry
 
     @property
     def depth(self) -> int:
-        return self.book.scan.scan_depth if self.entry.scan_depth is None else self.entry.scan_depth
+        return self.prepared.depth
 
     @property
     def place(self) -> tuple[int, int, int]:
-        return self.entry.order, self.book_index, self.entry_index
+        return self.prepared.entry.order, self.book_index, self.prepared.entry_index
+
+
+def _rule(book: LoreBookView, entry: LoreEntry) -> _Rule:
+    scan = book.scan
+    return _Rule(
+        book.book_id,
+        entry.uid,
+        scan.case_sensitive if entry.case_sensitive is None else entry.case_sensitive,
+        scan.whole_words if entry.whole_words is None else entry.whole_words,
+        entry.use_regex,
+    )
+
+
+def _prepare(book: LoreBookView, char: str, user: str) -> list[_Prepared]:
+    out = []
+    for index, entry in enumerate(book.entries):
+        if not entry.enabled:
+            continue
+        rule = _rule(book, entry)
+        keys = tuple(k for key in entry.keys if (k := _key(key, rule, char, user)) is not None)
+        secondaries = tuple(k for key in entry.secondary_keys if (k := _key(key, rule, char, user)) is not None)
+        depth = book.scan.scan_depth if entry.scan_depth is None else entry.scan_depth
+        out.append(_Prepared(index, entry, rule, depth, keys, secondaries))
+    return out
+
+
+_PREPARED: dict[tuple[int, str, str], tuple[LoreBookView, list[_Prepared]]] = {}
+_PREPARED_MAX = 256
+
+
+def _prepared(book: LoreBookView, char: str, user: str) -> list[_Prepared]:
+    """A book's entries ready to match, kept while the same book object is asked for again (the service keeps
+    one view per book version): a context's activation matches, it does not parse."""
+    key = (id(book), char, user)
+    kept = _PREPARED.get(key)
+    if kept is not None and kept[0] is book:
+        return kept[1]
+    if len(_PREPARED) >= _PREPARED_MAX:
+        del _PREPARED[next(iter(_PREPARED))]
+    prepared = _prepare(book, char, user)
+    _PREPARED[key] = (book, prepared)
+    return prepared
 
 
 def _fire(candidate: _Candidate, text: _Text, matcher: _Matcher) -> tuple[str, str | None] | None:
     """The primary key that fired and the secondary key that allowed it, or None."""
-    rule, entry = candidate.rule, candidate.entry
-    key = matcher.first(entry.keys, text, rule)
+    prepared = candidate.prepared
+    rule, entry = prepared.rule, prepared.entry
+    key = matcher.first(prepared.keys, text, rule)
     if key is None:
         return None
-    secondaries = [k for k in entry.secondary_keys if k.strip()]
-    if not entry.selective or not secondaries:
+    if not entry.selective or not prepared.secondaries:
         return key, None
-    allowed, secondary = _secondary(entry.logic, secondaries, lambda k: matcher.matches(k, text, rule))
+    by_key = {k.written: k for k in prepared.secondaries}
+    allowed, secondary = _secondary(
+        entry.logic, list(by_key), lambda written: matcher.matches(by_key[written], text, rule)
+    )
     return (key, secondary) if allowed else None
 
 
@@ -266,13 +342,8 @@ class _ScanTexts:
         return self._built[depth, level]
 
 
-def _candidates(books: Sequence[LoreBookView]) -> list[_Candidate]:
-    return [
-        _Candidate(b, e, book, entry)
-        for b, book in enumerate(books)
-        for e, entry in enumerate(book.entries)
-        if entry.enabled
-    ]
+def _candidates(books: Sequence[LoreBookView], char: str, user: str) -> list[_Candidate]:
+    return [_Candidate(b, book, prepared) for b, book in enumerate(books) for prepared in _prepared(book, char, user)]
 
 
 def _constants(candidates: Sequence[_Candidate], contents: _Contents) -> tuple[LoreHit, ...]:
@@ -284,7 +355,7 @@ def _constants(candidates: Sequence[_Candidate], contents: _Contents) -> tuple[L
 def _keyword_hits(
     candidates: Sequence[_Candidate], texts: _ScanTexts, matcher: _Matcher, contents: _Contents, *, char: str, user: str
 ) -> list[tuple[_Candidate, LoreHit]]:
-    pending = [c for c in candidates if not c.entry.constant and any(k.strip() for k in c.entry.keys)]
+    pending = [c for c in candidates if not c.entry.constant and c.prepared.keys]
     found: list[tuple[_Candidate, LoreHit]] = []
     level = 0
     while pending:
@@ -309,14 +380,28 @@ def _recurses(candidate: _Candidate, level: int) -> bool:
     return candidate.book.scan.recursive and level <= candidate.book.scan.max_recursion
 
 
+def constant_entries(books: Sequence[LoreBookView]) -> tuple[LoreHit, ...]:
+    """The enabled constant entries of `books` by order (duplicate content once, the first book's): what
+    `activate` gives as `constants`, without scanning for the rest."""
+    contents = _Contents()
+    chosen = [
+        (entry.order, b, i, book, entry)
+        for b, book in enumerate(books)
+        for i, entry in enumerate(book.entries)
+        if entry.enabled and entry.constant and contents.claim(entry)
+    ]
+    chosen.sort(key=lambda c: c[:3])
+    return tuple(LoreHit(book.book_id, entry, None) for *_, book, entry in chosen)
+
+
 def activate(
     books: Sequence[LoreBookView], messages: Sequence[str], *, char: str, user: str, regex_timeout: float = 0.05
 ) -> LoreActivation:
     """The entries of `books` (in precedence order: the card's book first) that this turn's prompt carries, given
     the path's messages oldest→newest (each formatted "Name: text")."""
-    matcher = _Matcher(char=char, user=user, timeout=regex_timeout)
+    matcher = _Matcher(timeout=regex_timeout)
     contents = _Contents()
-    candidates = _candidates(books)
+    candidates = _candidates(books, char, user)
     constants = _constants(candidates, contents)
     found = _keyword_hits(candidates, _ScanTexts(messages), matcher, contents, char=char, user=user)
     max_hits = max((book.scan.max_hits for book in books), default=0)
@@ -370,7 +455,7 @@ def search_lore(
     contents = _Contents()
     scored = [
         (score, c)
-        for c in _candidates(books)
+        for c in _candidates(books, char, user)
         if (score := _score(c.entry, terms, char=char, user=user)) and contents.claim(c.entry)
     ]
     scored.sort(key=lambda s: (-s[0], *s[1].place))

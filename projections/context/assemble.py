@@ -18,7 +18,7 @@ from uuid import UUID
 
 from domain.lore import LoreBookView
 from domain.rules.compaction import NO_LAYERS, Layers, layers_from
-from domain.rules.lore import activate
+from domain.rules.lore import activate, constant_entries
 from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.values import CardData, NodeView, StorySettings
 from projections.context.lore import ConstantLore, constant_lore, lore_block
@@ -92,7 +92,7 @@ def assemble_context(
     char, user = card.name, settings.user_name
     texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
-    constants = constant_lore(activate(lore, (), char=char, user=user), _filler(char, user)) if lore else None
+    constants = constant_lore(constant_entries(lore), _filler(char, user)) if lore else None
     system = _system_prompt(card, user, texts, constants)
     instructions = fill_macros(card.post_history_instructions, char, user)
     tail = f"{texts.card_tail}{instructions}" if instructions else ""
@@ -200,7 +200,7 @@ def leaves_turns_out(
     budget = max(settings.context_window - settings.reply_reserve, 0)
     iterator = iter(upward)
     leaf = next(iterator)
-    constants = constant_lore(activate(lore, (), char=char, user=user), _filler(char, user)) if lore else None
+    constants = constant_lore(constant_entries(lore), _filler(char, user)) if lore else None
     fixed = cache.count(_system_prompt(card, user, texts, constants))
     key = WindowKey(budget - fixed, char, user, epoch)
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)

@@ -27,11 +27,11 @@ def ref(hit: LoreHit) -> LoreRef:
     return LoreRef(hit.book_id, entry.uid, entry.label, hit.key, hit.secondary, hit.entry.constant)
 
 
-def constant_lore(activation: LoreActivation, fill: Callable[[str], str]) -> ConstantLore:
-    before = [fill(h.entry.content.strip()) for h in activation.constants if h.entry.position == "before_char"]
-    after = [fill(h.entry.content.strip()) for h in activation.constants if h.entry.position == "after_char"]
+def constant_lore(constants: Sequence[LoreHit], fill: Callable[[str], str]) -> ConstantLore:
+    before = [fill(h.entry.content.strip()) for h in constants if h.entry.position == "before_char"]
+    after = [fill(h.entry.content.strip()) for h in constants if h.entry.position == "after_char"]
     return ConstantLore(
-        "\n\n".join(t for t in before if t), "\n\n".join(t for t in after if t), tuple(map(ref, activation.constants))
+        "\n\n".join(t for t in before if t), "\n\n".join(t for t in after if t), tuple(map(ref, constants))
     )
 
 
