@@ -116,6 +116,11 @@ def assemble_context(
         assert load is not None
         return _summary_tokens(of, load, char, user, texts, epoch, cache)
 
+    if lore and ends_with_user:  # scanned on the newest messages, which any fitting of the window keeps
+        scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user)
+        found = lore_block(scanned, lore, texts, lore_bodies, _filler(char, user))
+        if found is not None:
+            tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
     recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
     share = settings.recall_tokens if recalling else 0
@@ -124,12 +129,6 @@ def assemble_context(
         window, layers = unfold_episodes(window, layers, room, summary_tokens, load, cache, windows)
     summaries = counted(layers)
     extra = scene_tokens + sum(summary.tokens for summary in summaries)
-    if lore and ends_with_user:
-        scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user)
-        found = lore_block(scanned, lore, texts, lore_bodies, _filler(char, user))
-        if found is not None:
-            tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
-            extra += cache.count_raw(found.text)
     if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
         window = extend_window(window, [], key._replace(budget=key.budget - extra))
     outside = window.cut_at is not None or window.boundary is not None

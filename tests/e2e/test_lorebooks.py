@@ -164,3 +164,26 @@ async def test_a_pathological_regex_key_runs_out_of_time_and_the_explain_list_sa
     block = next(b for b in context["explain"] if b["what"] == "lore")
     assert [r["title"] for r in block["lore"]] == ["Ferry"]
     assert "over the time limit" in block["why"] and "(a+)+$" in block["why"]
+
+
+async def test_lore_in_full_takes_its_room_from_the_window_and_the_context_keeps_its_budget(api: Api) -> None:
+    long = " ".join(["The reef has torn the hulls of many boats along this coast."] * 25)
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info([{"key": ["reef"], "content": long}]))
+    settings = {"context_window": 2048, "reply_reserve": 256, "fill_window": True}
+    story = await api.call("POST", "/v1/stories", {"card_id": card["id"], "settings": settings}, 201)
+    for i in range(40):
+        await api.turn(story["id"], f"Turn {i}: how far to the harbour?", f"Turn {i}: a mile more, past the buoys.")
+    await api.append(story["id"], "user", "Watch the reef!")
+    context = await api.call("GET", f"/v1/stories/{story['id']}/context")
+    lore = next(b for b in context["explain"] if b["what"] == "lore")
+    assert lore["tokens"] > 300 and context["tokens"] <= context["budget"]
+    assert context["tokens"] == sum(block["tokens"] for block in context["explain"])
+    without = await api.call("POST", "/v1/stories", {"card_id": card["id"], "settings": settings}, 201)
+    for i in range(40):
+        await api.turn(without["id"], f"Turn {i}: how far to the harbour?", f"Turn {i}: a mile more, past the buoys.")
+    await api.append(without["id"], "user", "Watch the rocks!")
+    plain = await api.call("GET", f"/v1/stories/{without['id']}/context")
+    verbatim = [b for b in plain["explain"] if b["what"] == "verbatim"][0]
+    with_lore = [b for b in context["explain"] if b["what"] == "verbatim"][0]
+    assert len(with_lore["node_ids"]) < len(verbatim["node_ids"])  # the lore's room came out of the window
