@@ -33,12 +33,12 @@ IDEMPOTENT_IDS = UUID("5d3f0a53-6c1b-4e0c-9f57-2f4a8d7e0b61")  # the namespace o
 
 def new_id(request: web.Request, purpose: str) -> UUID:
     """The id of something this request creates: random, or — with an `Idempotency-Key` — made from the
-    tenant, the key, the request's method and path, and `purpose`, so a retry after a crash between
+    tenant, the key, the request's method, path and query, and `purpose`, so a retry after a crash between
     the commit and the answer names the same thing and finds it made (`api/middleware.py`)."""
     key = request.headers.get("Idempotency-Key")
     if key is None or TENANT not in request:
         return uuid4()
-    return uuid5(IDEMPOTENT_IDS, f"{request[TENANT]}\n{key}\n{request.method} {request.path}\n{purpose}")
+    return uuid5(IDEMPOTENT_IDS, f"{request[TENANT]}\n{key}\n{request.method} {request.path_qs}\n{purpose}")
 
 
 def keyed(request: web.Request) -> bool:

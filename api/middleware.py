@@ -72,7 +72,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     lock = _locks.setdefault((tenant, key), asyncio.Lock())
     async with lock:
         raw = request.headers.get("If-Match", "").encode() + b"\n" + await read_body(request)
-        request_hash = fingerprint(request.method, request.path, raw)
+        request_hash = fingerprint(request.method, request.path_qs, raw)
         stored = await svc.executor.query(svc.keys.recall, tenant, key)
         if stored is not None and stored.request_hash != request_hash:
             return problem(422, "Unprocessable Content", "this Idempotency-Key was used for a different request")

@@ -5,7 +5,9 @@ Into a story, on top of what the reader decides (runs of one role joined, swipes
   (else 0); the greeting's other swipes are kept with the import's record and exported back;
 - the tree allows a user node under the greeting or a reply, a reply under a user node only: steps of
   one role that still meet (a hidden run beside a visible one) are joined, hidden only if both were, and
-  a reply right after the greeting is joined to the greeting's text (there is no user turn to hang it on);
+  a reply right after the greeting is joined to the greeting's text (there is no user turn to hang it on)
+  — a hidden one is not (it would be shown): it is kept in the import's record (`unplaced`);
+- the chat's user name becomes the story's `user_name` (it fills {{user}}, and names the user on export);
 - a chat without a greeting gets an empty one (the root is a greeting), which contexts leave out.
 Back out of a story: its path, each reply with its siblings as swipes (`scope=tree`) or alone
 (`scope=path`); hidden nodes as SillyTavern's hidden (`is_system`) messages; dates as the nodes'."""
@@ -29,9 +31,12 @@ def imported_chat(plan: ChatImportPlan, card: CardData, title: str) -> ImportedC
     greetings = [g.text for g in plan.greetings]
     greeting = greetings[plan.greeting_index] if greetings else ""
     steps: list[ImportedStep] = []
+    unplaced: list[str] = []
     for step in map(_step, plan.steps):
         if steps and steps[-1].kind == step.kind:
             steps[-1] = _joined(steps[-1], step)
+        elif not steps and step.kind == "reply" and step.hidden:  # no turn to hang it on, and not to be shown
+            unplaced.append(step.swipes[step.chosen].text)
         elif not steps and step.kind == "reply":
             greeting = JOIN.join(t for t in (greeting, step.swipes[step.chosen].text) if t)
         else:
@@ -47,6 +52,7 @@ def imported_chat(plan: ChatImportPlan, card: CardData, title: str) -> ImportedC
         "character_name": plan.character_name,
         "warnings": list(plan.warnings),
         "skipped_lines": list(plan.skipped_lines),
+        "unplaced": unplaced,
     }
     return ImportedChat(title or f"{card.name} (imported)", greeting, index, steps, source)
 

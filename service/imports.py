@@ -93,7 +93,9 @@ class Importer:
         """The chat as a new story of the card (`service/chat_transfer.py`); one that exists is answered."""
         if self.app.exists(Story, story_id):
             return Written(self.app.story(tenant_id, story_id), 0)
-        return self.app.imports.import_chat(tenant_id, card_id, story_id, chat.chat, {})
+        name = chat.plan.user_name.strip()
+        settings = {"user_name": name} if 0 < len(name) <= 100 else {}  # the chat's persona fills {{user}}
+        return self.app.imports.import_chat(tenant_id, card_id, story_id, chat.chat, settings)
 
     def _stored(self, blob: bytes, media_type: str) -> dict[str, Any]:
         return {"sha256": self.blobs.put_blob(blob, media_type), "media_type": media_type, "size": len(blob)}

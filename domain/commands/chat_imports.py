@@ -3,7 +3,7 @@ step a node on the path with its alternatives (swipes) as siblings, hidden steps
 
 Node ids follow from the story id and the step's place (uuid5), so the same import with the same story
 id makes the same tree. Side work is not run here: each reply makes its scribe job due as any reply
-does, and the last one announces the compaction the path is due."""
+does, and the last reply of the path announces the compaction the path is due."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class ChatImportCommands(CommandGroup):
         index = chat.greeting_index if 0 <= chat.greeting_index < card.data.greeting_count else 0
         root = Node.place_greeting(uuid5(story_id, "root"), story_id, chat.greeting, index)
         story = Story.start(story_id, tenant_id, card_id, chat.title or card.data.name, root.id, dict(settings))
-        nodes, parent = [root], root
+        nodes, parent, last_reply = [root], root, None
         for depth, step in enumerate(chat.steps, start=1):
             if not step.swipes or not 0 <= step.chosen < len(step.swipes):
                 raise EmptyTextError(f"step {depth} has no text to place", field="body")
@@ -66,8 +66,9 @@ class ChatImportCommands(CommandGroup):
                 siblings[step.chosen].hide()
             nodes += siblings
             parent = siblings[step.chosen]
+            last_reply = parent if parent.kind == "reply" else last_reply
         story.record_import(dict(chat.source), len(nodes))
         story.move_leaf(parent.id, cause="import")
-        if parent.kind == "reply":
-            self.app.compaction.announce_imported(parent, self.app.settings(story))
+        if last_reply is not None:
+            self.app.compaction.announce_imported(last_reply, self.app.settings(story))
         return Written(story, self.app.commit(story, *nodes))

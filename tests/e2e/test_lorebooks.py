@@ -184,6 +184,6 @@ async def test_lore_in_full_takes_its_room_from_the_window_and_the_context_keeps
         await api.turn(without["id"], f"Turn {i}: how far to the harbour?", f"Turn {i}: a mile more, past the buoys.")
     await api.append(without["id"], "user", "Watch the rocks!")
     plain = await api.call("GET", f"/v1/stories/{without['id']}/context")
-    verbatim = [b for b in plain["explain"] if b["what"] == "verbatim"][0]
-    with_lore = [b for b in context["explain"] if b["what"] == "verbatim"][0]
+    verbatim = next(b for b in plain["explain"] if b["what"] == "verbatim")
+    with_lore = next(b for b in context["explain"] if b["what"] == "verbatim")
     assert len(with_lore["node_ids"]) < len(verbatim["node_ids"])  # the lore's room came out of the window
