@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from tests.builders import Api
+from tests.scene_support import settled
 from tests.shared_data import cards_dir
 
 
@@ -167,23 +168,23 @@ async def test_a_pathological_regex_key_runs_out_of_time_and_the_explain_list_sa
 
 
 async def test_lore_in_full_takes_its_room_from_the_window_and_the_context_keeps_its_budget(api: Api) -> None:
-    long = " ".join(["The reef has torn the hulls of many boats along this coast."] * 25)
+    long = " ".join(["The reef has torn the hulls of many boats along this coast."] * 80)
     card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
     await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info([{"key": ["reef"], "content": long}]))
-    settings = {"context_window": 2048, "reply_reserve": 256, "fill_window": True}
+    settings = {"context_window": 4096, "reply_reserve": 256, "recall_k": 0, "lore_bodies": "full"}
     story = await api.call("POST", "/v1/stories", {"card_id": card["id"], "settings": settings}, 201)
-    for i in range(40):
+    for i in range(200):
         await api.turn(story["id"], f"Turn {i}: how far to the harbour?", f"Turn {i}: a mile more, past the buoys.")
     await api.append(story["id"], "user", "Watch the reef!")
-    context = await api.call("GET", f"/v1/stories/{story['id']}/context")
-    lore = next(b for b in context["explain"] if b["what"] == "lore")
-    assert lore["tokens"] > 300 and context["tokens"] <= context["budget"]
-    assert context["tokens"] == sum(block["tokens"] for block in context["explain"])
-    without = await api.call("POST", "/v1/stories", {"card_id": card["id"], "settings": settings}, 201)
-    for i in range(40):
-        await api.turn(without["id"], f"Turn {i}: how far to the harbour?", f"Turn {i}: a mile more, past the buoys.")
-    await api.append(without["id"], "user", "Watch the rocks!")
-    plain = await api.call("GET", f"/v1/stories/{without['id']}/context")
-    verbatim = next(b for b in plain["explain"] if b["what"] == "verbatim")
-    with_lore = next(b for b in context["explain"] if b["what"] == "verbatim")
-    assert len(with_lore["node_ids"]) < len(verbatim["node_ids"])  # the lore's room came out of the window
+    await settled(api, story["id"])
+    full = await api.call("GET", f"/v1/stories/{story['id']}/context")
+    await api.call("PATCH", f"/v1/stories/{story['id']}", {"settings": {**settings, "lore_bodies": "titles"}})
+    titles = await api.call("GET", f"/v1/stories/{story['id']}/context")
+    for context in (full, titles):
+        assert context["cut_turns"] == 0  # what left the window is in the summaries, not cut
+        assert context["tokens"] <= context["budget"]
+        assert context["tokens"] == sum(block["tokens"] for block in context["explain"])
+    lore = {c["messages"][-1]["content"].count("torn the hulls"): c for c in (full, titles)}
+    assert set(lore) == {0, 80}
+    shown = [sum(len(b["node_ids"]) for b in c["explain"] if b["what"] == "verbatim") for c in (full, titles)]
+    assert shown[0] < shown[1]  # the lore in full took its room out of the window
