@@ -34,6 +34,7 @@ class SettingsOverrides(Strict):
         None, description="the language of changji's own prompt texts (auto: the card's, detected from its text)"
     )
     lore_bodies: Literal["auto", "titles", "full"] | None = None
+    lore_tokens: int | None = Field(None, ge=0, le=1_000_000)
     lore_write_gate: bool | None = None
 
     def given(self) -> dict[str, Any]:

@@ -79,6 +79,7 @@ class LoreBookView:
     book_id: str
     scan: LoreScan
     entries: Sequence[LoreEntry]
+    excluded: frozenset[int] = frozenset()  # uids that take no part here (the same entries, seen from elsewhere)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 `CONTEXT_TEXTS[language]` holds them; the system prompt, the summary layers, the scene, recall and lore
 blocks take theirs from it. (The side models' instructions live beside their requests, in both languages
-too: `schedulers/workers/scribe.py`, `schedulers/workers/compaction.py`.) Digest sections are stored under
+too: `schedulers/workers/scribe.py`, `schedulers/workers/summary_prompts.py`; the main model's tool answers
+in `domain/rules/draft_tools.py`, its draft rules in `engine/tool_schemas.py`.) Digest sections are stored under
 their canonical (Chinese) names, which events keep for ever; `digest_headings` is how each is shown."""
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class ContextTexts:
     recall_hidden: str
     # lore
     lore_hits: str
-    lore_index: str
+    lore_index: str  # the model can look entries up (engine mode)
+    lore_index_plain: str  # it cannot (bring-your-own mode)
     lore_more: str  # {count}
     # the scene
     world_state: str
@@ -92,6 +94,7 @@ ZH = ContextTexts(
     recall_hidden="（已隐藏）",
     lore_hits="【设定】本轮提到的设定条目：",
     lore_index="【设定索引】其他条目（需要时用 lorebook_search 查阅）：",
+    lore_index_plain="【设定索引】其他条目：",
     lore_more="（另 {count} 条未列出）",
     world_state="【世界状态】",
     roster="【登场名录】",
@@ -145,6 +148,7 @@ EN = ContextTexts(
     recall_hidden=" (hidden)",
     lore_hits="[Lore] Entries that came up this turn:",
     lore_index="[Lore index] Other entries (look them up with lorebook_search when needed):",
+    lore_index_plain="[Lore index] Other entries:",
     lore_more="({count} more not listed)",
     world_state="[World state]",
     roster="[Roster] ",

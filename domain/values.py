@@ -56,6 +56,9 @@ class StorySettings(BaseModel):
         description="lore hits in the context: by title (the model looks them up with lorebook_search) or in full;"
         " auto = in full when the main model has no tools (bring-your-own mode), by title in engine mode",
     )
+    lore_tokens: int = Field(
+        1536, ge=0, le=1_000_000, description="tokens the lore hits may take in full; hits past it go by title"
+    )
     lore_write_gate: bool = Field(
         False,
         description="hold the model's lorebook_write entries for the user's approval, unless the user's words "

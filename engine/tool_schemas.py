@@ -108,7 +108,6 @@ TOOLS: list[dict[str, Any]] = [
             "title": {"type": "string", "description": "the entry's name"},
             "keys": {"type": "array", "items": {"type": "string"}, "description": "words that bring it up"},
             "content": {"type": "string", "description": "what is true about it, in a few sentences"},
-            "constant": {"type": "boolean", "description": "always in the prompt (rarely needed)"},
         },
         ["title", "keys", "content"],
     ),

@@ -3,8 +3,9 @@ the card in the order they were attached (the supplement the model writes into a
 
 The model's own entries follow the path, as the scene does: an entry written in this story is in force
 only where the node that wrote it is on the path (regenerate the reply that invented a person, and the
-person is gone with it); entries written in the card's other stories are the card's world and hold in
-every story. An entry the write gate holds for approval takes no part until approved."""
+person is gone with it); an entry written in another story of the card is the card's world while the
+node that wrote it is on that story's current path (a branch abandoned there, or a story deleted, takes
+it back). An entry the write gate holds for approval takes no part until approved."""
 
 from __future__ import annotations
 
@@ -29,15 +30,21 @@ class LoreShelf:
         self._views: dict[tuple[UUID, int], LoreBookView | None] = {}
 
     def books(
-        self, card: Card, story_id: UUID | None = None, on_path: Callable[[], Container[object]] = tuple
+        self,
+        card: Card,
+        story_id: UUID | None = None,
+        on_path: Callable[[], Container[object]] = tuple,
+        current: Callable[[UUID, UUID], bool] | None = None,
     ) -> list[LoreBookView]:
-        """The card's books as a context at a node of `story_id` sees them (`on_path()`: the node ids, as
-        strings, of the path to that node; asked for only when the model wrote entries)."""
+        """The card's books as a context at a node of `story_id` sees them: `on_path()`, the node ids (as
+        strings) of the path to that node; `current(story, node)`, whether a node is on another story's
+        current path (None: every entry of another story holds). Both asked only when the model wrote
+        entries."""
         views = [self.embedded(card)]
         for book in self.app.lore.lorebooks(card):
             view = self._view(book)
             if view is not None and book.written_at:
-                view = _on_path(view, book, story_id, on_path())
+                view = _in_force(view, book, story_id, on_path(), current)
             views.append(view)
         return [view for view in views if view is not None and view.entries]
 
@@ -69,12 +76,20 @@ class LoreShelf:
         self._views[key] = view
 
 
-def _on_path(view: LoreBookView, book: Lorebook, story_id: UUID | None, on_path: Container[object]) -> LoreBookView:
-    kept = tuple(
-        entry
-        for entry in view.entries
-        if (where := book.written_at.get(entry.uid)) is None
-        or where.story_id != story_id
-        or str(where.node_id) in on_path
-    )
-    return view if len(kept) == len(view.entries) else LoreBookView(view.book_id, view.scan, kept)
+def _in_force(
+    view: LoreBookView,
+    book: Lorebook,
+    story_id: UUID | None,
+    on_path: Container[object],
+    current: Callable[[UUID, UUID], bool] | None,
+) -> LoreBookView:
+    """The view with the model's entries that are not in force here left out (the same entries object, so
+    what activation prepared of it is used again)."""
+    out = set()
+    for uid, where in book.written_at.items():
+        if where.story_id == story_id:
+            if str(where.node_id) not in on_path:
+                out.add(uid)
+        elif current is not None and not current(where.story_id, where.node_id):
+            out.add(uid)
+    return LoreBookView(view.book_id, view.scan, view.entries, frozenset(out)) if out else view

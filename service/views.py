@@ -15,6 +15,7 @@ from uuid import UUID
 from domain.application import Changji
 from domain.card import Card
 from domain.commands.compaction import CompactionPlan
+from domain.errors import StoryNotFoundError
 from domain.lore import LoreBookView, LoreEntry
 from domain.ports import TokenCounter
 from domain.rules.draft_tools import LoreFound
@@ -39,6 +40,7 @@ from service.recall import Recall
 
 log = logging.getLogger(__name__)
 VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
+LORE_ANSWER_CHARS = 4000  # of an entry's content a lorebook_search answer carries
 RECALL_SECONDS = 5.0  # a recall still running after this long is given up: the turn goes on without it
 
 
@@ -134,6 +136,7 @@ class StoryViews:
             self.app.summarized(story.id),
             self._lore(card, story.id, leaf),
             bodies,
+            tools,
         )
 
     def lore_at(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, limit: int) -> list[LoreFound]:
@@ -144,17 +147,26 @@ class StoryViews:
         books = self._lore(card, story.id, reply_id)
         found = search_lore(books, query, char=card.data.name, user=user, limit=limit)
         return [
-            (fill_macros(entry.label, card.data.name, user), fill_macros(entry.content, card.data.name, user))
+            (fill_macros(entry.label, card.data.name, user), _clipped(fill_macros(entry.content, card.data.name, user)))
             for _, _, entry in found
         ]
 
     def search_lore(self, card: Card, query: str, limit: int) -> list[tuple[int, str, LoreEntry]]:
         """The card's lore (every book, the model's entries from all stories) scored for `query`."""
-        books = self.lore.books(card)
+        books = self.lore.books(card, current=self._on_current_path)
         return search_lore(books, query, char=card.data.name, user=card.settings.user_name, limit=limit)
 
     def _lore(self, card: Card, story_id: UUID, leaf: UUID) -> list[LoreBookView]:
-        return self.lore.books(card, story_id, lambda: self.lineage(story_id, self.app.node(leaf)))
+        return self.lore.books(
+            card, story_id, lambda: self.lineage(story_id, self.app.node(leaf)), self._on_current_path
+        )
+
+    def _on_current_path(self, story_id: UUID, node_id: UUID) -> bool:
+        """Whether a node is on its story's current path (a deleted story has none)."""
+        story = self.app.get(Story, story_id, StoryNotFoundError)
+        if story.deleted or story.leaf_id is None:
+            return False
+        return str(node_id) in self.lineage(story_id, self.app.node(story.leaf_id))
 
     def _summarized(self, story_id: UUID) -> bool:
         """Whether the story has a summary anywhere: per the read models, or per this process's writes
@@ -291,3 +303,7 @@ def event_record(event: Any) -> dict[str, Any]:
         "timestamp": event.timestamp,
         "data": {k: v for k, v in vars(event).items() if k not in skip},
     }
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= LORE_ANSWER_CHARS else text[:LORE_ANSWER_CHARS] + "…"

@@ -21,15 +21,19 @@ from domain.rules.paths import walk_up
 
 SUPPLEMENT_NAME = "supplement"
 _ASKED_TO_RECORD = re.compile(
-    r"记下|记住|记录|记进|写进|写入|加进|收录|存进|设定集|"
-    r"\b(?:note (?:this|that|it) down|write (?:this|that|it) down|remember (?:this|that)|record (?:this|that|it)|"
-    r"add (?:this|that|it) to (?:the )?(?:lore|lorebook|world ?info))\b",
+    r"(?:记下来|记下这|记下她|记下他|记下它|把.{1,30}?记下|记进设定|记入设定|记到设定|写进设定|写入设定|加进设定|加入设定|"
+    r"收进设定|收录进|存进设定|记进世界书|写进世界书)"
+    r"|\b(?:note (?:this|that|it|her|him|them) down|write (?:this|that|it) down|"
+    r"(?:add|record|put|save) (?:this|that|it|her|him|them) (?:in|into|to) (?:the |your )?(?:lore|lorebook|world ?info)"
+    r"|make a (?:lore|lorebook) entry)\b",
     re.IGNORECASE,
 )
 
 
 def asks_to_record(words: str) -> bool:
-    """Whether the user's words ask for something to be recorded (the write gate then lets it through)."""
+    """Whether the user's words ask for something to be recorded (the write gate then lets it through): an
+    imperative to note something down or into the lore, not any mention of remembering ("Remember that night?",
+    "我记住你了" and "通话记录" do not)."""
     return _ASKED_TO_RECORD.search(words) is not None
 
 

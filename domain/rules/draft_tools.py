@@ -134,7 +134,8 @@ def lore_request(call: ToolCall) -> tuple[str, int] | None:
 
 
 def lore_write_request(call: ToolCall) -> dict[str, Any]:
-    """A `lorebook_write` call's entry fields (title, keys, content, constant); refused when unusable."""
+    """A `lorebook_write` call's entry fields (title, keys, content); refused when unusable. The model's
+    entries are never constant: a constant entry goes into the system prompt, which stays byte-stable."""
     args = _args(call)
     title, content = _str(args, "title").strip(), _str(args, "content").strip()
     keys = args.get("keys")
@@ -146,10 +147,7 @@ def lore_write_request(call: ToolCall) -> dict[str, Any]:
         raise _BadArguments(f"`keys` must be a list of 1–{MAX_LORE_KEYS} words")
     if not all(isinstance(k, str) and k.strip() for k in keys):
         raise _BadArguments("every key must be a non-empty string")
-    constant = args.get("constant") or False
-    if not isinstance(constant, bool):
-        raise _BadArguments("`constant` must be true or false")
-    return {"title": title, "content": content, "keys": tuple(k.strip() for k in keys), "constant": constant}
+    return {"title": title, "content": content, "keys": tuple(k.strip() for k in keys)}
 
 
 def memory_request(call: ToolCall) -> tuple[str, int] | None:

@@ -41,24 +41,23 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import regex
 
-from domain.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit, SelectiveLogic
+from domain.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit, LoreScan, SelectiveLogic
+from domain.macros import fill_macros
 
 __all__ = [
     "LoreActivation",
     "LoreBookView",
     "activate",
     "constant_entries",
-    "fill_names",
     "search_lore",
     "search_terms",
 ]
 
-_NAMES = re.compile(r"\{\{(char|user)\}\}|<(bot|user)>", re.IGNORECASE)
 _SLASHED = re.compile(r"/([\s\S]+?)/([gimsuxy]*)")
 _UNESCAPED_SLASH = re.compile(r"(?:^|[^\\])/")
 _REGEX_FLAGS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL, "x": regex.VERBOSE}
@@ -67,11 +66,6 @@ _CJK_PIECES = regex.compile(
     r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+|[^\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+"
 )
 _LETTERS_AND_DIGITS = re.compile(r"[^\W_]+")
-
-
-def fill_names(text: str, *, char: str, user: str) -> str:
-    """`{{char}}`/`<BOT>` and `{{user}}`/`<USER>` (any case) replaced by the names."""
-    return _NAMES.sub(lambda m: char if (m[1] or m[2]).lower() in ("char", "bot") else user, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +89,7 @@ class _Rule:
     case_sensitive: bool
     whole_words: bool
     use_regex: bool
+    slow: set[tuple[int, str]] = field(default_factory=set, compare=False)  # the book's keys that ran out of time
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +100,13 @@ class _Pattern:
 
 
 class _Matcher:
-    """Key matching for one activation: the keys that ran out of time (patterns are compiled once per process)."""
+    """Key matching for one activation: the keys that ran out of time. Patterns are compiled once per process;
+    a key that ran out of time is not run again for that book (its `slow` set, kept with the prepared book), and
+    an activation runs at most MAX_REGEX_RUNS patterns: a lorebook cannot make every context slow."""
 
     def __init__(self, *, timeout: float) -> None:
         self._timeout = timeout
+        self.runs = 0
         self.timed_out: dict[tuple[str, int, str], None] = {}
 
     def first(self, keys: Sequence[_Key], text: _Text, rule: _Rule) -> str | None:
@@ -118,12 +116,17 @@ class _Matcher:
         if key.pattern is None:
             return _plain_match(key.needle, text, rule)
         where = (rule.book_id, rule.uid, key.written)
-        if where in self.timed_out or key.compiled is None:
+        if key.compiled is None or (rule.uid, key.written) in rule.slow:
             return False
+        if self.runs >= MAX_REGEX_RUNS:
+            self.timed_out[where] = None
+            return False
+        self.runs += 1
         search = key.compiled.match if key.pattern.anchored else key.compiled.search
         try:
             found = search(text.raw, timeout=self._timeout)
         except TimeoutError:
+            rule.slow.add((rule.uid, key.written))
             self.timed_out[where] = None
             return False
         return found is not None
@@ -140,12 +143,14 @@ class _Key:
     needle: str
 
 
+REGEX_SECONDS = 0.02  # a regex key's time limit per search
+MAX_REGEX_RUNS = 256  # regex searches an activation runs at most
 _COMPILED: dict[tuple[str, int], Any] = {}
 _COMPILED_MAX = 4096
 
 
 def _compiled(pattern: _Pattern, char: str, user: str) -> Any:
-    filled = fill_names(pattern.pattern, char=regex.escape(char), user=regex.escape(user))
+    filled = fill_macros(pattern.pattern, regex.escape(char), regex.escape(user))
     cache_key = (filled, pattern.flags)
     if cache_key not in _COMPILED:
         if len(_COMPILED) >= _COMPILED_MAX:
@@ -164,7 +169,7 @@ def _key(key: str, rule: _Rule, char: str, user: str) -> _Key | None:
     pattern = _pattern_of(written, rule)
     if pattern is not None:
         return _Key(key, pattern, _compiled(pattern, char, user), "")
-    needle = fill_names(written, char=char, user=user).strip()
+    needle = fill_macros(written, char, user).strip()
     return _Key(key, None, None, needle if rule.case_sensitive else needle.casefold())
 
 
@@ -255,7 +260,7 @@ class _Candidate:
         return self.prepared.entry.order, self.book_index, self.prepared.entry_index
 
 
-def _rule(book: LoreBookView, entry: LoreEntry) -> _Rule:
+def _rule(book: LoreBookView, entry: LoreEntry, slow: set[tuple[int, str]]) -> _Rule:
     scan = book.scan
     return _Rule(
         book.book_id,
@@ -263,15 +268,17 @@ def _rule(book: LoreBookView, entry: LoreEntry) -> _Rule:
         scan.case_sensitive if entry.case_sensitive is None else entry.case_sensitive,
         scan.whole_words if entry.whole_words is None else entry.whole_words,
         entry.use_regex,
+        slow,
     )
 
 
 def _prepare(book: LoreBookView, char: str, user: str) -> list[_Prepared]:
-    out = []
+    out: list[_Prepared] = []
+    slow: set[tuple[int, str]] = set()
     for index, entry in enumerate(book.entries):
         if not entry.enabled:
             continue
-        rule = _rule(book, entry)
+        rule = _rule(book, entry, slow)
         keys = tuple(k for key in entry.keys if (k := _key(key, rule, char, user)) is not None)
         secondaries = tuple(k for key in entry.secondary_keys if (k := _key(key, rule, char, user)) is not None)
         depth = book.scan.scan_depth if entry.scan_depth is None else entry.scan_depth
@@ -279,21 +286,23 @@ def _prepare(book: LoreBookView, char: str, user: str) -> list[_Prepared]:
     return out
 
 
-_PREPARED: dict[tuple[int, str, str], tuple[LoreBookView, list[_Prepared]]] = {}
-_PREPARED_MAX = 256
+_PREPARED: dict[tuple[int, str, str], tuple[Sequence[LoreEntry], LoreScan, str, list[_Prepared]]] = {}
+_PREPARED_MAX = 1024
 
 
 def _prepared(book: LoreBookView, char: str, user: str) -> list[_Prepared]:
-    """A book's entries ready to match, kept while the same book object is asked for again (the service keeps
-    one view per book version): a context's activation matches, it does not parse."""
-    key = (id(book), char, user)
+    """A book's entries ready to match, kept while the same entries object is asked for again (the service keeps
+    one per book version, also for views that leave some of it out): a context's activation matches, it does not
+    parse."""
+    key = (id(book.entries), char, user)
     kept = _PREPARED.get(key)
-    if kept is not None and kept[0] is book:
-        return kept[1]
+    if kept is not None and kept[0] is book.entries and kept[1] is book.scan and kept[2] == book.book_id:
+        _PREPARED[key] = _PREPARED.pop(key)  # the most recently used last
+        return kept[3]
     if len(_PREPARED) >= _PREPARED_MAX:
         del _PREPARED[next(iter(_PREPARED))]
     prepared = _prepare(book, char, user)
-    _PREPARED[key] = (book, prepared)
+    _PREPARED[key] = (book.entries, book.scan, book.book_id, prepared)
     return prepared
 
 
@@ -343,7 +352,12 @@ class _ScanTexts:
 
 
 def _candidates(books: Sequence[LoreBookView], char: str, user: str) -> list[_Candidate]:
-    return [_Candidate(b, book, prepared) for b, book in enumerate(books) for prepared in _prepared(book, char, user)]
+    return [
+        _Candidate(b, book, prepared)
+        for b, book in enumerate(books)
+        for prepared in _prepared(book, char, user)
+        if prepared.entry.uid not in book.excluded
+    ]
 
 
 def _constants(candidates: Sequence[_Candidate], contents: _Contents) -> tuple[LoreHit, ...]:
@@ -364,7 +378,7 @@ def _keyword_hits(
         fired = {id(c) for c, _ in new}
         found += new
         level += 1
-        texts.buffer += [fill_names(c.entry.content, char=char, user=user) for c, _ in new]
+        texts.buffer += [fill_macros(c.entry.content, char, user) for c, _ in new]
         pending = [c for c in pending if id(c) not in fired and _recurses(c, level)] if new else []
     return found
 
@@ -388,14 +402,19 @@ def constant_entries(books: Sequence[LoreBookView]) -> tuple[LoreHit, ...]:
         (entry.order, b, i, book, entry)
         for b, book in enumerate(books)
         for i, entry in enumerate(book.entries)
-        if entry.enabled and entry.constant and contents.claim(entry)
+        if entry.enabled and entry.constant and entry.uid not in book.excluded and contents.claim(entry)
     ]
     chosen.sort(key=lambda c: c[:3])
     return tuple(LoreHit(book.book_id, entry, None) for *_, book, entry in chosen)
 
 
 def activate(
-    books: Sequence[LoreBookView], messages: Sequence[str], *, char: str, user: str, regex_timeout: float = 0.05
+    books: Sequence[LoreBookView],
+    messages: Sequence[str],
+    *,
+    char: str,
+    user: str,
+    regex_timeout: float = REGEX_SECONDS,
 ) -> LoreActivation:
     """The entries of `books` (in precedence order: the card's book first) that this turn's prompt carries, given
     the path's messages oldest→newest (each formatted "Name: text")."""
@@ -431,10 +450,10 @@ def search_terms(query: str) -> list[str]:
 
 
 def _score(entry: LoreEntry, terms: Sequence[str], *, char: str, user: str) -> int:
-    keys = [fill_names(k, char=char, user=user).strip().casefold() for k in (*entry.keys, *entry.secondary_keys)]
+    keys = [fill_macros(k, char, user).strip().casefold() for k in (*entry.keys, *entry.secondary_keys)]
     keys = [k for k in keys if k]
-    title = fill_names(entry.title or (entry.keys[0] if entry.keys else ""), char=char, user=user).casefold()
-    content = fill_names(entry.content, char=char, user=user).casefold()
+    title = fill_macros(entry.title or (entry.keys[0] if entry.keys else ""), char, user).casefold()
+    content = fill_macros(entry.content, char, user).casefold()
     return sum(_term_score(term, keys, title, content) for term in terms)
 
 

@@ -21,7 +21,7 @@ from domain.rules.compaction import NO_LAYERS, Layers, layers_from
 from domain.rules.lore import activate, constant_entries
 from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.values import CardData, NodeView, StorySettings
-from projections.context.lore import ConstantLore, constant_lore, lore_block
+from projections.context.lore import ConstantLore, LoreShown, constant_lore, lore_block
 from projections.context.recall import recall_block
 from projections.context.records import Context, ExplainBlock, Message, TailBlock
 from projections.context.scene import tail_blocks
@@ -72,6 +72,7 @@ def assemble_context(
     recorded: Summarized = (),
     lore: Sequence[LoreBookView] = (),
     lore_bodies: bool = False,
+    lore_lookup: bool = False,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -87,8 +88,8 @@ def assemble_context(
     `settings.recall_tokens` from the window's share, in the last user message. `recorded`: the
     story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked.
     `lore`: the card's books; their constant entries go into the system prompt, the entries whose keys
-    the newest messages of the window name into the last user message (`lore_bodies`: in full, else by
-    title — the model looks them up with `lorebook_search`)."""
+    the newest messages of the window name into the last user message (`lore_bodies`: in full, within the
+    `lore_tokens` setting, else by title; `lore_lookup`: the model can look them up with `lorebook_search`)."""
     char, user = card.name, settings.user_name
     texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
@@ -118,7 +119,8 @@ def assemble_context(
 
     if lore and ends_with_user:  # scanned on the newest messages, which any fitting of the window keeps
         scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user)
-        found = lore_block(scanned, lore, texts, lore_bodies, _filler(char, user))
+        how = LoreShown(lore_bodies, lore_lookup, settings.lore_tokens, cache.count_raw)
+        found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")

@@ -35,25 +35,49 @@ def constant_lore(constants: Sequence[LoreHit], fill: Callable[[str], str]) -> C
     )
 
 
+@dataclass(frozen=True, slots=True)
+class LoreShown:
+    """How this context shows lore: hits in full (within `tokens`, counted by `count`) or by title, and
+    whether the model can look entries up (its index then says how)."""
+
+    bodies: bool
+    lookup: bool
+    tokens: int
+    count: Callable[[str], int]
+
+
 def lore_block(
     activation: LoreActivation,
     books: Sequence[LoreBookView],
     texts: ContextTexts,
-    bodies: bool,
+    shown: LoreShown,
     fill: Callable[[str], str],
     index_chars: int = INDEX_CHARS,
 ) -> TailBlock | None:
-    """The hits of this turn and the index of the other titles (None: the books have no keyword entries)."""
+    """The hits of this turn and the index of the other titles (None: the books have no keyword entries).
+    Hits in full take at most `shown.tokens`; a hit past that goes by title."""
     hit_ids = {(h.book_id, h.entry.uid) for h in activation.hits}
-    lines = [_hit_line(h, bodies, fill, texts) for h in activation.hits]
+    lines, room = [], shown.tokens
+    for hit in activation.hits:
+        line = _hit_line(hit, shown.bodies, fill, texts)
+        if shown.bodies and (cost := shown.count(line)) > room:
+            line = _hit_line(hit, False, fill, texts)
+        elif shown.bodies:
+            room -= cost
+        lines.append(line)
     others = [
         fill(entry.label)
         for book in books
         for entry in book.entries
-        if entry.enabled and not entry.constant and (book.book_id, entry.uid) not in hit_ids
+        if entry.enabled
+        and not entry.constant
+        and entry.uid not in book.excluded
+        and (book.book_id, entry.uid) not in hit_ids
     ]
     parts = [texts.lore_hits + "\n" + "\n".join(lines)] if lines else []
-    index = _index(list(dict.fromkeys(others)), texts, index_chars)
+    index = _index(
+        list(dict.fromkeys(others)), texts.lore_index if shown.lookup else texts.lore_index_plain, texts, index_chars
+    )
     if index:
         parts.append(index)
     if not parts:
@@ -76,11 +100,11 @@ def _hit_line(hit: LoreHit, bodies: bool, fill: Callable[[str], str], texts: Con
     return "- " + (texts.labelled(title, fill(hit.entry.content.strip())) if bodies else title)
 
 
-def _index(titles: list[str], texts: ContextTexts, budget: int) -> str:
+def _index(titles: list[str], heading: str, texts: ContextTexts, budget: int) -> str:
     if not titles:
         return ""
     kept: list[str] = []
-    used = len(texts.lore_index)
+    used = len(heading)
     for title in titles:
         if used + len(title) + 1 > budget:
             break
@@ -88,4 +112,4 @@ def _index(titles: list[str], texts: ContextTexts, budget: int) -> str:
         used += len(title) + len(texts.list_sep)
     more = len(titles) - len(kept)
     line = texts.list_sep.join(kept) + (texts.lore_more.format(count=more) if more else "")
-    return f"{texts.lore_index}\n{line}"
+    return f"{heading}\n{line}"

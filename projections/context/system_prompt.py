@@ -1,17 +1,12 @@
-"""The system prompt built from the card, and the `{{char}}` / `{{user}}` macros of every text."""
+"""The system prompt built from the card (the macros of every text: `domain/macros.py`)."""
 
 from __future__ import annotations
 
-import re
-
+from domain.macros import fill_macros
 from domain.texts import ContextTexts
 from domain.values import CardData
 
-_MACROS = re.compile(r"\{\{(char|user)\}\}|<(BOT|USER)>", re.IGNORECASE)
-
-
-def fill_macros(text: str, char: str, user: str) -> str:
-    return _MACROS.sub(lambda m: char if (m.group(1) or m.group(2)).lower() in ("char", "bot") else user, text)
+__all__ = ["build_system_prompt", "fill_macros"]
 
 
 def build_system_prompt(

@@ -83,3 +83,22 @@ def test_the_offline_summaries_of_an_english_story_carry_no_chinese_labels() -> 
     digest = fold_digest(None, [(1, 3, episode)], lines, ["Mira"], "", 3000, "en")
     assert set(digest) == set(DIGEST_SECTIONS) and not any(HAN.search(text) for text in digest.values())
     assert digest["前情提要"].startswith("Turns 1–3: ")
+
+
+@pytest.mark.parametrize(
+    ("words", "asked"),
+    [
+        ("请把这个记下来。", True),
+        ("把老周记下，他以后还会出现。", True),
+        ("Please note this down.", True),
+        ("Add her to the lorebook.", True),
+        ("Remember that night at the pier?", False),
+        ("我记住你了。", False),
+        ("把通话记录删掉。", False),
+        ("写入失败了吗？", False),
+    ],
+)
+def test_the_write_gate_opens_only_for_words_that_ask_to_record(words: str, asked: bool) -> None:
+    from domain.commands.lore import asks_to_record
+
+    assert asks_to_record(words) is asked
