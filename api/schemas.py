@@ -736,5 +736,9 @@ class ImportChatResponse(BaseModel):
     story: StoryResponse
     steps: int = Field(description="nodes on the imported path (greeting left out)")
     nodes: int = Field(description="nodes made, siblings (swipes) included")
-    warnings: list[str]
-    skipped_lines: list[int] = Field(description="lines that were not JSON objects (SillyTavern skips them too)")
+    warnings: list[str] = Field(description="the first 100")
+    skipped_lines: list[int] = Field(
+        description="lines that were not JSON objects (SillyTavern skips them too): the first 100"
+    )
+    warning_count: int
+    skipped_count: int

@@ -128,8 +128,10 @@ class ChatFormatError(ValueError):
 class ChatLimits:
     max_bytes: int = 256 * 2**20
     max_messages: int = 200_000
-    max_swipes: int = 1_000
-    max_text: int = 1_000_000
+    max_swipes: int = 100
+    max_text: int = 100_000  # what the API takes for one node
+    max_nodes: int = 100_000  # messages and their swipes: the nodes one import makes, in one transaction
+    max_skipped: int = 10_000  # lines that are not JSON objects, past which the file is not taken for a chat
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,10 +205,15 @@ def read_chat(raw: bytes, limits: ChatLimits = ChatLimits()) -> ChatImportPlan:
     if len(raw) > limits.max_bytes:
         raise ChatFormatError(f"the file is larger than {limits.max_bytes} bytes")
     objects, skipped = _json_objects(raw)
+    if len(skipped) > limits.max_skipped:
+        raise ChatFormatError(f"more than {limits.max_skipped} lines are not JSON objects: this is not a chat file")
     header, header_line = _split_header(objects)
     rows = objects[1:] if header_line else objects
     if len(rows) > limits.max_messages:
         raise ChatFormatError(f"more than {limits.max_messages} messages")
+    swipes = sum(len(row["swipes"]) for _, row in rows if isinstance(row.get("swipes"), list))
+    if len(rows) + swipes > limits.max_nodes:
+        raise ChatFormatError(f"more than {limits.max_nodes} messages and swipes together")
     warnings: list[str] = []
     messages = [_read_message(line, row, limits, warnings) for line, row in rows]
     greeting = _greeting(messages)

@@ -4,7 +4,8 @@ Into a story, on top of what the reader decides (runs of one role joined, swipes
 - the chosen greeting is the story's root, word for word; its index is the card greeting it equals
   (else 0); the greeting's other swipes are kept with the import's record and exported back;
 - the tree allows a user node under the greeting or a reply, a reply under a user node only: steps of
-  one role that still meet (a hidden run beside a visible one) are joined, hidden only if both were, and
+  one role that still meet (a hidden run beside a visible one) are joined — the hidden ones left out of a
+  node that is shown, and kept in the import's record (`unplaced`) — and
   a reply right after the greeting is joined to the greeting's text (there is no user turn to hang it on)
   — a hidden one is not (it would be shown): it is kept in the import's record (`unplaced`);
 - the chat's user name becomes the story's `user_name` (it fills {{user}}, and names the user on export);
@@ -22,25 +23,39 @@ from uuid import UUID
 
 from domain.commands.chat_imports import ImportedChat, ImportedStep, ImportedText
 from domain.values import CardData, NodeView
-from interchange.chats import ChatExportMessage, ChatImportPlan, ChatStep, ChatTurnText, write_chat
+from interchange.chats import (
+    ChatExportMessage,
+    ChatFormatError,
+    ChatImportPlan,
+    ChatStep,
+    ChatTurnText,
+    write_chat,
+)
 
 JOIN = "\n\n"
+MAX_TEXT = 100_000  # a node's text, as the API takes it
 
 
-def imported_chat(plan: ChatImportPlan, card: CardData, title: str) -> ImportedChat:
+NOTED = 100  # warnings and skipped lines kept in the import's record (and the answer); the rest counted
+
+
+def imported_chat(plan: ChatImportPlan, card: CardData, title: str, max_text: int = MAX_TEXT) -> ImportedChat:
     greetings = [g.text for g in plan.greetings]
     greeting = greetings[plan.greeting_index] if greetings else ""
-    steps: list[ImportedStep] = []
+    runs: list[list[ImportedStep]] = []
     unplaced: list[str] = []
     for step in map(_step, plan.steps):
-        if steps and steps[-1].kind == step.kind:
-            steps[-1] = _joined(steps[-1], step)
-        elif not steps and step.kind == "reply" and step.hidden:  # no turn to hang it on, and not to be shown
+        if runs and runs[-1][-1].kind == step.kind:
+            runs[-1].append(step)
+        elif not runs and step.kind == "reply" and step.hidden:  # no turn to hang it on, and not to be shown
             unplaced.append(step.swipes[step.chosen].text)
-        elif not steps and step.kind == "reply":
+        elif not runs and step.kind == "reply":
             greeting = JOIN.join(t for t in (greeting, step.swipes[step.chosen].text) if t)
         else:
-            steps.append(step)
+            runs.append([step])
+    if len(greeting) > max_text:
+        raise ChatFormatError(f"the greeting with the replies joined to it is over {max_text} characters", "greeting")
+    steps = [_joined(run, max_text, unplaced) for run in runs]
     wanted = greeting.strip()
     index = next((i for i in range(card.greeting_count) if card.greeting(i).strip() == wanted), 0)
     source = {
@@ -50,8 +65,10 @@ def imported_chat(plan: ChatImportPlan, card: CardData, title: str) -> ImportedC
         "greeting_index": plan.greeting_index,
         "user_name": plan.user_name,
         "character_name": plan.character_name,
-        "warnings": list(plan.warnings),
-        "skipped_lines": list(plan.skipped_lines),
+        "warnings": list(plan.warnings[:NOTED]),
+        "warning_count": len(plan.warnings),
+        "skipped_lines": list(plan.skipped_lines[:NOTED]),
+        "skipped_count": len(plan.skipped_lines),
         "unplaced": unplaced,
     }
     return ImportedChat(title or f"{card.name} (imported)", greeting, index, steps, source)
@@ -67,10 +84,24 @@ def _text(turn: ChatTurnText) -> ImportedText:
     return ImportedText(turn.text, turn.sent_at)
 
 
-def _joined(first: ImportedStep, then: ImportedStep) -> ImportedStep:
-    head = first.swipes[first.chosen].text
-    swipes = tuple(replace(s, text=JOIN.join((head, s.text))) for s in then.swipes)
-    return ImportedStep(first.kind, swipes, then.chosen, first.hidden and then.hidden)
+def _joined(run: list[ImportedStep], max_text: int, unplaced: list[str]) -> ImportedStep:
+    """Steps of one role that still meet, as one: the chosen texts joined, the last one's swipes its swipes.
+    Hidden steps beside visible ones are left out of it (it is shown) and kept in `unplaced`."""
+    if not all(step.hidden for step in run):
+        unplaced += [step.swipes[step.chosen].text for step in run if step.hidden]
+        run = [step for step in run if not step.hidden]
+    last = run[-1]
+    if len(run) > 1:
+        head = JOIN.join(step.swipes[step.chosen].text for step in run[:-1])
+        last = ImportedStep(
+            last.kind,
+            tuple(replace(s, text=JOIN.join((head, s.text))) for s in last.swipes),
+            last.chosen,
+            all(step.hidden for step in run),
+        )
+    if any(len(s.text) > max_text for s in last.swipes):
+        raise ChatFormatError(f"a message joined with its neighbours is over {max_text} characters", "messages")
+    return last
 
 
 def chat_messages(

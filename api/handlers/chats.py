@@ -13,6 +13,7 @@ from api.http import new_id, path_id, query_id, respond, service, tenant
 from api.schemas import ImportChatResponse
 from api.uploads import upload
 from interchange.chats import ChatFormatError
+from service.chat_transfer import NOTED
 
 SCOPES = ("tree", "path")
 
@@ -35,8 +36,10 @@ async def import_chat(request: web.Request) -> web.Response:
         story=await story_response(svc, story),
         steps=len(read.chat.steps),
         nodes=story.imported_nodes,
-        warnings=list(read.plan.warnings),
-        skipped_lines=list(read.plan.skipped_lines),
+        warnings=list(read.plan.warnings[:NOTED]),
+        skipped_lines=list(read.plan.skipped_lines[:NOTED]),
+        warning_count=len(read.plan.warnings),
+        skipped_count=len(read.plan.skipped_lines),
     )
     return respond(answer, 201, story.version)
 

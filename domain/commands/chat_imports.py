@@ -2,8 +2,9 @@
 step a node on the path with its alternatives (swipes) as siblings, hidden steps hidden, dates kept.
 
 Node ids follow from the story id and the step's place (uuid5), so the same import with the same story
-id makes the same tree. Side work is not run here: each reply makes its scribe job due as any reply
-does, and the last reply of the path announces the compaction the path is due."""
+id makes the same tree. Side work is not run here: each reply on the path makes its scribe job due as
+any reply does (a swipe off the path settles its own as skipped: the scene follows the path), and the
+last reply of the path announces the compaction the path is due."""
 
 from __future__ import annotations
 
@@ -64,6 +65,9 @@ class ChatImportCommands(CommandGroup):
             ]
             if step.hidden:
                 siblings[step.chosen].hide()
+            for i, sibling in enumerate(siblings):
+                if i != step.chosen and sibling.kind == "reply":  # a swipe off the path: no scene to keep
+                    sibling.skip_job("scribe", "an imported swipe, off the path")
             nodes += siblings
             parent = siblings[step.chosen]
             last_reply = parent if parent.kind == "reply" else last_reply
