@@ -60,7 +60,7 @@ class CardLimits:
     max_dimension: int = 16_384
     max_json_bytes: int = 8 * 2**20  # decoded card JSON
     max_archive_files: int = 2_000  # CHARX
-    max_unpacked_bytes: int = 256 * 2**20  # CHARX, uncompressed sizes declared and read
+    max_unpacked_bytes: int = 64 * 2**20  # CHARX and compressed PNG chunks, uncompressed sizes declared and read
 
 
 class CardFormatError(ValueError):

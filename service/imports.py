@@ -1,12 +1,14 @@
 """Files from other systems made into cards, lorebooks and stories: the steps the HTTP routes and the
-`changji import` command share. Each file is read first (`read_*`: no store touched; run it anywhere,
-off the writer), then saved (`save_*`: on the writer). A refused file raises its reader's error
-(`CardFormatError`, `LorebookFormatError`, `ChatFormatError`) or pydantic's `ValidationError` before
-anything is stored; a card's art and files are stored by hash before the event that names them."""
+`changji import` command share. Each file is read first (`read_*`: off the writer — it touches no store,
+but for a card's art and files, stored by hash before the event that names them), then saved (`save_*`:
+on the writer). A refused file raises its reader's error (`CardFormatError`, `LorebookFormatError`,
+`ChatFormatError`) or pydantic's `ValidationError` before anything is stored. (A card whose event then
+fails to commit leaves its files behind, named by no event: harmless, and the same upload reuses them.)"""
 
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -22,7 +24,7 @@ from domain.story import Story
 from domain.values import CardData, StorySettings
 from interchange.cards import CardLimits, ImportedCard, read_card
 from interchange.chats import ChatImportPlan, ChatLimits, read_chat
-from interchange.lorebooks import ImportedLorebook, LorebookFormatError, read_lorebook
+from interchange.lorebooks import ImportedLorebook, LorebookFormatError, character_book_entries, read_lorebook
 from service.chat_transfer import imported_chat
 from storage.service_db import ServiceDB
 
@@ -32,6 +34,8 @@ class CardFile:
     data: CardData
     file: ImportedCard
     filename: str | None
+    art: dict[str, Any] | None
+    assets: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +49,19 @@ class Importer:
         self.app, self.blobs, self.max_bytes = app, blobs, max_bytes
 
     def read_card(self, raw: bytes, filename: str | None = None) -> CardFile:
-        imported = read_card(raw, CardLimits(max_bytes=self.max_bytes))
-        return CardFile(CardData.model_validate(imported.data), imported, filename)
+        """The card file read and checked (its embedded lorebook too); its art and files stored by hash."""
+        imported = read_card(raw, CardLimits(max_bytes=self.max_bytes, max_unpacked_bytes=2 * self.max_bytes))
+        data = CardData.model_validate(imported.data)
+        check_character_book(imported.data)
+        art = self._stored(imported.image, "image/png") if imported.image else None
+        assets = [{"path": p, **self._stored(blob, _media_type(p))} for p, blob in imported.assets.items()]
+        return CardFile(data, imported, filename, art, assets)
 
     def save_card(self, tenant_id: str, card_id: UUID, card: CardFile) -> Written[Card]:
         """The card read as a new card; one that exists (a retried keyed request) is answered as it is."""
         position = 0
         if not self.app.exists(Card, card_id):
-            imported = card.file
-            art = self._stored(imported.image, "image/png") if imported.image else None
-            assets = [{"path": p, **self._stored(blob, _media_type(p))} for p, blob in imported.assets.items()]
+            imported, art, assets = card.file, card.art, card.assets
             source: dict[str, Any] = {
                 "container": imported.container,
                 "spec": imported.spec,
@@ -99,6 +106,14 @@ class Importer:
 
     def _stored(self, blob: bytes, media_type: str) -> dict[str, Any]:
         return {"sha256": self.blobs.put_blob(blob, media_type), "media_type": media_type, "size": len(blob)}
+
+
+def check_character_book(data: Mapping[str, Any]) -> None:
+    """A card's embedded lorebook must be one changji can read (else its lore would be silently lost):
+    LorebookFormatError, naming the field, when it is not."""
+    book = data.get("character_book")
+    if book is not None:
+        character_book_entries(book, at="body.data.character_book")
 
 
 def _media_type(path: str) -> str:

@@ -41,6 +41,11 @@ class ServiceDB:
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, uri=path.startswith("file:"))
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA busy_timeout=5000")
+        self._blob_lock = threading.Lock()  # blobs on a connection of their own: a large one never holds up a key
+        self.blob_conn = sqlite3.connect(
+            path, check_same_thread=False, isolation_level=None, uri=path.startswith("file:")
+        )
+        self.blob_conn.execute("PRAGMA busy_timeout=30000")
         self.conn.executescript(
             """
             create table if not exists api_keys (
@@ -62,16 +67,16 @@ class ServiceDB:
     def put_blob(self, data: bytes, media_type: str) -> str:
         """Keep `data` under its SHA-256 (once, however often it is put); the hash."""
         digest = hashlib.sha256(data).hexdigest()
-        with self._lock, self.conn:
-            self.conn.execute(
+        with self._blob_lock, self.blob_conn:
+            self.blob_conn.execute(
                 "insert or ignore into blobs (sha256, media_type, size, data, created_at) values (?, ?, ?, ?, ?)",
                 (digest, media_type, len(data), data, datetime.now(UTC).isoformat()),
             )
         return digest
 
     def blob(self, sha256: str) -> bytes | None:
-        with self._lock:
-            row = self.conn.execute("select data from blobs where sha256 = ?", (sha256,)).fetchone()
+        with self._blob_lock:
+            row = self.blob_conn.execute("select data from blobs where sha256 = ?", (sha256,)).fetchone()
         return None if row is None else bytes(row[0])
 
     def create_key(self, tenant_id: str, label: str = "") -> tuple[str, str]:
@@ -146,3 +151,4 @@ class ServiceDB:
 
     def close(self) -> None:
         self.conn.close()
+        self.blob_conn.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
@@ -24,6 +26,8 @@ from api.uploads import upload
 from domain.card import Card
 from domain.values import CardData, StorySettings
 from interchange.cards import CardFormatError, card_json, card_png
+from interchange.lorebooks import LorebookFormatError
+from service.imports import check_character_book
 
 
 def card_response(card: Card) -> CardResponse:
@@ -48,7 +52,7 @@ async def import_card(request: web.Request) -> web.Response:
     svc, file = service(request), await upload(request)
     try:
         read = await asyncio.to_thread(svc.importer.read_card, file.data, file.filename)
-    except CardFormatError as bad:
+    except (CardFormatError, LorebookFormatError) as bad:
         raise BadRequestError(422, bad.reason, bad.field) from None
     except ValidationError as exc:
         raise RequestBodyError(exc, "body.data") from None
@@ -66,16 +70,20 @@ async def export_card(request: web.Request) -> web.Response:
         raise BadRequestError(422, "format must be v2, v3 or png", "query.format")
     card = await svc.executor.load(svc.app.card, tenant(request), path_id(request, "card_id"))
     data = card.data.model_dump()
-    if format == "png":
-        art = await asyncio.to_thread(svc.keys.blob, card.art["sha256"]) if card.art else None
-        payload = card_png(data, art)
-    else:
-        payload = card_json(data, "v3" if format == "v3" else "v2")
+    art = await asyncio.to_thread(svc.keys.blob, card.art["sha256"]) if format == "png" and card.art else None
+    try:
+        payload = await asyncio.to_thread(_card_file, data, format, art)
+    except CardFormatError as bad:  # a card made before its fields were checked as a file's are
+        raise BadRequestError(422, f"the card cannot be written as a file: {bad.reason}", bad.field) from None
     name = _filename(card.data.name) + (".png" if format == "png" else ".json")
     response = web.Response(body=payload, content_type=EXPORTS[format])
     response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}"
     response.headers["ETag"] = f'"{card.version}"'
     return response
+
+
+def _card_file(data: dict[str, Any], format: str, art: bytes | None) -> bytes:
+    return card_png(data, art) if format == "png" else card_json(data, "v3" if format == "v3" else "v2")
 
 
 def _filename(name: str) -> str:
@@ -89,8 +97,17 @@ def _settings(overrides: dict[str, object], base: StorySettings | None = None) -
         raise RequestBodyError(exc, "body.settings") from None
 
 
+def _readable_book(fields: Mapping[str, Any], at: str) -> None:
+    """A card's embedded lorebook must be one changji can read: 422 at its field when not."""
+    try:
+        check_character_book(fields)
+    except LorebookFormatError as bad:
+        raise BadRequestError(422, bad.reason, bad.field.replace("body.data", at, 1)) from None
+
+
 async def create_card(request: web.Request) -> web.Response:
     req = await body(request, CreateCardRequest)
+    _readable_book(req.card.model_dump(), "body.card")
     svc, card_id = service(request), new_id(request, "card")
     if not (keyed(request) and await svc.executor.load(svc.app.exists, Card, card_id)):  # (made: answer was lost)
         await svc.executor.write(
@@ -125,6 +142,7 @@ async def update_card(request: web.Request) -> web.Response:
         CardData.model_validate({**current.data.model_dump(), **changes})
     except ValidationError as exc:
         raise RequestBodyError(exc, "body.card") from None
+    _readable_book(changes, "body.card")
     _settings(setting_changes, current.settings)
     await svc.executor.write(
         svc.app.cards.revise_card, tenant(request), card_id, changes, setting_changes, if_match(request)

@@ -150,7 +150,7 @@ async def remove_entry(request: web.Request) -> web.Response:
 
 def _uid(request: web.Request) -> int:
     value = request.match_info["uid"]
-    if not value.isdigit() or int(value) > 2**53:
+    if not (value.isascii() and value.isdigit()) or int(value) > 2**53:
         raise BadRequestError(404, "uid is not a known entry", "path.uid")
     return int(value)
 

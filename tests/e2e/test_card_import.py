@@ -183,3 +183,44 @@ async def test_a_file_over_the_import_limit_is_413_and_a_json_route_keeps_its_ow
         "/v1/cards", json={"card": {"name": "Big", "description": "d" * (100 << 10)}}, headers=api.headers
     ) as r:
         assert r.status == 413
+
+
+async def test_a_multipart_form_gives_its_file_part_and_a_form_of_many_parts_is_refused(api: Api) -> None:
+    boundary = "----changji-test"
+    field = f'--{boundary}\r\nContent-Disposition: form-data; name="note"\r\n\r\nhello\r\n'.encode()
+    file = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="flux.png"\r\n'
+            "Content-Type: image/png\r\n\r\n"
+        ).encode()
+        + card_file("default_FluxTheCat.png")
+        + b"\r\n"
+    )
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    card = await api.send("POST", "/v1/cards/import", field + file + f"--{boundary}--\r\n".encode(), headers=headers)
+    assert card["name"] == "Flux the Cat"
+    before = await card_count(api)
+    for body in (field * 40 + file + f"--{boundary}--\r\n".encode(), field * 2 + f"--{boundary}--\r\n".encode()):
+        async with api.client.post("/v1/cards/import", data=body, headers={**api.headers, **headers}) as response:
+            problem = await response.json(content_type=None)
+        assert response.status == 422 and problem["errors"][0]["field"] == "body", problem
+    assert await card_count(api) == before
+
+
+async def test_a_card_whose_lorebook_cannot_be_read_is_refused_at_the_books_field(api: Api) -> None:
+    too_many_keys = {"entries": [{"keys": [f"k{i}" for i in range(201)], "content": "x"}]}
+    raw = json.dumps({"spec": "chara_card_v2", "data": {"name": "Booked", "character_book": too_many_keys}})
+    async with api.client.post("/v1/cards/import", data=raw.encode(), headers=api.headers) as response:
+        problem = await response.json(content_type=None)
+    assert response.status == 422 and problem["errors"][0]["field"].startswith("body.data.character_book.entries.0")
+    async with api.client.post(
+        "/v1/cards", json={"card": {"name": "A", "character_book": "oops"}}, headers=api.headers
+    ) as response:
+        problem = await response.json(content_type=None)
+    assert response.status == 422 and problem["errors"][0]["field"] == "body.card.character_book", problem
+    card = await api.card()
+    async with api.client.patch(
+        f"/v1/cards/{card['id']}", json={"card": {"character_book": {"entries": 3}}}, headers=api.headers
+    ) as response:
+        problem = await response.json(content_type=None)
+    assert response.status == 422 and problem["errors"][0]["field"] == "body.card.character_book.entries", problem

@@ -188,3 +188,13 @@ async def test_lore_in_full_takes_its_room_from_the_window_and_the_context_keeps
     assert set(lore) == {0, 80}
     shown = [sum(len(b["node_ids"]) for b in c["explain"] if b["what"] == "verbatim") for c in (full, titles)]
     assert shown[0] < shown[1]  # the lore in full took its room out of the window
+
+
+async def test_an_entry_uid_that_is_not_a_plain_number_is_not_found(api: Api) -> None:
+    card = await api.card()
+    book = await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info([{"key": ["x"], "content": "x"}]))
+    for uid in ("%C2%B2", "1e3", "-1"):
+        async with api.client.delete(
+            f"/v1/cards/{card['id']}/lorebooks/{book['id']}/entries/{uid}", headers=api.headers
+        ) as response:
+            assert response.status == 404, uid
