@@ -65,6 +65,8 @@ async def read_body(request: web.Request) -> bytes:
         raw = await asyncio.wait_for(request.read(), seconds)
     except TimeoutError:
         raise BadRequestError(408, f"the request body did not arrive within {seconds:g} s", "body") from None
+    except web.HTTPRequestEntityTooLarge:  # sent without a length, and longer than the route takes
+        raise BadRequestError(413, f"the body may be at most {body_limit(request)} bytes", "body") from None
     except ConnectionResetError:  # the client went away mid-upload: nothing to answer, nothing to log loudly
         log.info("a client went away before its request body arrived")
         raise BadRequestError(400, "the request body was cut off", "body") from None

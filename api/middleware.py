@@ -19,13 +19,14 @@ PUBLIC = ("/healthz", "/openapi.json")
 
 @web.middleware
 async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A body declared larger than the service takes is refused at once (413), key or no key, unread."""
+    """A body declared larger than the service takes is refused at once (413), key or no key, unread; one
+    sent without a length is read only as far as the route's limit (the application's is the import limit)."""
     limit = body_limit(request)
     if request.content_length is not None and request.content_length > limit:
         response = problem(413, "Content Too Large", f"the body may be at most {limit} bytes")
         response.force_close()  # the declared body is never read
         return response
-    return await handler(request)
+    return await handler(request.clone(client_max_size=limit) if limit != request.client_max_size else request)
 
 
 @web.middleware

@@ -16,12 +16,16 @@ _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 
 
-@lru_cache(maxsize=4096)
 def detect_language(*texts: str) -> Language:
     """Chinese when Han characters are at least a fifth of the words (a Han character counts as a word,
     a run of Latin letters as one), else English; English when there is nothing to go by. `{{char}}`-style
-    macros and markup are Latin, so the share is taken of words, not of letters."""
-    sample = "\n".join(text[:DETECT_CHARS] for text in texts)
+    macros and markup are left out. (Japanese, with kana, is taken for Chinese: changji has no Japanese
+    texts yet; set the card's `language` to choose.)"""
+    return _detected("\n".join(text[:DETECT_CHARS] for text in texts))
+
+
+@lru_cache(maxsize=512)
+def _detected(sample: str) -> Language:
     sample = re.sub(r"\{\{[^}]*\}\}|<[^>]*>", " ", sample)
     han = len(_HAN.findall(sample))
     words = han + len(_LATIN.findall(sample))

@@ -38,6 +38,7 @@ class Lorebook(Aggregate):
         self.entries: dict[int, LoreEntry] = {}
         self.written_at: dict[int, WrittenAt] = {}
         self.pending: set[int] = set()
+        self.highest_uid = -1  # of every entry it ever had: a removed entry's uid is not given again
         self.deleted = False
 
     @classmethod
@@ -68,7 +69,7 @@ class Lorebook(Aggregate):
 
     def next_uid(self) -> int:
         base = SUPPLEMENT_UID_BASE if self.kind == "supplement" else 0
-        return max([base - 1, *self.entries]) + 1
+        return max(base - 1, self.highest_uid) + 1
 
     def holds_content(self, content: str) -> bool:
         wanted = content.strip()
@@ -79,23 +80,23 @@ class Lorebook(Aggregate):
         self.trigger_event(ev.LoreEntryAdded, entry=entry.model_dump(mode="json"), written_at=where, pending=pending)
 
     def change_entry(self, entry: LoreEntry) -> None:
-        if self._entry(entry.uid) != entry:
+        if self.entry(entry.uid) != entry:
             self.trigger_event(ev.LoreEntryChanged, entry=entry.model_dump(mode="json"))
 
     def remove_entry(self, uid: int) -> None:
-        self._entry(uid)
+        self.entry(uid)
         self.trigger_event(ev.LoreEntryRemoved, uid=uid)
 
     def disable_entry(self, uid: int) -> None:
-        if self._entry(uid).enabled:
+        if self.entry(uid).enabled:
             self.trigger_event(ev.LoreEntryDisabled, uid=uid)
 
     def enable_entry(self, uid: int) -> None:
-        if not self._entry(uid).enabled:
+        if not self.entry(uid).enabled:
             self.trigger_event(ev.LoreEntryEnabled, uid=uid)
 
     def approve_entry(self, uid: int) -> None:
-        self._entry(uid)
+        self.entry(uid)
         if uid in self.pending:
             self.trigger_event(ev.LoreEntryApproved, uid=uid)
 
@@ -103,7 +104,7 @@ class Lorebook(Aggregate):
         if not self.deleted:
             self.trigger_event(ev.LorebookDeleted)
 
-    def _entry(self, uid: int) -> LoreEntry:
+    def entry(self, uid: int) -> LoreEntry:
         entry = self.entries.get(uid)
         if entry is None:
             raise LoreEntryNotFoundError(f"lorebook {self.id} has no entry {uid}")
@@ -116,9 +117,11 @@ class Lorebook(Aggregate):
                 self.name, self.format, self.extras = event.name, event.format, event.extras
                 self.scan = LoreScan.model_validate(event.scan)
                 self.entries = {e.uid: e for e in map(LoreEntry.model_validate, event.entries)}
+                self.highest_uid = max(self.entries, default=-1)
             case ev.LoreEntryAdded():
                 entry = LoreEntry.model_validate(event.entry)
                 self.entries[entry.uid] = entry
+                self.highest_uid = max(self.highest_uid, entry.uid)
                 if event.written_at:
                     where = event.written_at
                     self.written_at[entry.uid] = WrittenAt(UUID(where["story_id"]), UUID(where["node_id"]))

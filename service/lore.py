@@ -93,3 +93,9 @@ def _in_force(
         elif current is not None and not current(where.story_id, where.node_id):
             out.add(uid)
     return LoreBookView(view.book_id, view.scan, view.entries, frozenset(out)) if out else view
+
+
+def embedded_name(card: Card) -> str:
+    """The name a card's own `character_book` gives itself (else `character_book`)."""
+    book = getattr(card.data, "character_book", None)
+    return str(book.get("name") or "character_book") if isinstance(book, dict) else "character_book"

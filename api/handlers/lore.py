@@ -4,7 +4,6 @@ remove entries; search the card's lore as the model's `lorebook_search` does."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 from uuid import UUID
 
 from aiohttp import web
@@ -25,7 +24,7 @@ from api.uploads import upload
 from domain.lore import LoreEntry
 from domain.lorebook import Lorebook
 from interchange.lorebooks import LorebookFormatError
-from service.lore import EMBEDDED
+from service.lore import EMBEDDED, embedded_name
 
 MAX_QUERY = 500
 
@@ -70,26 +69,21 @@ async def list_lorebooks(request: web.Request) -> web.Response:
     svc = service(request)
     card = await svc.executor.load(svc.app.card, tenant(request), path_id(request, "card_id"))
     books = await svc.executor.load(svc.app.lore.lorebooks, card)
-    embedded = svc.views.lore.embedded(card)
-    items = [LorebookSummary(id=EMBEDDED, name=_embedded_name(card.data), kind="embedded", entries=len(embedded.entries))] if embedded else []  # fmt: skip
+    embedded = await svc.executor.load(svc.views.lore.embedded, card)
+    items = [LorebookSummary(id=EMBEDDED, name=embedded_name(card), kind="embedded", entries=len(embedded.entries))] if embedded else []  # fmt: skip
     items += [LorebookSummary(id=str(b.id), name=b.name, kind=b.kind, entries=len(b.entries)) for b in books]
     return respond(LorebookListResponse(items=items))
-
-
-def _embedded_name(data: Any) -> str:
-    book = getattr(data, "character_book", None)
-    return str(book.get("name") or "character_book") if isinstance(book, dict) else "character_book"
 
 
 async def get_lorebook(request: web.Request) -> web.Response:
     svc, card_id = service(request), path_id(request, "card_id")
     if request.match_info["lorebook_id"] == EMBEDDED:
         card = await svc.executor.load(svc.app.card, tenant(request), card_id)
-        view = svc.views.lore.embedded(card)
+        view = await svc.executor.load(svc.views.lore.embedded, card)
         if view is None:
             raise BadRequestError(404, "the card has no embedded lorebook", "path.lorebook_id")
         book = LorebookResponse(
-            id=EMBEDDED, card_id=card.id, version=card.version, name=_embedded_name(card.data), kind="embedded",
+            id=EMBEDDED, card_id=card.id, version=card.version, name=embedded_name(card), kind="embedded",
             format="character_book", scan=view.scan.model_dump(), extras={},
             entries=[_entry(e) for e in view.entries],
         )  # fmt: skip
@@ -126,20 +120,14 @@ async def change_entry(request: web.Request) -> web.Response:
     req = await body(request, LoreEntryChanges)
     svc, card_id, book_id, uid = service(request), path_id(request, "card_id"), _book_id(request), _uid(request)
     changes = req.model_dump(exclude_unset=True)
-    enabled = changes.pop("enabled", None)
-    if changes:
-        await svc.executor.write(svc.app.lore.change_lore_entry, tenant(request), card_id, book_id, uid, changes)
-    if enabled is not None:
-        await svc.executor.write(svc.app.lore.switch_lore_entry, tenant(request), card_id, book_id, uid, enabled)
-    book = await svc.executor.load(svc.app.lore.lorebook, tenant(request), card_id, book_id)
-    return respond(_entry(book._entry(uid), book), version=book.version)
+    written = await svc.executor.write(svc.app.lore.change_lore_entry, tenant(request), card_id, book_id, uid, changes)
+    return respond(_entry(written.value.entry(uid), written.value), version=written.value.version)
 
 
 async def approve_entry(request: web.Request) -> web.Response:
     svc, card_id, book_id, uid = service(request), path_id(request, "card_id"), _book_id(request), _uid(request)
-    await svc.executor.write(svc.app.lore.approve_lore_entry, tenant(request), card_id, book_id, uid)
-    book = await svc.executor.load(svc.app.lore.lorebook, tenant(request), card_id, book_id)
-    return respond(_entry(book._entry(uid), book), version=book.version)
+    written = await svc.executor.write(svc.app.lore.approve_lore_entry, tenant(request), card_id, book_id, uid)
+    return respond(_entry(written.value.entry(uid), written.value), version=written.value.version)
 
 
 async def remove_entry(request: web.Request) -> web.Response:

@@ -114,13 +114,19 @@ class LoreCommands(CommandGroup):
 
     def change_lore_entry(
         self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int, changes: Mapping[str, Any]
-    ) -> Written[LoreEntry]:
-        """Merge field changes into the entry as it is now."""
+    ) -> Written[Lorebook]:
+        """Merge field changes into the entry as it is now, in one save; `enabled` switches it off or on
+        (its own event)."""
         book = self.lorebook(tenant_id, card_id, lorebook_id)
-        entry = lore_entry({**book._entry(uid).model_dump(), **changes, "uid": uid})
+        fields, enabled = dict(changes), changes.get("enabled")
+        fields.pop("enabled", None)
+        current = book.entry(uid)
+        entry = lore_entry({**current.model_dump(), **fields, "uid": uid, "enabled": current.enabled})
         with self.app.evicting(book):
             book.change_entry(entry)
-            return Written(entry, self.app.commit_changed(book) or 0)
+            if enabled is not None:
+                book.enable_entry(uid) if enabled else book.disable_entry(uid)
+            return Written(book, self.app.commit_changed(book))
 
     def remove_lore_entry(self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int) -> int:
         book = self.lorebook(tenant_id, card_id, lorebook_id)
@@ -128,17 +134,11 @@ class LoreCommands(CommandGroup):
             book.remove_entry(uid)
             return self.app.commit(book)
 
-    def switch_lore_entry(self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int, enabled: bool) -> int:
-        book = self.lorebook(tenant_id, card_id, lorebook_id)
-        with self.app.evicting(book):
-            book.enable_entry(uid) if enabled else book.disable_entry(uid)
-            return self.app.commit_changed(book)
-
-    def approve_lore_entry(self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int) -> int:
+    def approve_lore_entry(self, tenant_id: str, card_id: UUID, lorebook_id: UUID, uid: int) -> Written[Lorebook]:
         book = self.lorebook(tenant_id, card_id, lorebook_id)
         with self.app.evicting(book):
             book.approve_entry(uid)
-            return self.app.commit_changed(book)
+            return Written(book, self.app.commit_changed(book))
 
     def _in_force(self, book: Lorebook, uid: int, at: WrittenAt) -> bool:
         where = book.written_at.get(uid)

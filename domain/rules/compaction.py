@@ -207,13 +207,3 @@ def episodes_to_fold(layers: Layers, settings: StorySettings) -> tuple[tuple[Nod
     """The oldest episodes beyond episodes_kept, which fold into the digest."""
     extra = len(layers.episodes) - settings.episodes_kept
     return layers.episodes[:extra] if extra > 0 else ()
-
-
-def transcript(nodes: Iterable[NodeView], char: str, user: str) -> str:
-    """Covered turns as `<name>：text` lines separated by blank lines; hidden nodes are left out."""
-    lines = []
-    for node in nodes:
-        if node.hidden or not node.text.strip():
-            continue
-        lines.append(f"{user if node.kind == 'user' else char}：{node.text.strip()}")
-    return "\n\n".join(lines)

@@ -42,14 +42,14 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     for i, edit in enumerate(edits, 1):
         at = text.find(edit.old)
         if at < 0:
-            raise DraftEditError(f"edit {i}: the quote was not found in the current text: 「{edit.old[:60]}」")
+            raise DraftEditError(f"edit {i}: the quote was not found in the current text: “{edit.old[:60]}”")
         if text.find(edit.old, at + 1) >= 0:
-            raise DraftEditError(f"edit {i}: the quote occurs more than once; quote more of it: 「{edit.old[:60]}」")
+            raise DraftEditError(f"edit {i}: the quote occurs more than once; quote more of it: “{edit.old[:60]}”")
         spans.append((at, at + len(edit.old), edit))
     spans.sort(key=lambda span: span[0])
     for (_, end, _), (start, _, edit) in pairwise(spans):
         if start < end:
-            raise DraftEditError(f"two edits overlap near 「{edit.old[:40]}」; merge them into one")
+            raise DraftEditError(f"two edits overlap near “{edit.old[:40]}”; merge them into one")
     out, last = [], 0
     for start, end, edit in spans:
         out.append(text[last:start])

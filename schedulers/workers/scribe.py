@@ -20,6 +20,7 @@ from domain.commands.jobs import SideCall
 from domain.language import Language
 from domain.ports import ChatModel, ModelCallError
 from domain.rules.scene import Roster, SceneSnapshot, apply_patch, canonical_patch, parse_scribe_output
+from domain.texts import CONTEXT_TEXTS
 from domain.values import JobKind
 from projections.read_models.store import ReadModels
 from schedulers.outcomes import Done, Failed, Outcome, Skipped, Waiting
@@ -85,11 +86,10 @@ def scribe_messages(
 ) -> list[dict[str, str]]:
     """The scribe's request: its instructions, then the ledger before this turn and the turn itself."""
     prompt = PROMPTS[language]
-    names = ("、" if language == "zh" else ", ").join(dict.fromkeys(n for n in known if n.strip())) or "-"
+    texts = CONTEXT_TEXTS[language]
+    names = texts.list_sep.join(dict.fromkeys(n for n in known if n.strip())) or "-"
     ledger = json.dumps(snapshot.to_dict(), ensure_ascii=False, indent=1)
-    turn = f"{user_name}：{user_text}\n\n{card_name}：{reply_text}"
-    if language != "zh":
-        turn = f"{user_name}: {user_text}\n\n{card_name}: {reply_text}"
+    turn = f"{texts.speech(user_name, user_text)}\n\n{texts.speech(card_name, reply_text)}"
     return [
         {"role": "system", "content": prompt["system"].format(user=user_name, known=names)},
         {"role": "user", "content": f"{prompt['ledger']}\n{ledger}\n\n{prompt['turn']}\n{turn}"},

@@ -10,6 +10,7 @@ import json
 import struct
 import zipfile
 import zlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,16 @@ async def test_a_file_over_the_import_limit_is_413_and_a_json_route_keeps_its_ow
     async with api.client.post(
         "/v1/cards", json={"card": {"name": "Big", "description": "d" * (100 << 10)}}, headers=api.headers
     ) as r:
+        assert r.status == 413
+
+    async def chunked() -> AsyncIterator[bytes]:  # no declared length: read only as far as the JSON limit
+        yield b'{"card": {"name": "Big", "description": "'
+        for _ in range(200):
+            yield b"d" * 1024
+        yield b'"}}'
+
+    headers = {**api.headers, "Content-Type": "application/json"}
+    async with api.client.post("/v1/cards", data=chunked(), headers=headers) as r:
         assert r.status == 413
 
 
