@@ -222,7 +222,8 @@ def import_files(data_dir: Path | None, paths: tuple[Path, ...], tenant: str, ca
                 raise click.ClickException(f"{exc}: stop it, or post the files to its /v1/…/import routes") from None
         service = stack.enter_context(_offline(data_dir))
         failed = 0
-        for path in files:
+        for number, path in enumerate(files, 1):
+            click.echo(f"[{number}/{len(files)}] {path}", err=True)
             try:
                 click.echo(_import_one(service, tenant, card_id, path))
             except (CardFormatError, ChatFormatError, LorebookFormatError, ValidationError, DomainError) as bad:
@@ -240,6 +241,9 @@ def _import_one(service: Service, tenant: str, card_id: UUID | None, path: Path)
         card = service.app.card(tenant, card_id)
         started = time.perf_counter()
         chat = importer.read_chat(card.data, raw, path.stem)
+        click.echo(
+            f"  read {len(chat.chat.steps):,} messages in {time.perf_counter() - started:.1f}s; saving…", err=True
+        )
         story = importer.save_chat(tenant, card_id, uuid4(), chat).value
         seconds = time.perf_counter() - started
         return (
