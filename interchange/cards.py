@@ -48,6 +48,8 @@ from typing import Any, Literal
 
 from PIL import Image, UnidentifiedImageError
 
+from interchange.json_kinds import kind_of
+
 Spec = Literal["v1", "v2", "v3", "tavernai"]
 Container = Literal["json", "png", "charx"]
 ExportSpec = Literal["v2", "v3"]
@@ -250,10 +252,10 @@ def _json_bytes(value: Any) -> bytes:
 
 def _card_from_document(document: Any, where: str) -> _Parsed:
     if not isinstance(document, dict):
-        raise CardFormatError(f"the card JSON is {_kind(document)}, not an object", where)
+        raise CardFormatError(f"the card JSON is {kind_of(document)}, not an object", where)
     spec = document.get("spec")
     if "data" in document and not isinstance(document["data"], dict):
-        raise CardFormatError(f"data is {_kind(document['data'])}, not an object", f"{where}.data")
+        raise CardFormatError(f"data is {kind_of(document['data'])}, not an object", f"{where}.data")
     if spec in ("chara_card_v2", "chara_card_v3") and "data" not in document:
         raise CardFormatError(f"a {spec} card has no data object", f"{where}.data")
     if spec == "chara_card_v3":
@@ -362,47 +364,33 @@ def _normalised(raw: dict[str, Any], where: str, v3: bool, origins: Mapping[str,
         if v3 or key in data:
             _check_strings(data.setdefault(key, []), key, at(key))
     if not isinstance(data.setdefault("extensions", {}), dict):
-        raise CardFormatError(f"extensions is {_kind(data['extensions'])}, not an object", at("extensions"))
+        raise CardFormatError(f"extensions is {kind_of(data['extensions'])}, not an object", at("extensions"))
     _check_book_shape(data.get("character_book"), at("character_book"))
     return data
 
 
 def _check_string(value: Any, key: str, field: str) -> None:
     if not isinstance(value, str):
-        raise CardFormatError(f"{key} is {_kind(value)}, not a string", field)
+        raise CardFormatError(f"{key} is {kind_of(value)}, not a string", field)
 
 
 def _check_strings(value: Any, key: str, field: str) -> None:
     if not isinstance(value, list):
-        raise CardFormatError(f"{key} is {_kind(value)}, not a list of strings", field)
+        raise CardFormatError(f"{key} is {kind_of(value)}, not a list of strings", field)
     for index, item in enumerate(value):
         if not isinstance(item, str):
-            raise CardFormatError(f"{key} holds {_kind(item)}, not a string", f"{field}[{index}]")
+            raise CardFormatError(f"{key} holds {kind_of(item)}, not a string", f"{field}[{index}]")
 
 
 def _check_book_shape(book: Any, field: str) -> None:
     if book is None:
         return
     if not isinstance(book, dict):
-        raise CardFormatError(f"character_book is {_kind(book)}, not an object", field)
+        raise CardFormatError(f"character_book is {kind_of(book)}, not an object", field)
     if not isinstance(book.get("entries"), list):
         raise CardFormatError(
-            f"character_book entries are {_kind(book.get('entries'))}, not a list", f"{field}.entries"
+            f"character_book entries are {kind_of(book.get('entries'))}, not a list", f"{field}.entries"
         )
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "an empty string" if not value else "a string"
-    if isinstance(value, dict):
-        return "an object"
-    return "an array" if isinstance(value, list) else f"a {type(value).__name__}"
 
 
 def _short(value: Any, limit: int = 40) -> str:

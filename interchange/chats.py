@@ -73,6 +73,8 @@ from typing import Any, Literal
 
 import orjson
 
+from interchange.json_kinds import kind_of
+
 Role = Literal["user", "reply"]
 
 _BOM = b"\xef\xbb\xbf"
@@ -324,7 +326,7 @@ def _swipes(row: dict[str, Any], line: int, limits: ChatLimits) -> list[str]:
     for index, swipe in enumerate(swipes):
         where = f"line {line}.swipes[{index}]"
         if not isinstance(swipe, str):
-            raise ChatFormatError(f"a string expected, got {_kind(swipe)}", where)
+            raise ChatFormatError(f"a string expected, got {kind_of(swipe)}", where)
         _check_length(swipe, where, limits)
     return swipes
 
@@ -401,7 +403,7 @@ def _typed(
 ) -> Any:
     value = row.get(key)
     if (value is not None or not nullable) and not check(value):
-        raise ChatFormatError(f"{expected} expected, got {_kind(value)}", f"line {line}.{key}")
+        raise ChatFormatError(f"{expected} expected, got {kind_of(value)}", f"line {line}.{key}")
     return value
 
 
@@ -423,11 +425,6 @@ def _is_object(value: Any) -> bool:
 
 def _is_list(value: Any) -> bool:
     return isinstance(value, list)
-
-
-def _kind(value: Any) -> str:
-    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}
-    return kinds.get(type(value), "null")
 
 
 def _check_length(text: str, where: str, limits: ChatLimits) -> None:
