@@ -41,7 +41,11 @@ def _first_file(raw: bytes, content_type: str) -> Upload:
     marker = boundary.get_param("boundary")
     if not isinstance(marker, str) or not marker:
         raise BadRequestError(422, "a multipart body needs a boundary in its Content-Type", "header.Content-Type")
-    if raw.count(b"--" + marker.encode("latin-1")) > MAX_PARTS + 1:
+    try:
+        delimiter = b"\n--" + marker.encode("latin-1")
+    except UnicodeEncodeError:
+        raise BadRequestError(422, "the multipart boundary must be ASCII", "header.Content-Type") from None
+    if (raw.startswith(delimiter[1:]) + raw.count(delimiter)) > MAX_PARTS + 1:
         raise BadRequestError(422, f"a multipart body may hold at most {MAX_PARTS} parts", "body")
     message = BytesParser(policy=HTTP).parsebytes(
         b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + raw

@@ -130,9 +130,9 @@ class ChatFormatError(ValueError):
 class ChatLimits:
     max_bytes: int = 256 * 2**20
     max_messages: int = 200_000
-    max_swipes: int = 100
+    max_swipes: int = 1_000  # of one message (what an import makes is bounded by max_nodes)
     max_text: int = 100_000  # what the API takes for one node
-    max_nodes: int = 100_000  # messages and their swipes: the nodes one import makes, in one transaction
+    max_nodes: int = 100_000  # messages and their other swipes: the nodes one import makes, in one transaction
     max_skipped: int = 10_000  # lines that are not JSON objects, past which the file is not taken for a chat
 
 
@@ -213,8 +213,8 @@ def read_chat(raw: bytes, limits: ChatLimits = ChatLimits()) -> ChatImportPlan:
     rows = objects[1:] if header_line else objects
     if len(rows) > limits.max_messages:
         raise ChatFormatError(f"more than {limits.max_messages} messages")
-    swipes = sum(len(row["swipes"]) for _, row in rows if isinstance(row.get("swipes"), list))
-    if len(rows) + swipes > limits.max_nodes:
+    others = sum(max(len(row["swipes"]) - 1, 0) for _, row in rows if isinstance(row.get("swipes"), list))
+    if len(rows) + others > limits.max_nodes:  # (a message's swipes hold its own text too)
         raise ChatFormatError(f"more than {limits.max_nodes} messages and swipes together")
     warnings: list[str] = []
     messages = [_read_message(line, row, limits, warnings) for line, row in rows]

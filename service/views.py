@@ -153,20 +153,28 @@ class StoryViews:
 
     def search_lore(self, card: Card, query: str, limit: int) -> list[tuple[int, str, LoreEntry]]:
         """The card's lore (every book, the model's entries from all stories) scored for `query`."""
-        books = self.lore.books(card, current=self._on_current_path)
+        books = self.lore.books(card, current=self._current_paths())
         return search_lore(books, query, char=card.data.name, user=card.settings.user_name, limit=limit)
 
     def _lore(self, card: Card, story_id: UUID, leaf: UUID) -> list[LoreBookView]:
         return self.lore.books(
-            card, story_id, lambda: self.lineage(story_id, self.app.node(leaf)), self._on_current_path
+            card, story_id, lambda: self.lineage(story_id, self.app.node(leaf)), self._current_paths()
         )
 
-    def _on_current_path(self, story_id: UUID, node_id: UUID) -> bool:
-        """Whether a node is on its story's current path (a deleted story has none)."""
-        story = self.app.get(Story, story_id, StoryNotFoundError)
-        if story.deleted or story.leaf_id is None:
-            return False
-        return str(node_id) in self.lineage(story_id, self.app.node(story.leaf_id))
+    def _current_paths(self) -> Callable[[UUID, UUID], bool]:
+        """Whether a node is on its story's current path (a deleted story has none), each story's path
+        made once for the caller."""
+        paths: dict[UUID, OnPath | None] = {}
+
+        def current(story_id: UUID, node_id: UUID) -> bool:
+            if story_id not in paths:
+                story = self.app.get(Story, story_id, StoryNotFoundError)
+                leaf = None if story.deleted else story.leaf_id
+                paths[story_id] = self.lineage(story_id, self.app.node(leaf)) if leaf is not None else None
+            path = paths[story_id]
+            return path is not None and str(node_id) in path
+
+        return current
 
     def _summarized(self, story_id: UUID) -> bool:
         """Whether the story has a summary anywhere: per the read models, or per this process's writes

@@ -40,7 +40,7 @@ class ServiceDB:
         self._lock = threading.Lock()
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, uri=path.startswith("file:"))
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA busy_timeout=5000")
+        self.conn.execute("PRAGMA busy_timeout=30000")  # (a large blob insert on the other connection may hold it)
         self._blob_lock = threading.Lock()  # blobs on a connection of their own: a large one never holds up a key
         self.blob_conn = sqlite3.connect(
             path, check_same_thread=False, isolation_level=None, uri=path.startswith("file:")

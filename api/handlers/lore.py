@@ -38,6 +38,10 @@ def _entry(entry: LoreEntry, book: Lorebook | None = None) -> LoreEntryModel:
     )
 
 
+def _entry_of(book: Lorebook, uid: int) -> LoreEntryModel:
+    return _entry(book.entry(uid), book)
+
+
 def _book(book: Lorebook) -> LorebookResponse:
     assert book.card_id is not None
     return LorebookResponse(
@@ -62,7 +66,7 @@ async def attach_lorebook(request: web.Request) -> web.Response:
             svc.importer.save_lorebook, tenant(request), card_id, new_id(request, "lorebook"), read
         )
     ).value
-    return respond(_book(book), 201, book.version)
+    return respond(await svc.executor.load(_book, book), 201, book.version)
 
 
 async def list_lorebooks(request: web.Request) -> web.Response:
@@ -89,7 +93,7 @@ async def get_lorebook(request: web.Request) -> web.Response:
         )  # fmt: skip
         return respond(book, version=card.version)
     found = await svc.executor.load(svc.app.lore.lorebook, tenant(request), card_id, _book_id(request))
-    return respond(_book(found), version=found.version)
+    return respond(await svc.executor.load(_book, found), version=found.version)
 
 
 def _book_id(request: web.Request) -> UUID:
@@ -121,13 +125,13 @@ async def change_entry(request: web.Request) -> web.Response:
     svc, card_id, book_id, uid = service(request), path_id(request, "card_id"), _book_id(request), _uid(request)
     changes = req.model_dump(exclude_unset=True)
     written = await svc.executor.write(svc.app.lore.change_lore_entry, tenant(request), card_id, book_id, uid, changes)
-    return respond(_entry(written.value.entry(uid), written.value), version=written.value.version)
+    return respond(await svc.executor.load(_entry_of, written.value, uid), version=written.value.version)
 
 
 async def approve_entry(request: web.Request) -> web.Response:
     svc, card_id, book_id, uid = service(request), path_id(request, "card_id"), _book_id(request), _uid(request)
     written = await svc.executor.write(svc.app.lore.approve_lore_entry, tenant(request), card_id, book_id, uid)
-    return respond(_entry(written.value.entry(uid), written.value), version=written.value.version)
+    return respond(await svc.executor.load(_entry_of, written.value, uid), version=written.value.version)
 
 
 async def remove_entry(request: web.Request) -> web.Response:

@@ -14,18 +14,19 @@ from pydantic import ValidationError
 
 from domain.card import Card
 from domain.commands.base import CommandGroup, Written
-from domain.errors import LorebookNotFoundError, LoreEntryInvalidError
+from domain.errors import LorebookNotFoundError, LoreEntryInvalidError, StoryNotFoundError
 from domain.lore import LoreBookKind, LoreEntry, LoreScan
 from domain.lorebook import Lorebook, WrittenAt
 from domain.rules.paths import walk_up
+from domain.story import Story
 
 SUPPLEMENT_NAME = "supplement"
 _ASKED_TO_RECORD = re.compile(
-    r"(?:记下来|记下这|记下她|记下他|记下它|把.{1,30}?记下|记进设定|记入设定|记到设定|写进设定|写入设定|加进设定|加入设定|"
-    r"收进设定|收录进|存进设定|记进世界书|写进世界书)"
-    r"|\b(?:note (?:this|that|it|her|him|them) down|write (?:this|that|it) down|"
+    r"(?:记下来|记下这|记下她|记下他|记下它|帮我记一下|帮我记下|请记录下来|记录下来|记住这个设定|把.{1,30}?记下|"
+    r"(?:记|写|加|收|存|录)(?:进|入|到)(?:设定|世界书)|加到设定|收录进)"
+    r"|(?<![A-Za-z])(?:(?:note|jot|write) (?:this|that|it|her|him|them) down|note down|"
     r"(?:add|record|put|save) (?:this|that|it|her|him|them) (?:in|into|to) (?:the |your )?(?:lore|lorebook|world ?info)"
-    r"|make a (?:lore|lorebook) entry)\b",
+    r"|make a (?:lore|lorebook) entry)(?![A-Za-z])",
     re.IGNORECASE,
 )
 
@@ -141,8 +142,16 @@ class LoreCommands(CommandGroup):
             return Written(book, self.app.commit_changed(book))
 
     def _in_force(self, book: Lorebook, uid: int, at: WrittenAt) -> bool:
+        """Whether the entry holds where `at` writes: the user's always; the model's in this story where the
+        reply that wrote it is on the path, in another story while it is on that story's current path (as
+        `service/lore.py` shows them to contexts)."""
         where = book.written_at.get(uid)
-        return where is None or where.story_id != at.story_id or self._above(where.node_id, at.node_id)
+        if where is None:
+            return True
+        if where.story_id == at.story_id:
+            return self._above(where.node_id, at.node_id)
+        story = self.app.get(Story, where.story_id, StoryNotFoundError)
+        return not story.deleted and story.leaf_id is not None and self._above(where.node_id, story.leaf_id)
 
     def _above(self, node_id: UUID, below: UUID) -> bool:
         """Whether `node_id` is `below` or one of its ancestors (walked up as far as its depth)."""

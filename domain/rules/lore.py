@@ -101,12 +101,13 @@ class _Pattern:
 
 class _Matcher:
     """Key matching for one activation: the keys that ran out of time. Patterns are compiled once per process;
-    a key that ran out of time is not run again for that book (its `slow` set, kept with the prepared book), and
-    an activation runs at most MAX_REGEX_RUNS patterns: a lorebook cannot make every context slow."""
+    a key that ran out of time is not run again for that book (its `slow` set, kept with the prepared book);
+    with a `clock`, all of an activation's patterns share `budget` seconds — past it they count as no match —
+    so no lorebook makes every context slow. Keys left out either way are reported every time."""
 
-    def __init__(self, *, timeout: float) -> None:
-        self._timeout = timeout
-        self.runs = 0
+    def __init__(self, *, timeout: float, clock: Callable[[], float] | None, budget: float) -> None:
+        self._timeout, self._clock = timeout, clock
+        self._deadline = clock() + budget if clock is not None else None
         self.timed_out: dict[tuple[str, int, str], None] = {}
 
     def first(self, keys: Sequence[_Key], text: _Text, rule: _Rule) -> str | None:
@@ -116,17 +117,20 @@ class _Matcher:
         if key.pattern is None:
             return _plain_match(key.needle, text, rule)
         where = (rule.book_id, rule.uid, key.written)
-        if key.compiled is None or (rule.uid, key.written) in rule.slow:
+        if key.compiled is None:
             return False
-        if self.runs >= MAX_REGEX_RUNS:
+        timeout = self._timeout
+        if self._deadline is not None and self._clock is not None:
+            timeout = min(timeout, self._deadline - self._clock())
+        if (rule.uid, key.written) in rule.slow or timeout <= 0:
             self.timed_out[where] = None
             return False
-        self.runs += 1
         search = key.compiled.match if key.pattern.anchored else key.compiled.search
         try:
-            found = search(text.raw, timeout=self._timeout)
+            found = search(text.raw, timeout=timeout)
         except TimeoutError:
-            rule.slow.add((rule.uid, key.written))
+            if timeout >= self._timeout:  # its own limit, not the activation's remaining budget
+                rule.slow.add((rule.uid, key.written))
             self.timed_out[where] = None
             return False
         return found is not None
@@ -144,7 +148,7 @@ class _Key:
 
 
 REGEX_SECONDS = 0.02  # a regex key's time limit per search
-MAX_REGEX_RUNS = 256  # regex searches an activation runs at most
+REGEX_BUDGET = 0.15  # what all of an activation's regex searches may take together
 _COMPILED: dict[tuple[str, int], Any] = {}
 _COMPILED_MAX = 4096
 
@@ -415,10 +419,13 @@ def activate(
     char: str,
     user: str,
     regex_timeout: float = REGEX_SECONDS,
+    clock: Callable[[], float] | None = None,
+    regex_budget: float = REGEX_BUDGET,
 ) -> LoreActivation:
     """The entries of `books` (in precedence order: the card's book first) that this turn's prompt carries, given
-    the path's messages oldest→newest (each formatted "Name: text")."""
-    matcher = _Matcher(timeout=regex_timeout)
+    the path's messages oldest→newest (each formatted "Name: text"). `clock` (seconds, monotonic): with one, the
+    activation's regex keys share `regex_budget` seconds."""
+    matcher = _Matcher(timeout=regex_timeout, clock=clock, budget=regex_budget)
     contents = _Contents()
     candidates = _candidates(books, char, user)
     constants = _constants(candidates, contents)

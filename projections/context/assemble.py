@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from operator import attrgetter, eq, itemgetter
+from time import perf_counter
 from uuid import UUID
 
 from domain.lore import LoreBookView
@@ -118,7 +119,7 @@ def assemble_context(
         return _summary_tokens(of, load, char, user, texts, epoch, cache)
 
     if lore and ends_with_user:  # scanned on the newest messages, which any fitting of the window keeps
-        scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user)
+        scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user, clock=perf_counter)
         how = LoreShown(lore_bodies, lore_lookup, settings.lore_tokens, cache.count_raw)
         found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
@@ -172,7 +173,13 @@ def _filler(char: str, user: str) -> Callable[[str], str]:
 def _scanned(kept: Sequence[Rendered], lore: Sequence[LoreBookView], char: str, user: str) -> list[str]:
     """The newest messages of the window, oldest first, as lore scans them ("Name: text"): as many as the
     deepest scan of the books asks for (each entry takes its own depth of them)."""
-    depth = max((max([book.scan.scan_depth, *(e.scan_depth or 0 for e in book.entries)]) for book in lore), default=0)
+    depth = max(
+        (
+            max([book.scan.scan_depth, *(e.scan_depth or 0 for e in book.entries if e.uid not in book.excluded)])
+            for book in lore
+        ),
+        default=0,
+    )
     shown = [item for item in kept if not item[NODE].hidden and item[NODE].text.strip()][-depth:] if depth else []
     return [f"{user if item[NODE].kind == 'user' else char}: {item[TEXT]}" for item in shown]
 

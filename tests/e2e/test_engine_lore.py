@@ -554,3 +554,20 @@ async def test_a_write_and_its_reply_are_saved_together_or_not_at_all(
     assert results(again, "lorebook_write") == [(True, "已记入补充设定集：「渡船老周」。")]
     [entry] = (await supplement(engine, card_id))["entries"]
     assert entry["written_at"] == {"story_id": sid, "node_id": again["reply"]["id"]}
+
+
+async def test_what_another_story_wrote_on_a_branch_it_left_is_written_again_here(
+    fake: FakeModelServer, engine: Api
+) -> None:
+    card_id = await chinese_card(engine)
+    first = (await engine.story(card_id))["id"]
+    written_there = await write_zhou(fake, engine, first)
+    fake.script(calls(write(0, "“那是个过路的商人。”"), seal(1)))  # the first story goes another way
+    await engine.call("POST", f"/v1/stories/{first}/regenerate", {"user_id": written_there["reply"]["parent_id"]}, 201)
+    second = (await engine.story(card_id))["id"]
+    turn = await write_zhou(fake, engine, second)
+    assert results(turn, "lorebook_write") == [(True, "已记入补充设定集：「渡船老周」。")]
+    entries = (await supplement(engine, card_id))["entries"]
+    assert [e["written_at"]["story_id"] for e in entries] == [first, second]
+    asked = (await engine.append(second, "user", ZHOU_WORDS, turn["reply"]["id"]))["node"]["id"]
+    assert ZHOU["content"] in (await context_at(engine, second, asked))["messages"][-1]["content"]

@@ -53,3 +53,9 @@ def test_a_file_of_mostly_junk_lines_is_not_a_chat_and_the_record_keeps_only_the
     plan = read_chat(chat(says("The lamp is lit.", False), says("Hello?", True), junk=NOTED * 3))
     source = imported_chat(plan, CARD, "").source
     assert len(source["skipped_lines"]) == NOTED and source["skipped_count"] == NOTED * 3
+
+
+def test_a_messages_own_text_among_its_swipes_is_not_counted_against_the_node_limit() -> None:
+    rows = [says("Hello?", True, swipes=["Hello?"]), says("Hi.", False, swipes=["Hi."])] * 100
+    plan = read_chat(chat(says("The lamp is lit.", False), *rows), ChatLimits(max_nodes=201))
+    assert len(plan.steps) == 200

@@ -375,3 +375,21 @@ def test_activation_never_raises(
     found = activate([lore], messages, char="{{char}}", user="/", regex_timeout=0.01)
     assert len(found.hits) + found.not_kept <= 2
     assert search_lore([lore], " ".join(messages + keys), char=CHAR, user=USER) is not None
+
+
+def test_the_regex_keys_of_an_activation_share_one_time_budget_and_slow_keys_are_reported_each_time() -> None:
+    ticks = iter(range(10**6))
+
+    def clock() -> float:  # every look at the clock: 10 ms later
+        return next(ticks) * 0.01
+
+    keys = [LoreEntry(uid=i, keys=(f"/dragon{i}s?/",), content=f"d{i}") for i in range(300)]
+    book = LoreBookView("b", LoreScan(), keys)
+    found = activate([book], ["x: the dragon299 flies"], char="c", user="u", clock=clock, regex_budget=0.5)
+    assert found.timed_out and len(found.timed_out) < 300  # some ran within the budget, the rest were left out
+    unlimited = activate([book], ["x: the dragon299 flies"], char="c", user="u")
+    assert 299 in [hit.entry.uid for hit in unlimited.hits] and not unlimited.timed_out  # no cap on regex keys
+    slow = LoreBookView("s", LoreScan(), [LoreEntry(uid=1, keys=("/(a+)+$/",), content="x")])
+    for _ in range(2):  # once out of time, not run again, and still reported
+        again = activate([slow], ["x: " + "a" * 5000 + "b"], char="c", user="u", regex_timeout=0.01)
+        assert again.timed_out == (("s", 1, "/(a+)+$/"),)
