@@ -1,0 +1,161 @@
+"""An OpenAI-style request from a front end that keeps its own history, read against a story's path: what
+the request means for the tree. Pure.
+
+The front end sends its whole chat every time. Its messages split into the client's fixed prompt (the
+system messages before the chat: card text, lore, examples), the chat (user and assistant messages; the
+first assistant message before any user one is the greeting), and what follows the chat's last user or
+assistant message. Read against the path root→leaf (the greeting first):
+
+- the chat is the path plus one new user message → a new turn under the path's end (`Append`);
+- the chat ends with a user message the path already holds (the front end resends the previous prompt
+  unchanged: a swipe, a regenerate) → another reply under that user node (`Regenerate`);
+- an earlier message differs, or is gone (an edit, a delete) → a branch from the last message that still
+  matches, holding every message after it (`Append` with `branch`); the old branch stays in the tree;
+- the chat ends with a reply the path holds, as the last message (a continue) or quoted by a system
+  message after it (a continue nudge) → that reply goes on (`Continue`); ending with assistant words the
+  path does not hold (a prefill) → a new reply that starts with them (`Append`);
+- anything else — a system message after the chat that is not a continue nudge (a summary or "quiet"
+  request of the front end's own extensions), or a chat that ends with nothing new to answer — is
+  forwarded unchanged and not recorded (`PassThrough`, with the reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SplitRequest:
+    """A request's messages: the client's fixed prompt, the greeting, the chat after it, and the system
+    messages inside or after the chat (`blocks`: the client's own injections; `after`: what follows the chat)."""
+
+    fixed: tuple[str, ...]
+    greeting: str | None
+    chat: tuple[ChatMessage, ...]
+    blocks: tuple[str, ...]
+    after: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Messages the story does not have yet, under the path's node at `parent` (an index into the path),
+    oldest first, one role after the other. The last is the user's new words (a reply answers them), or
+    the assistant's first words (a prefill: the reply starts with them and the upstream continues it)."""
+
+    parent: int
+    messages: tuple[ChatMessage, ...]
+    branch: bool  # not under the path's end: an earlier message was edited or deleted
+
+
+@dataclass(frozen=True, slots=True)
+class Regenerate:
+    """Another reply under the path's user node at `user`."""
+
+    user: int
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """The reply at `reply`, as the request shows it (`text`), goes on: the upstream's words are added."""
+
+    reply: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PassThrough:
+    reason: str
+
+
+Decision = Append | Regenerate | Continue | PassThrough
+
+
+def message_text(content: Any) -> str:
+    """A message's `content` as text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return ""
+
+
+def split_request(messages: Sequence[Mapping[str, Any]]) -> SplitRequest:
+    fixed: list[str] = []
+    chat: list[ChatMessage] = []
+    blocks: list[str] = []
+    after: list[str] = []
+    greeting: str | None = None
+    for message in messages:
+        role, text = message.get("role"), message_text(message.get("content"))
+        if role in ("system", "developer"):
+            (fixed if not chat and greeting is None else after).append(text)
+        elif role in ("user", "assistant"):
+            if after:  # system messages between chat messages are the client's own injections
+                blocks += after
+                after = []
+            if role == "assistant" and not chat and greeting is None:
+                greeting = text
+            else:
+                chat.append(ChatMessage(role, text))
+    return SplitRequest(tuple(fixed), greeting, tuple(chat), tuple(blocks), tuple(after))
+
+
+def decide(request: SplitRequest, path: Sequence[ChatMessage]) -> Decision:
+    """What the request means for a path whose first message is the greeting (`path[0]`, an assistant
+    message; its text may be empty when the story has none) and whose others are the story's turns,
+    root→leaf."""
+    chat, after = list(request.chat), request.after
+    if after and not _nudges(after, chat):
+        return PassThrough("a system message after the chat: the front end's own request")
+    if not chat:
+        return PassThrough("no chat to answer")
+    if after and chat[-1].role != "assistant":
+        return PassThrough("a continue nudge with no assistant words before it")
+    matched = _matched(chat, path)  # path[:matched] is what the request repeats, the greeting first
+    if matched == len(chat) + 1:  # the whole chat is on the path
+        last = matched - 1
+        return Continue(last, chat[-1].text) if chat[-1].role == "assistant" else Regenerate(last)
+    parent, rest = matched - 1, chat[matched - 1 :]
+    if path[parent].role == rest[0].role:  # (a deleted message: two of one role meet) joined with the one above
+        rest = [ChatMessage(rest[0].role, f"{path[parent].text}\n\n{rest[0].text}"), *rest[1:]]
+        parent -= 1
+    if parent < 0:
+        return PassThrough("the chat does not start where the story does")
+    return Append(parent, _alternating(rest), branch=parent != len(path) - 1 or len(rest) > 1)
+
+
+def _alternating(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
+    out: list[ChatMessage] = []
+    for message in messages:
+        if out and out[-1].role == message.role:
+            out[-1] = ChatMessage(message.role, f"{out[-1].text}\n\n{message.text}")
+        else:
+            out.append(message)
+    return tuple(out)
+
+
+def _matched(chat: Sequence[ChatMessage], path: Sequence[ChatMessage]) -> int:
+    """How many messages of the path, the greeting first, the request repeats unchanged (the greeting
+    always: it is the story's own, and a front end may show it otherwise)."""
+    count = 1 if path else 0
+    for message, node in zip(chat, path[1:], strict=False):
+        if message.role != node.role or message.text.strip() != node.text.strip():
+            break
+        count += 1
+    return count
+
+
+def _nudges(after: Sequence[str], chat: Sequence[ChatMessage]) -> bool:
+    """Whether the system messages after the chat are a continue nudge: quoting the last assistant words."""
+    last = next((m.text.strip() for m in reversed(chat) if m.role == "assistant"), "")
+    return bool(last) and any(last[-200:] in text for text in after)
