@@ -12,6 +12,7 @@ from api.bootstrap import Resource, Service, bootstrap
 from api.errors import json_dumps, problem_middleware
 from api.keys import SERVICE
 from api.middleware import auth_middleware, body_limit_middleware, idempotency_middleware
+from api.openai_shape import openai_shape_middleware
 from api.openapi import build_openapi
 from api.routes import add_routes
 from api.settings import Settings
@@ -39,7 +40,13 @@ def create_app(settings: Settings, service: Service | None = None) -> web.Applic
     """The aiohttp application; `service` (default: `bootstrap(settings)`) is started and stopped with
     it, one cleanup context per resource."""
     app = web.Application(
-        middlewares=[problem_middleware, body_limit_middleware, auth_middleware, idempotency_middleware],
+        middlewares=[
+            openai_shape_middleware,
+            problem_middleware,
+            body_limit_middleware,
+            auth_middleware,
+            idempotency_middleware,
+        ],
         client_max_size=max(settings.max_body_bytes, settings.import_max_bytes),
     )
     app[OPENAPI] = build_openapi(package_version())

@@ -21,6 +21,7 @@ from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from providers.embedders import E5Embedder, EndpointEmbedder, HashingEmbedder, e5_available
 from providers.openai import OpenAIChat
+from providers.relay import Relay
 from providers.tokens import default_counter
 from schedulers.system import JobPolicy, JobSystem, Worker
 from schedulers.workers.compaction import CompactWorker
@@ -28,6 +29,7 @@ from schedulers.workers.scribe import ScribeWorker
 from service.executor import Executor
 from service.imports import Importer
 from service.memory import MemorySearch
+from service.proxy import ChatProxy
 from service.read_side import ReadSide
 from service.recall import Recall
 from service.views import StoryViews
@@ -78,6 +80,8 @@ class Service:
     jobs: JobSystem
     checkpointer: Checkpointer | None
     importer: Importer
+    proxy: ChatProxy
+    relay: Relay | None  # the chat-completions proxy's upstream: the main model's endpoint
 
     def lifecycle(self) -> list[Resource]:
         """The resources in the order they start; they stop in the reverse order."""
@@ -100,6 +104,7 @@ class Service:
             Resource("recall", _nothing, self.recall.stop),
             Resource("main model", _nothing, self.main_model.close if self.main_model else _nothing),
             Resource("side model", _nothing, self.side_model.close if self.side_model else _nothing),
+            Resource("proxy upstream", _nothing, self.relay.close if self.relay else _nothing),
             Resource("turns", _nothing, turns.stop_all if turns else _nothing),
             Resource("jobs", self.jobs.start, self.jobs.stop),
         ]
@@ -184,6 +189,7 @@ def bootstrap(
         settings, app, store, runner, read_side, executor, views, StoryWrites(app, views), recall, keys,
         Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer, Importer(app, keys, settings.import_max_bytes),
+        ChatProxy(app, views, store), _relay(main_model),
     )  # fmt: skip
 
 
@@ -200,6 +206,11 @@ def _embedder(settings: Settings) -> Embedder | None:
     if choice == "e5" or (choice == "auto" and e5_available()):
         return E5Embedder()
     return HashingEmbedder() if choice == "hashing" else None
+
+
+def _relay(main_model: ChatModel | None) -> Relay | None:
+    """The proxy relays to the main model's endpoint (with its own connections)."""
+    return Relay(main_model.endpoint) if isinstance(main_model, OpenAIChat) else None
 
 
 def _model(settings: Settings, role: str) -> OpenAIChat | None:

@@ -9,7 +9,21 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from api import schemas as s
-from api.handlers import cards, chats, explore, jobs, lore, nodes, recall, saves, scene, stories, summaries, turns
+from api.handlers import (
+    cards,
+    chats,
+    explore,
+    jobs,
+    lore,
+    nodes,
+    proxy,
+    recall,
+    saves,
+    scene,
+    stories,
+    summaries,
+    turns,
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -31,6 +45,8 @@ class Route:
 
 
 ROUTES = (
+    Route("POST", "/v1/chat/completions", proxy.chat_completions, "OpenAI-compatible chat completions: changji keeps the story and sends the upstream its memory instead of the history (errors in OpenAI's shape)"),
+    Route("GET", "/v1/models", proxy.models, "The upstream's models (OpenAI-compatible)"),
     Route("POST", "/v1/cards", cards.create_card, "Create a card", s.CreateCardRequest, s.CardResponse, 201, idempotent=True),
     Route("GET", "/v1/cards", cards.list_cards, "List cards", None, s.CardListResponse, query=("limit", "cursor"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
     Route("POST", "/v1/cards/import", cards.import_card, "Import a card file (PNG, JSON in any spec version, CHARX) as the body or a multipart file", None, s.CardResponse, 201, idempotent=True),

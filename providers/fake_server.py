@@ -3,7 +3,8 @@
 Each `/chat/completions` request takes the next scripted `Step` (or asks `fallback` when the script
 is empty) and plays it: streamed text, tool calls, an HTTP error, a slow answer, a dropped
 connection, a malformed chunk. Every request body is kept in `requests`, so tests can check what the
-engine sent. `/embeddings` answers with deterministic hashed vectors (of `dimensions` when asked),
+engine sent; a request that does not ask to `stream` gets one JSON answer, and `/models` lists
+`fake-model`. `/embeddings` answers with deterministic hashed vectors (of `dimensions` when asked),
 keeps each request in `embedding_requests`, and answers `embeddings_status` instead when it is set.
 
     async with FakeModelServer() as fake:
@@ -100,6 +101,7 @@ class FakeModelServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -122,9 +124,11 @@ class FakeModelServer:
             return web.json_response(
                 {"error": {"message": f"scripted {step.status}"}}, status=step.status, headers=headers
             )
+        model = body.get("model", "fake-model")
+        if not body.get("stream"):  # (OpenAI's default) one JSON answer
+            return web.json_response(_answer(step, model))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        model = body.get("model", "fake-model")
         for chunk in _chunks(step, model):
             if chunk is None:  # Drop: cut the connection mid-stream
                 assert request.transport is not None
@@ -136,6 +140,11 @@ class FakeModelServer:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]}
+        )
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -184,6 +193,20 @@ def _chunks(step: Step, model: str) -> list[bytes | None]:
     usage = {"prompt_tokens": getattr(step, "prompt_tokens", 100), "completion_tokens": completion}
     out.append(_event({"model": model, "choices": [], "usage": {**usage, "total_tokens": sum(usage.values())}}))
     return out
+
+
+def _answer(step: Step, model: str) -> dict[str, Any]:
+    text = step.text if isinstance(step, Text | ToolCalls) else ""
+    content = "".join(text) if isinstance(text, list) else text
+    completion = getattr(step, "completion_tokens", None) or max(1, len(content) // 2)
+    usage = {"prompt_tokens": getattr(step, "prompt_tokens", 100), "completion_tokens": completion}
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {**usage, "total_tokens": sum(usage.values())},
+    }
 
 
 def hashed_vector(text: str, dimensions: int = 64) -> list[float]:

@@ -88,6 +88,12 @@ class StoryViews:
         story = self.app.story(tenant_id, story_id)
         return self._assemble(story, self.app.leaf_or(story, at, "at").id)
 
+    def relayed_context(self, tenant_id: str, story_id: UUID, at: UUID, fixed_prompt: str) -> Context:
+        """The context the chat-completions proxy sends upstream: the client's own system prompt instead of
+        the card's, the rest as any context (the main model there has the client's tools, not changji's)."""
+        story = self.app.story(tenant_id, story_id)
+        return self._assemble(story, self.app.leaf_or(story, at, "at").id, fixed_prompt=fixed_prompt)
+
     def engine_context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context engine mode sends: the main model has tools (lore hits by title unless set)."""
         story = self.app.story(tenant_id, story_id)
@@ -119,7 +125,7 @@ class StoryViews:
             log.exception("could not schedule a compaction for %s", reply_id)
             return 0
 
-    def _assemble(self, story: Story, leaf: UUID, tools: bool = False) -> Context:
+    def _assemble(self, story: Story, leaf: UUID, tools: bool = False, fixed_prompt: str | None = None) -> Context:
         settings, card = self.app.settings(story), self.app.card_of(story)
         bodies = settings.lore_bodies == "full" or (settings.lore_bodies == "auto" and not tools)
         return assemble_context(
@@ -137,6 +143,7 @@ class StoryViews:
             self._lore(card, story.id, leaf),
             bodies,
             tools,
+            fixed_prompt,
         )
 
     def lore_at(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, limit: int) -> list[LoreFound]:

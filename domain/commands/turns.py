@@ -32,7 +32,7 @@ from domain.rules.draft_tools import (
     run_tool,
 )
 from domain.story import Story
-from domain.values import NodeView, Recollection, StopReason
+from domain.values import NodeKind, NodeView, Recollection, StopReason
 
 
 class Ask(NamedTuple):
@@ -94,6 +94,37 @@ class TurnCommands(CommandGroup):
             reply = Node.open_reply(reply_id, user, model)
             story.move_leaf(reply.id, cause="turn")
             return OpenedTurn(user.view, reply.view, self.app.commit(story, user, reply))
+
+    def open_relayed_turn(
+        self,
+        tenant_id: str,
+        story_id: UUID,
+        parent_id: UUID,
+        said: Sequence[tuple[NodeKind, str]],
+        ids: Sequence[UUID],
+        model: str,
+    ) -> OpenedTurn:
+        """A turn a front end's request opens (the chat-completions proxy), in one transaction: the messages
+        the story does not have yet under `parent_id` (`said`, oldest first, one kind after the other; `ids`:
+        one for each, and one for the reply), then an empty reply — under the last of them when it is the
+        user's words, or beside it, starting with its words, when it is the assistant's (a prefill)."""
+        story = self.app.story(tenant_id, story_id)
+        parent = self.app.story_node(story, parent_id)
+        nodes: list[Node] = []
+        with self.app.evicting(story):
+            for (kind, text), node_id in zip(said[:-1], ids, strict=False):
+                parent = Node.attach(node_id, kind, parent, text)
+                nodes.append(parent)
+            kind, text = said[-1]
+            if kind == "user":
+                user = Node.attach(ids[len(said) - 1], "user", parent, text)
+                nodes.append(user)
+                reply = Node.open_reply(ids[len(said)], user, model)
+            else:
+                user, reply = parent, Node.open_reply(ids[len(said)], parent, model)
+                reply.write_draft(0, text)
+            story.move_leaf(reply.id, cause="turn")
+            return OpenedTurn(user.view, reply.view, self.app.commit(story, *nodes, reply))
 
     def reopen_turn(
         self, tenant_id: str, story_id: UUID, reply_id: UUID, user_id: UUID | None, model: str

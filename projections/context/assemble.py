@@ -74,6 +74,7 @@ def assemble_context(
     lore: Sequence[LoreBookView] = (),
     lore_bodies: bool = False,
     lore_lookup: bool = False,
+    fixed_prompt: str | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -90,12 +91,14 @@ def assemble_context(
     story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked.
     `lore`: the card's books; their constant entries go into the system prompt, the entries whose keys
     the newest messages of the window name into the last user message (`lore_bodies`: in full, within the
-    `lore_tokens` setting, else by title; `lore_lookup`: the model can look them up with `lorebook_search`)."""
+    `lore_tokens` setting, else by title; `lore_lookup`: the model can look them up with `lorebook_search`).
+    `fixed_prompt`: the system prompt as a client that keeps its own card sent it (the proxy), instead of
+    the one built from the card (the card's constant lore is then the client's to send)."""
     char, user = card.name, settings.user_name
     texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
-    constants = constant_lore(constant_entries(lore), _filler(char, user)) if lore else None
-    system = _system_prompt(card, user, texts, constants)
+    constants = constant_lore(constant_entries(lore), _filler(char, user)) if lore and fixed_prompt is None else None
+    system = fixed_prompt if fixed_prompt is not None else _system_prompt(card, user, texts, constants)
     instructions = fill_macros(card.post_history_instructions, char, user)
     tail = f"{texts.card_tail}{instructions}" if instructions else ""
     iterator = iter(upward)
@@ -196,6 +199,7 @@ def leaves_turns_out(
     reserve: int,
     recorded: Summarized = (),
     lore: Sequence[LoreBookView] = (),
+    fixed_prompt: str | None = None,
 ) -> bool:
     """Whether the context at a reply (the path read leaf→root) leaves turns out for the budget, or
     would once `reserve` more tokens are taken (the next turn's recall share): the test a reply's
@@ -208,8 +212,9 @@ def leaves_turns_out(
     budget = max(settings.context_window - settings.reply_reserve, 0)
     iterator = iter(upward)
     leaf = next(iterator)
-    constants = constant_lore(constant_entries(lore), _filler(char, user)) if lore else None
-    fixed = cache.count(_system_prompt(card, user, texts, constants))
+    constants = constant_lore(constant_entries(lore), _filler(char, user)) if lore and fixed_prompt is None else None
+    system = fixed_prompt if fixed_prompt is not None else _system_prompt(card, user, texts, constants)
+    fixed = cache.count(system)
     key = WindowKey(budget - fixed, char, user, epoch)
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
     if windows is not None and window.settled:

@@ -387,6 +387,14 @@ class ReadModels:
         ).fetchall()
         return {UUID(r[0]) for r in rows}
 
+    def recent_stories(self, tenant_id: str, limit: int) -> list[UUID]:
+        """A tenant's stories, the most recently changed first."""
+        rows = self.db.execute(
+            "select id from stories where tenant_id = ? and deleted = 0 order by updated_at desc, seq desc limit ?",
+            [tenant_id, limit],
+        ).fetchall()
+        return [UUID(row[0]) for row in rows]
+
     def list_rows(
         self, table: str, tenant_id: str, after: int, limit: int, deleted: int = 0, **where: str
     ) -> list[dict[str, Any]]:

@@ -39,16 +39,16 @@ def test_the_request_splits_into_fixed_prompt_greeting_chat_and_what_follows() -
 @pytest.mark.parametrize(
     ("chat", "expected"),
     [
-        (history(6) + [("user", "new")], Append(6, (ChatMessage("user", "new"),), branch=False)),
+        ([*history(6), ("user", "new")], Append(6, (ChatMessage("user", "new"),), branch=False)),
         (history(5), Regenerate(5)),  # the previous prompt again: a swipe
         (history(6), Continue(6, "m5")),  # the last reply as it is: continue it
-        (history(5) + [("assistant", "Well,")], Append(5, (ChatMessage("assistant", "Well,"),), branch=True)),
-        (history(2) + [("user", "m2 edited"), ("assistant", "m3"), ("user", "new")],
+        ([*history(5), ("assistant", "Well,")], Append(5, (ChatMessage("assistant", "Well,"),), branch=True)),
+        ([*history(2), ("user", "m2 edited"), ("assistant", "m3"), ("user", "new")],
          Append(2, (ChatMessage("user", "m2 edited"), ChatMessage("assistant", "m3"), ChatMessage("user", "new")), True)),
-        (history(1) + [("assistant", "m1 edited"), ("user", "new")],
+        ([*history(1), ("assistant", "m1 edited"), ("user", "new")],
          Append(1, (ChatMessage("assistant", "m1 edited"), ChatMessage("user", "new")), True)),
-        (history(2) + [("user", "new")], Append(2, (ChatMessage("user", "new"),), branch=True)),  # the rest deleted
-        (history(1) + [("user", "m2"), ("user", "new")],  # m1 deleted: the two user messages meet
+        ([*history(2), ("user", "new")], Append(2, (ChatMessage("user", "new"),), branch=True)),  # the rest deleted
+        ([*history(1), ("user", "m2"), ("user", "new")],  # m1 deleted: the two user messages meet
          Append(0, (ChatMessage("user", "m0\n\nm2\n\nnew"),), True)),
         ([("user", "other")], Append(0, (ChatMessage("user", "other"),), branch=True)),
     ],

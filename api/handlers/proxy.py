@@ -1,0 +1,147 @@
+"""The OpenAI-compatible chat-completions endpoint: a front end that keeps its own history points its base
+URL here; changji keeps the story, sends the upstream its memory instead of the history, and relays the
+answer (streamed chunks as they come). `service/proxy.py` decides what a request means for the tree."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from api.bootstrap import Service
+from api.http import read_body, service, tenant
+from api.openai_shape import openai_error
+from domain.ports import ChatResult, ModelCallError
+from providers.relay import Relayed
+from service.proxy import Chosen, Opened
+
+STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    svc = service(request)
+    if svc.relay is None:
+        return openai_error(503, "no upstream model is configured (CHANGJI_MAIN_BASE_URL, CHANGJI_MAIN_MODEL)")
+    raw = await read_body(request)
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return openai_error(400, "the body is not JSON", "body")
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        return openai_error(400, "messages must be a non-empty list", "messages")
+    if not all(isinstance(m, dict) for m in body["messages"]):
+        return openai_error(400, "every message must be an object", "messages")
+    try:
+        hint = svc.proxy.story_hint(tenant(request), request.headers.get(STORY), body.get("user"))
+    except ValueError:
+        return openai_error(404, f"{STORY} is not a story id", STORY)
+    chosen = await svc.executor.load(svc.proxy.choose, tenant(request), body["messages"], hint)
+    if chosen is None:
+        names = _names(body["messages"])
+        chosen = (await svc.executor.write(svc.proxy.start, tenant(request), body["messages"], names)).value
+    model = str(body.get("model") or svc.relay.model)
+    opened = (await svc.executor.write(svc.proxy.open, tenant(request), chosen, model)).value
+    sent = await svc.executor.load(svc.proxy.upstream_messages, tenant(request), chosen, opened, body["messages"])
+    headers = _headers(chosen, opened)
+    forwarded = {**body, "messages": sent}
+    if body.get("stream") is True:
+        return await _streamed(request, svc, forwarded, opened, headers)
+    started = time.perf_counter()
+    try:
+        relayed = await svc.relay.complete(forwarded, None)
+    except ModelCallError as failed:
+        await _failed(svc, opened, "error", failed, "")
+        return _upstream_error(failed)
+    await _record(svc, tenant(request), opened, relayed, started)
+    return web.Response(body=relayed.body, content_type="application/json", headers=headers)
+
+
+async def _streamed(
+    request: web.Request, svc: Service, forwarded: dict[str, Any], opened: Opened | None, headers: dict[str, str]
+) -> web.StreamResponse:
+    assert svc.relay is not None
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers})
+    await response.prepare(request)
+    relayed, started = Relayed(), time.perf_counter()
+
+    async def send(chunk: bytes) -> None:
+        relayed.chunks += 1
+        await response.write(chunk)
+
+    try:
+        relayed = await svc.relay.complete(forwarded, send)
+    except ModelCallError as failed:
+        await _failed(svc, opened, "error", failed, "".join(relayed.parts))
+        error = {"error": {"message": f"the upstream model failed: {failed}", "type": "api_error"}}
+        await response.write(b"data: " + orjson.dumps(error) + b"\n\n")
+        return response
+    except (ConnectionResetError, asyncio.CancelledError):  # the client went away: what came is kept
+        await asyncio.shield(_failed(svc, opened, "disconnected", None, "".join(relayed.parts)))
+        raise
+    await _record(svc, tenant(request), opened, relayed, started)  # before [DONE]: clients close on reading it
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+async def _record(svc: Service, tenant_id: str, opened: Opened | None, relayed: Relayed, started: float) -> None:
+    if opened is None:
+        return
+    if opened.continues is not None:
+        if relayed.text:
+            text = opened.starts_with + relayed.text
+            await svc.executor.write(svc.app.nodes.revise_reply, tenant_id, opened.continues, text, "continued")
+        return
+    result = ChatResult(
+        relayed.text, (), relayed.model or "upstream", relayed.prompt_tokens, relayed.completion_tokens,
+        relayed.finish_reason,
+    )  # fmt: skip
+    elapsed = (time.perf_counter() - started) * 1000
+    await svc.executor.write(svc.app.turns.play_round, opened.reply_id, result, elapsed, False)
+
+
+async def _failed(svc: Service, opened: Opened | None, reason: str, error: ModelCallError | None, text: str) -> None:
+    if opened is None or opened.continues is not None:
+        return
+    detail = str(error) if error is not None else "the client went away while the reply streamed"
+    await svc.executor.write(svc.app.turns.fail_turn, opened.reply_id, reason, detail, text)  # type: ignore[arg-type]
+
+
+def _upstream_error(failed: ModelCallError) -> web.Response:
+    """The upstream's refusal of the request (4xx) answered as its status; anything else as 502."""
+    outcome = failed.outcome
+    status = int(outcome[5:]) if outcome.startswith("http 4") and outcome[5:].isdigit() else 502
+    return openai_error(status, f"the upstream model answered: {failed}")
+
+
+def _headers(chosen: Chosen, opened: Opened | None) -> dict[str, str]:
+    headers = {STORY: str(chosen.story_id), RECORDED: "true" if opened is not None else "false"}
+    if opened is not None:
+        headers[NODE] = str(opened.reply_id)
+    else:
+        headers[REASON] = getattr(chosen.decision, "reason", "")[:200]
+    return headers
+
+
+def _names(messages: list[dict[str, Any]]) -> tuple[str, str]:
+    """The character's and the user's names, where the messages carry them (`name`)."""
+
+    def named(role: str) -> str:
+        return next((str(m["name"]) for m in messages if m.get("role") == role and m.get("name")), "")
+
+    return named("assistant") or "Assistant", named("user") or "User"
+
+
+async def models(request: web.Request) -> web.Response:
+    """The upstream's models; when it cannot be reached, the configured one."""
+    svc = service(request)
+    if svc.relay is None:
+        return openai_error(503, "no upstream model is configured (CHANGJI_MAIN_BASE_URL, CHANGJI_MAIN_MODEL)")
+    try:
+        return web.Response(body=await svc.relay.models(), content_type="application/json")
+    except (ModelCallError, OSError, TimeoutError):
+        listed = {"object": "list", "data": [{"id": svc.relay.model, "object": "model", "owned_by": "upstream"}]}
+        return web.json_response(listed)

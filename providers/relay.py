@@ -1,0 +1,102 @@
+"""A front end's chat-completions request relayed to the upstream model as it came (its fields untouched
+but `messages`), streamed chunks passed on as they arrive, and what the first choice said kept for the
+record. Retries (429, 5xx, network) only while nothing reached the front end, as `providers/openai.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from domain.ports import ModelCallError
+from providers.openai import _Client
+
+Send = Callable[[bytes], Awaitable[None]]
+
+
+@dataclass
+class Relayed:
+    """What the upstream answered: the first choice's text, the usage, the model, and (not streamed) the
+    answer's body to hand back as it is."""
+
+    text: str = ""
+    model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    body: bytes = b""
+    chunks: int = 0
+    parts: list[str] = field(default_factory=list)
+
+
+class Relay(_Client):
+    async def complete(self, body: Mapping[str, Any], send: Send | None) -> Relayed:
+        """The request relayed. Streamed (`send` given, and the body asks `stream`): each chunk line goes to
+        `send` as it comes, but `data: [DONE]`, which the caller sends once it has recorded the reply; the
+        usage chunk is asked for, and passed on only when the front end asked for it too."""
+        streaming = bool(body.get("stream")) and send is not None
+        wanted = dict(body)
+        asked_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if streaming and not asked_usage:
+            wanted["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+        relayed = Relayed()
+
+        async def consume(response: aiohttp.ClientResponse) -> Relayed:
+            if not streaming:
+                relayed.body = await response.read()
+                _take_answer(relayed, orjson.loads(relayed.body))
+                return relayed
+            assert send is not None
+            async for raw in response.content:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    break
+                chunk = orjson.loads(data)
+                _take_chunk(relayed, chunk)
+                if asked_usage or chunk.get("choices"):
+                    relayed.chunks += 1
+                    await send(b"data: " + data + b"\n\n")
+            relayed.text = "".join(relayed.parts)
+            return relayed
+
+        try:
+            return await self._request("/chat/completions", wanted, consume, lambda: relayed.chunks > 0)
+        except orjson.JSONDecodeError as bad:
+            raise ModelCallError("malformed", f"the upstream answered what is not JSON: {bad}") from bad
+
+    async def models(self) -> bytes:
+        """The upstream's model list, as it answers it."""
+        async with self._client_session().get(self.endpoint.url + "/models", headers=self._headers()) as response:
+            if response.status != 200:
+                raise ModelCallError(f"http {response.status}", self._scrubbed((await response.text())[:300]))
+            return await response.read()
+
+
+def _take_chunk(relayed: Relayed, chunk: Mapping[str, Any]) -> None:
+    relayed.model = chunk.get("model") or relayed.model
+    usage = chunk.get("usage") or {}
+    relayed.prompt_tokens = usage.get("prompt_tokens", relayed.prompt_tokens)
+    relayed.completion_tokens = usage.get("completion_tokens", relayed.completion_tokens)
+    for choice in chunk.get("choices") or ():
+        if choice.get("index", 0) != 0:
+            continue
+        content = (choice.get("delta") or {}).get("content")
+        if content:
+            relayed.parts.append(content)
+        relayed.finish_reason = choice.get("finish_reason") or relayed.finish_reason
+
+
+def _take_answer(relayed: Relayed, answer: Mapping[str, Any]) -> None:
+    relayed.model = answer.get("model")
+    usage = answer.get("usage") or {}
+    relayed.prompt_tokens, relayed.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    for choice in answer.get("choices") or ():
+        if choice.get("index", 0) == 0:
+            relayed.text = str((choice.get("message") or {}).get("content") or "")
+            relayed.finish_reason = choice.get("finish_reason")

@@ -1,0 +1,184 @@
+"""The chat-completions proxy's work on the story side (the HTTP side is `api/handlers/proxy.py`): which
+story a request continues, what it means for the tree (`domain/rules/reconcile.py`), the messages the
+upstream gets instead of the front end's history, and the reply recorded when the upstream has answered.
+
+Which story, in this order: the `X-Changji-Story` header; the request's `user` field when it names a
+story of the tenant; else the tenant's most recent story (of the last CANDIDATES) whose path the chat
+continues furthest — beyond its greeting —; else a new story, on a card made from the request's system
+messages (the same system text gives the same card).
+
+What the upstream gets: the client's fixed prompt as it sent it (the client is the authority on its
+card), then changji's context at the user's words — the summary layers, recall, the scene and the
+verbatim window — with the client's own system blocks from inside its chat (an author's note, its
+summaries or vector blocks) right before the user's words, as they came."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
+
+from domain.application import Changji
+from domain.card import Card
+from domain.commands.base import Written
+from domain.errors import StoryNotFoundError
+from domain.rules.reconcile import (
+    Append,
+    ChatMessage,
+    Continue,
+    Decision,
+    Regenerate,
+    SplitRequest,
+    decide,
+    split_request,
+)
+from domain.story import Story
+from domain.values import CardData, NodeKind, NodeView, StorySettings
+from projections.read_models.store import ReadModels
+from service.views import StoryViews
+
+CANDIDATES = 50
+PROXY_CARDS = uuid5(NAMESPACE_URL, "https://changji.dev/proxy/cards")
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """The story a request continues, its path root→leaf, and what the request means for it."""
+
+    story_id: UUID
+    path: tuple[NodeView, ...]
+    split: SplitRequest
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A turn the request opened: its user node and its reply (being written), and what the reply starts
+    with (a prefill, or the reply being continued)."""
+
+    user_id: UUID
+    reply_id: UUID
+    starts_with: str
+    continues: UUID | None = None
+
+
+class ChatProxy:
+    def __init__(self, app: Changji, views: StoryViews, store: ReadModels) -> None:
+        self.app, self.views, self.store = app, views, store
+
+    def choose(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], hint: UUID | None) -> Chosen | None:
+        """The story and the decision (None: a new story is wanted). A read."""
+        split = split_request(messages)
+        if hint is not None:
+            story = self.app.story(tenant_id, hint)
+            path = self._path(story)
+            return Chosen(story.id, path, split, decide(split, _messages(path)))
+        best: tuple[int, Story, tuple[NodeView, ...]] | None = None
+        for story_id in self.store.recent_stories(tenant_id, CANDIDATES):
+            story = self.app.story(tenant_id, story_id)
+            path = self._path(story)
+            matched = _matched(split, _messages(path))
+            if matched > 1 and (best is None or matched > best[0]):
+                best = (matched, story, path)
+        if best is None:
+            return None
+        return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])))
+
+    def start(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], names: tuple[str, str]) -> Written[Chosen]:
+        """A new story for a request no story continues, on the card its system messages make."""
+        split = split_request(messages)
+        fixed = "\n\n".join(split.fixed)
+        card_id = uuid5(PROXY_CARDS, f"{tenant_id}\n{hashlib.sha256(fixed.encode()).hexdigest()}")
+        char, user = names
+        if not self.app.exists(Card, card_id):
+            data = CardData(name=char[:200] or "Assistant", description=fixed[:200_000], first_mes=split.greeting or "")
+            self.app.cards.create_card(
+                card_id, tenant_id, data, StorySettings().merged({"user_name": user[:100] or "User"})
+            )
+        story_id, root_id = uuid4(), uuid4()
+        position = self.app.stories.start_story(story_id, root_id, tenant_id, card_id, 0, "", {})
+        if split.greeting is not None and split.greeting != self.app.node(root_id).text:
+            greeting = split.greeting
+            position = self.app.nodes.revise_reply(
+                tenant_id, root_id, greeting, "the greeting the front end shows"
+            ).position
+        story = self.app.story(tenant_id, story_id)
+        path = self._path(story)
+        return Written(Chosen(story.id, path, split, decide(split, _messages(path))), position)
+
+    def open(self, tenant_id: str, chosen: Chosen, model: str) -> Written[Opened | None]:
+        """The nodes the decision makes, in one command (None: nothing to record)."""
+        decision, path = chosen.decision, chosen.path
+        if isinstance(decision, Append):
+            said: list[tuple[NodeKind, str]] = [
+                ("user" if m.role == "user" else "reply", m.text) for m in decision.messages
+            ]
+            ids = [uuid4() for _ in range(len(said) + 1)]
+            opened = self.app.turns.open_relayed_turn(
+                tenant_id, chosen.story_id, path[decision.parent].id, said, ids, model
+            )
+            starts = decision.messages[-1].text if decision.messages[-1].role == "assistant" else ""
+            return Written(Opened(opened.user.id, opened.reply.id, starts), opened.position)
+        if isinstance(decision, Regenerate):
+            opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), path[decision.user].id, model)
+            return Written(Opened(opened.user.id, opened.reply.id, ""), opened.position)
+        if isinstance(decision, Continue):
+            reply = path[decision.reply]
+            assert reply.parent_id is not None
+            return Written(Opened(reply.parent_id, reply.id, decision.text, continues=reply.id), 0)
+        return Written(None, 0)
+
+    def upstream_messages(
+        self, tenant_id: str, chosen: Chosen, opened: Opened | None, original: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """What the upstream gets: the request as it came when nothing is recorded; else the client's fixed
+        prompt, changji's context at the user's words, the client's own blocks, and any words the reply
+        starts with (for the upstream to go on from)."""
+        if opened is None:
+            return [dict(m) for m in original]
+        split = chosen.split
+        context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, "\n\n".join(split.fixed))
+        messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in context.messages]
+        blocks = [{"role": "system", "content": block} for block in split.blocks]
+        messages[-1:-1] = blocks  # right before the user's words
+        if opened.starts_with:
+            messages.append({"role": "assistant", "content": opened.starts_with})
+        return messages
+
+    def _path(self, story: Story) -> tuple[NodeView, ...]:
+        assert story.leaf_id is not None
+        return tuple(self.views.path(story.tenant_id, story.id, story.leaf_id, None))
+
+    def story_hint(self, tenant_id: str, header: str | None, user_field: Any) -> UUID | None:
+        """The story a request names: the header (which must be a story of the tenant), else the `user`
+        field when it is one."""
+        if header:
+            return UUID(header)
+        if isinstance(user_field, str):
+            try:
+                story_id = UUID(user_field)
+            except ValueError:
+                return None
+            try:
+                self.app.story(tenant_id, story_id)
+            except StoryNotFoundError:
+                return None
+            return story_id
+        return None
+
+
+def _messages(path: Sequence[NodeView]) -> list[ChatMessage]:
+    return [ChatMessage("user" if node.kind == "user" else "assistant", node.text) for node in path]
+
+
+def _matched(split: SplitRequest, path: Sequence[ChatMessage]) -> int:
+    if not path or (split.greeting is not None and split.greeting.strip() != path[0].text.strip()):
+        return 0
+    count = 1
+    for message, node in zip(split.chat, path[1:], strict=False):
+        if message.role != node.role or message.text.strip() != node.text.strip():
+            break
+        count += 1
+    return count

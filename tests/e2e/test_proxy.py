@@ -1,0 +1,150 @@
+"""The chat-completions proxy with the official `openai` client, the fake model as the upstream: a front end
+that sends its whole history every time ends with the right tree, and the upstream gets changji's
+context instead of the history."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import pytest
+
+from providers.fake_server import FakeModelServer, Status, Text
+from tests.builders import Api
+from tests.fake_model import MakeEngine
+
+SYSTEM = "You are Mira, a ferry pilot on a foggy coast. Stay in character."
+GREETING = "The ferry horn sounds. 'Last crossing tonight,' Mira says."
+
+
+def client_for(api: Api, key: str | None = None) -> openai.AsyncOpenAI:
+    base = str(api.client.make_url("/v1"))
+    return openai.AsyncOpenAI(base_url=base, api_key=key or api.headers["Authorization"].removeprefix("Bearer "))
+
+
+class Front:
+    """A front end that keeps its own history and sends all of it every time."""
+
+    def __init__(self, api: Api) -> None:
+        self.api, self.client = api, client_for(api)
+        self.chat: list[dict[str, str]] = []
+
+    def messages(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": SYSTEM}, {"role": "assistant", "content": GREETING}, *self.chat]
+
+    async def send(self, words: str | None = None, stream: bool = False, **more: Any) -> tuple[str, dict[str, str]]:
+        if words is not None:
+            self.chat.append({"role": "user", "content": words})
+        text, headers = await self.complete(self.messages(), stream, **more)
+        self.chat.append({"role": "assistant", "content": text})
+        return text, headers
+
+    async def complete(self, messages: list[dict[str, str]], stream: bool, **more: Any) -> tuple[str, dict[str, str]]:
+        if stream:
+            async with self.client.chat.completions.with_streaming_response.create(
+                model="fake-model",
+                messages=messages,
+                stream=True,
+                **more,  # type: ignore[arg-type]
+            ) as response:
+                chunks = await response.parse()
+                parts = [chunk.choices[0].delta.content or "" async for chunk in chunks if chunk.choices]
+                return "".join(parts), dict(response.headers)
+        raw = await self.client.chat.completions.with_raw_response.create(
+            model="fake-model",
+            messages=messages,
+            **more,  # type: ignore[arg-type]
+        )
+        return raw.parse().choices[0].message.content or "", dict(raw.headers)
+
+
+async def path_texts(api: Api, story_id: str) -> list[tuple[str, str]]:
+    path = await api.call("GET", f"/v1/stories/{story_id}/path?limit=10000")
+    return [(n["kind"], n["text"]) for n in path["nodes"]]
+
+
+@pytest.fixture
+async def front(make_engine: MakeEngine) -> AsyncIterator[Front]:
+    played = Front(await make_engine(embedder="none"))
+    yield played
+    await played.client.close()
+
+
+async def test_turns_swipes_an_edit_a_continue_and_a_quiet_request_make_the_right_tree(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(Text("'Climb aboard.'"), Text(["'The fog ", "is thick.'"]))
+    first, headers = await front.send("Is there room for one more?")
+    story = headers["x-changji-story"]
+    assert first == "'Climb aboard.'" and headers["x-changji-recorded"] == "true"
+    second, headers = await front.send("How long is the crossing?", stream=True)
+    assert second == "'The fog is thick.'" and headers["x-changji-story"] == story  # found again by its content
+    assert await path_texts(front.api, story) == [
+        ("greeting", GREETING), ("user", "Is there room for one more?"), ("reply", first),
+        ("user", "How long is the crossing?"), ("reply", second),
+    ]  # fmt: skip
+
+    front.chat.pop()  # a swipe: the front end resends the previous prompt unchanged
+    fake.script(Text("'An hour, if the sea is kind.'"))
+    swiped, headers = await front.send(None, stream=True)
+    siblings = await front.api.call("GET", f"/v1/nodes/{headers['x-changji-node']}/siblings")
+    assert sorted(n["text"] for n in siblings["nodes"]) == sorted([second, swiped])
+
+    fake.script(Text("'Two hours, then.'"))
+    edited = [*front.messages()[:4], {"role": "user", "content": "How long, truly?"}]  # an edit two messages back
+    text, headers = await front.complete(edited, stream=False)
+    path = await path_texts(front.api, story)
+    assert path == [
+        ("greeting", GREETING), ("user", "Is there room for one more?"), ("reply", first),
+        ("user", "How long, truly?"), ("reply", "'Two hours, then.'"),
+    ]  # fmt: skip
+    tree = await front.api.call("GET", f"/v1/stories/{story}/tree")
+    assert len(tree["nodes"]) == 8  # nothing lost: the old branch stays
+
+    quiet = [*front.messages(), {"role": "system", "content": "Summarize the story so far in one line."}]
+    fake.script(Text("A ferry, a fog, a passenger."))
+    summary, headers = await front.complete(quiet, stream=False)
+    assert headers["x-changji-recorded"] == "false" and summary == "A ferry, a fog, a passenger."
+    assert fake.requests[-1]["messages"] == quiet  # passed through unchanged
+    assert len((await front.api.call("GET", f"/v1/stories/{story}/tree"))["nodes"]) == 8
+
+    continued = [*edited, {"role": "assistant", "content": text}]  # continue the last reply
+    fake.script(Text(" 'Maybe three.'"))
+    more, headers = await front.complete(continued, stream=True)
+    assert headers["x-changji-recorded"] == "true"
+    reply = await front.api.call("GET", f"/v1/nodes/{headers['x-changji-node']}")
+    assert reply["text"] == "'Two hours, then.' 'Maybe three.'" and more == " 'Maybe three.'"
+
+
+async def test_the_upstream_gets_the_memory_not_the_history(fake: FakeModelServer, front: Front) -> None:
+    fake.script(*[Text(f"Reply {i}: the fog lifts a little, and the lamp on the bow swings.") for i in range(40)])
+    _, headers = await front.send("Turn 0: where are we?")
+    card = (await front.api.call("GET", f"/v1/stories/{headers['x-changji-story']}"))["card_id"]
+    settings = {"keep_turns": 2, "pack_turns": 4, "min_pack_chars": 0, "context_window": 1024, "reply_reserve": 0}
+    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": settings})
+    for i in range(1, 30):
+        await front.send(f"Turn {i}: where are we now, and how far is the harbour?")
+    sent = fake.requests[-1]["messages"]
+    assert sent[0] == {"role": "system", "content": SYSTEM}  # the client's fixed prompt as it came
+    assert len(front.messages()) > 55 and len(sent) < 20
+    assert sent[-1]["content"].endswith("Turn 29: where are we now, and how far is the harbour?")
+    path = await path_texts(front.api, headers["x-changji-story"])
+    assert len(path) == 61  # every turn recorded once
+
+
+async def test_the_models_and_the_errors_speak_openai(fake: FakeModelServer, front: Front) -> None:
+    listed = await front.client.models.list()
+    assert [m.id for m in listed.data] == ["fake-model"]
+    for key in ("undefined", "cj_not-a-key"):
+        async with client_for(front.api, key) as stranger:
+            with pytest.raises(openai.AuthenticationError) as refused:
+                await stranger.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+        assert refused.value.status_code == 401 and refused.value.body["type"] == "authentication_error"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as bad:
+        await front.client.chat.completions.create(model="fake-model", messages=[])
+    assert bad.value.body["param"] == "messages"  # type: ignore[index]
+    fake.script(Status(400))
+    with pytest.raises(openai.BadRequestError) as failed:  # the upstream's refusal, as it came
+        await front.client.chat.completions.create(model="fake-model", messages=[*front.messages(), {"role": "user", "content": "hello"}])  # fmt: skip
+    assert failed.value.status_code == 400 and "scripted 400" in failed.value.body["message"]  # type: ignore[index]
