@@ -62,8 +62,17 @@ def create_app(settings: Settings, service: Service | None = None) -> web.Applic
     return app
 
 
-EXPOSED = ("ETag", "Location", "Idempotent-Replayed", "Retry-After")
-ASKED = ("Authorization", "Content-Type", "If-Match", "Idempotency-Key", "Accept")
+EXPOSED = (
+    "ETag",
+    "Location",
+    "Idempotent-Replayed",
+    "Retry-After",
+    "X-Changji-Story",
+    "X-Changji-Node",
+    "X-Changji-Recorded",
+    "X-Changji-Reason",
+)
+ASKED = ("Authorization", "Content-Type", "If-Match", "Idempotency-Key", "Accept", "X-Changji-Story")
 
 
 def allow_cors(app: web.Application, origins: list[str]) -> None:

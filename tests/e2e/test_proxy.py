@@ -148,3 +148,26 @@ async def test_the_models_and_the_errors_speak_openai(fake: FakeModelServer, fro
     with pytest.raises(openai.BadRequestError) as failed:  # the upstream's refusal, as it came
         await front.client.chat.completions.create(model="fake-model", messages=[*front.messages(), {"role": "user", "content": "hello"}])  # fmt: skip
     assert failed.value.status_code == 400 and "scripted 400" in failed.value.body["message"]  # type: ignore[index]
+
+
+async def test_a_browser_front_end_of_an_allowed_origin_may_call_the_proxy(
+    fake: FakeModelServer, make_engine: MakeEngine
+) -> None:
+    api = await make_engine(embedder="none", cors_origins=["https://play.example"])
+    asked = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, x-changji-story",
+    }
+    origin = {"Origin": "https://play.example"}
+    async with api.client.options("/v1/chat/completions", headers={**origin, **asked}) as preflight:
+        assert (
+            preflight.status == 200 and "X-CHANGJI-STORY" in preflight.headers["Access-Control-Allow-Headers"].upper()
+        )
+    fake.script(Text("'Aye.'"))
+    body = {
+        "model": "fake-model",
+        "messages": [{"role": "assistant", "content": GREETING}, {"role": "user", "content": "Hi"}],
+    }
+    async with api.client.post("/v1/chat/completions", json=body, headers={**api.headers, **origin}) as answer:
+        assert answer.status == 200 and answer.headers["Access-Control-Allow-Origin"] == "https://play.example"
+        assert "X-CHANGJI-STORY" in answer.headers["Access-Control-Expose-Headers"].upper()
