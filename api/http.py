@@ -46,8 +46,11 @@ def keyed(request: web.Request) -> bool:
     return "Idempotency-Key" in request.headers
 
 
-FILE_ROUTES = frozenset({"/v1/cards/import", "/v1/stories/import", "/v1/cards/{card_id}/lorebooks"})
-"""The routes whose bodies are files, under the import limit rather than the JSON body limit."""
+FILE_ROUTES = frozenset(
+    {"/v1/cards/import", "/v1/stories/import", "/v1/cards/{card_id}/lorebooks", "/v1/chat/completions"}
+)
+"""The routes whose bodies are files (or a front end's whole history), under the import limit rather than
+the JSON body limit."""
 
 
 def body_limit(request: web.Request) -> int:

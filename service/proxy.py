@@ -40,6 +40,7 @@ from projections.read_models.store import ReadModels
 from service.views import StoryViews
 
 CANDIDATES = 50
+KNOWN = 200_000  # nodes whose chat digest the proxy keeps
 PROXY_CARDS = uuid5(NAMESPACE_URL, "https://changji.dev/proxy/cards")
 
 
@@ -51,6 +52,7 @@ class Chosen:
     path: tuple[NodeView, ...]
     split: SplitRequest
     decision: Decision
+    digests: tuple[bytes, ...] = ()  # the chat's running digests (`_digests`), when they were made
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,18 +67,30 @@ class Opened:
 
 
 class ChatProxy:
+    """Keeps, for nodes it has seen a front end's chat reach, a digest of that chat up to them (`_known`:
+    node → (messages, digest)): a request whose chat up to the story's leaf (or its user node) has that
+    digest is the path's continuation, told without walking the path — the front end sends its whole
+    history each time, and the walk would grow with it. Other requests are read against the whole path."""
+
     def __init__(self, app: Changji, views: StoryViews, store: ReadModels) -> None:
         self.app, self.views, self.store = app, views, store
+        self._known: dict[UUID, tuple[int, bytes]] = {}
 
     def choose(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
         split = split_request(messages)
+        digests = tuple(_digests(split))
+        stories = [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES)
+        for story_id in stories:
+            quick = self._continued(tenant_id, story_id, split, digests)
+            if quick is not None:
+                return quick
         if hint is not None:
             story = self.app.story(tenant_id, hint)
             path = self._path(story)
-            return Chosen(story.id, path, split, decide(split, _messages(path)))
+            return Chosen(story.id, path, split, decide(split, _messages(path)), digests)
         best: tuple[int, Story, tuple[NodeView, ...]] | None = None
-        for story_id in self.store.recent_stories(tenant_id, CANDIDATES):
+        for story_id in stories:
             story = self.app.story(tenant_id, story_id)
             path = self._path(story)
             matched = _matched(split, _messages(path))
@@ -84,7 +98,7 @@ class ChatProxy:
                 best = (matched, story, path)
         if best is None:
             return None
-        return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])))
+        return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])), digests)
 
     def start(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], names: tuple[str, str]) -> Written[Chosen]:
         """A new story for a request no story continues, on the card its system messages make."""
@@ -147,6 +161,40 @@ class ChatProxy:
             messages.append({"role": "assistant", "content": opened.starts_with})
         return messages
 
+    def _continued(
+        self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: tuple[bytes, ...]
+    ) -> Chosen | None:
+        """The decision for a request that repeats the story's path up to its leaf, or up to the leaf's
+        user node (a swipe), as a digest this proxy kept says — without the path; None otherwise."""
+        story = self.app.story(tenant_id, story_id)
+        assert story.leaf_id is not None
+        leaf = self.app.node(story.leaf_id)
+        chat = split.chat
+        known = self._known.get(leaf.id)
+        if known is not None and known[0] < len(digests) and digests[known[0]] == known[1] and not split.after:
+            rest = chat[known[0] :]
+            if len(rest) == 1 and rest[0].role == "user" and leaf.kind != "user":
+                return Chosen(story.id, (leaf,), split, Append(0, (rest[0],), branch=False), digests)
+        if leaf.parent_id is not None and chat and chat[-1].role == "user" and not split.after:
+            user = self._known.get(leaf.parent_id)
+            if user is not None and user[0] == len(chat) and digests[user[0]] == user[1]:
+                return Chosen(story.id, (self.app.node(leaf.parent_id),), split, Regenerate(0), digests)
+        return None
+
+    def remember(self, chosen: Chosen, opened: Opened | None, reply_text: str) -> None:
+        """After a recorded reply: the digests of the chat up to its user node and up to it, as the front
+        end will send them next."""
+        if opened is None or opened.continues is not None:
+            return
+        digests = chosen.digests or tuple(_digests(chosen.split))
+        count = len(chosen.split.chat)
+        if chosen.split.chat and chosen.split.chat[-1].role == "assistant":  # a prefill: its words are the reply's
+            count -= 1
+        self._known[opened.user_id] = (count, digests[count])
+        self._known[opened.reply_id] = (count + 1, _step(digests[count], ChatMessage("assistant", reply_text)))
+        while len(self._known) > KNOWN:
+            del self._known[next(iter(self._known))]
+
     def _path(self, story: Story) -> tuple[NodeView, ...]:
         assert story.leaf_id is not None
         return tuple(self.views.path(story.tenant_id, story.id, story.leaf_id, None))
@@ -167,6 +215,20 @@ class ChatProxy:
                 return None
             return story_id
         return None
+
+
+def _digests(split: SplitRequest) -> list[bytes]:
+    """The chat's running digests: [0] of the greeting, [i] of it and the first i messages."""
+    out = [hashlib.blake2b((split.greeting or "").strip().encode(), digest_size=16).digest()]
+    for message in split.chat:
+        out.append(_step(out[-1], message))
+    return out
+
+
+def _step(digest: bytes, message: ChatMessage) -> bytes:
+    return hashlib.blake2b(
+        digest + message.role.encode() + b"\0" + message.text.strip().encode(), digest_size=16
+    ).digest()
 
 
 def _messages(path: Sequence[NodeView]) -> list[ChatMessage]:

@@ -32,7 +32,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return openai_error(400, "the body is not JSON", "body")
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
         return openai_error(400, "messages must be a non-empty list", "messages")
-    if not all(isinstance(m, dict) for m in body["messages"]):
+    if any(type(m) is not dict for m in body["messages"]):
         return openai_error(400, "every message must be an object", "messages")
     try:
         hint = svc.proxy.story_hint(tenant(request), request.headers.get(STORY), body.get("user"))
@@ -48,19 +48,24 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     headers = _headers(chosen, opened)
     forwarded = {**body, "messages": sent}
     if body.get("stream") is True:
-        return await _streamed(request, svc, forwarded, opened, headers)
+        return await _streamed(request, svc, forwarded, chosen, opened, headers)
     started = time.perf_counter()
     try:
         relayed = await svc.relay.complete(forwarded, None)
     except ModelCallError as failed:
         await _failed(svc, opened, "error", failed, "")
         return _upstream_error(failed)
-    await _record(svc, tenant(request), opened, relayed, started)
+    await _record(svc, tenant(request), chosen, opened, relayed, started)
     return web.Response(body=relayed.body, content_type="application/json", headers=headers)
 
 
 async def _streamed(
-    request: web.Request, svc: Service, forwarded: dict[str, Any], opened: Opened | None, headers: dict[str, str]
+    request: web.Request,
+    svc: Service,
+    forwarded: dict[str, Any],
+    chosen: Chosen,
+    opened: Opened | None,
+    headers: dict[str, str],
 ) -> web.StreamResponse:
     assert svc.relay is not None
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers})
@@ -81,13 +86,15 @@ async def _streamed(
     except (ConnectionResetError, asyncio.CancelledError):  # the client went away: what came is kept
         await asyncio.shield(_failed(svc, opened, "disconnected", None, "".join(relayed.parts)))
         raise
-    await _record(svc, tenant(request), opened, relayed, started)  # before [DONE]: clients close on reading it
+    await _record(svc, tenant(request), chosen, opened, relayed, started)  # before [DONE]: clients close on reading it
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
 
 
-async def _record(svc: Service, tenant_id: str, opened: Opened | None, relayed: Relayed, started: float) -> None:
+async def _record(
+    svc: Service, tenant_id: str, chosen: Chosen, opened: Opened | None, relayed: Relayed, started: float
+) -> None:
     if opened is None:
         return
     if opened.continues is not None:
@@ -100,7 +107,9 @@ async def _record(svc: Service, tenant_id: str, opened: Opened | None, relayed: 
         relayed.finish_reason,
     )  # fmt: skip
     elapsed = (time.perf_counter() - started) * 1000
-    await svc.executor.write(svc.app.turns.play_round, opened.reply_id, result, elapsed, False)
+    played = await svc.executor.write(svc.app.turns.play_round, opened.reply_id, result, elapsed, False)
+    if played.ends == "sealed":
+        await svc.executor.load(svc.proxy.remember, chosen, opened, played.reply.text)
 
 
 async def _failed(svc: Service, opened: Opened | None, reason: str, error: ModelCallError | None, text: str) -> None:

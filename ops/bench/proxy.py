@@ -1,0 +1,223 @@
+"""The chat-completions proxy: what the upstream receives against what the front end sends, and the
+proxy's own time per request, against the fake model on loopback.
+
+    python ops/bench/proxy.py [--quick]
+
+The service runs in process (aiohttp's test server, the real app, data on SQLite in a temp dir,
+CHANGJI_EMBEDDER none); the upstream is the fake model server, answering a fixed reply at once.
+
+- **Tokens** (`tokens_client_<n>`, `tokens_upstream_<n>` at turns n): a front end plays `--turns`
+  turns (2,000; --quick 400) through the proxy the way front ends do — its whole history every time —
+  with MemoryBank turn texts; the tokens of the messages it sent and of those the upstream received,
+  counted with the service's counter, at a few points of the chat. The card's window is 8,192 tokens.
+- **Proxy time at 1k and 10k turns** (`proxy_p50_ms_<n>`, `proxy_p99_ms_<n>`): a chat of n turns
+  imported (SillyTavern `.jsonl`), then 40 requests continuing it (non-streamed), each sending the
+  whole history; the proxy's own time is the request's wall time less the upstream's, which is the
+  same forwarded request timed straight against the fake (`upstream_ms_<n>`). `proxy_p50_ratio`: 10k
+  over 1k.
+- **Time to first chunk** (`first_chunk_added_ms_<n>`): streamed, the first chunk's arrival through
+  the proxy less straight from the fake, median.
+
+Progress goes to stderr; the figures are one JSON object on the last line of stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from _common import emit, log, parse_args, percentile, texts
+from aiohttp.test_utils import TestClient, TestServer
+
+from api.app import create_app
+from api.keys import SERVICE
+from api.server import Runner
+from api.settings import ModelSettings, Settings
+from interchange.chats import ChatExportMessage, write_chat
+from providers.fake_server import FakeModelServer, Text
+from providers.tokens import default_counter
+
+SYSTEM = "You are Mira, a ferry pilot on a foggy northern coast. Stay in character; answer in a few lines."
+GREETING = "The ferry horn sounds twice. 'Last crossing tonight,' Mira says, coiling the rope."
+REPLY = "'Hold the rail,' Mira says, and the ferry leans into the swell."
+CARD_SETTINGS = {"context_window": 8192, "reply_reserve": 1024}
+
+
+class Served(TestServer):
+    async def _make_runner(self, **kwargs: Any) -> Runner:
+        return Runner(self.app, **kwargs)
+
+
+async def main_async(quick: bool) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    pool = texts()
+    async with FakeModelServer(fallback=lambda body: Text(REPLY)) as fake:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = Settings(
+                data_dir=Path(tmp), embedder="none", main_model=ModelSettings(base_url=fake.url, model="fake-model")
+            )
+            client = TestClient(Served(create_app(settings)))
+            await client.start_server()
+            try:
+                _, key = client.app[SERVICE].keys.create_key("bench")
+                headers = {"Authorization": f"Bearer {key}"}
+                await tokens(client, headers, fake, pool, 400 if quick else 2000, figures)
+                for turns in (1000, 10_000) if not quick else (1000, 3000):
+                    await proxy_time(client, headers, fake, pool, turns, figures)
+            finally:
+                await client.close()
+    small, large = (1000, 3000) if quick else (1000, 10_000)
+    figures["proxy_p50_ratio"] = figures[f"proxy_p50_ms_{large}"] / max(figures[f"proxy_p50_ms_{small}"], 1e-9)
+    return figures
+
+
+def _chat(pool: Any, turns: int) -> list[dict[str, str]]:
+    chat: list[dict[str, str]] = []
+    for i in range(turns):
+        user, _ = pool.pair(i)
+        chat += [{"role": "user", "content": user}, {"role": "assistant", "content": REPLY}]
+    return chat
+
+
+def _opening() -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "assistant", "content": GREETING}]
+
+
+def _tokens(counter: Any, messages: list[dict[str, Any]]) -> int:
+    return sum(counter.count(str(m.get("content") or "")) + 4 for m in messages)
+
+
+async def _post(client: TestClient[Any, Any], headers: dict[str, str], body: dict[str, Any] | bytes) -> dict[str, Any]:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    sent = {**headers, "Content-Type": "application/json"}
+    async with client.post("/v1/chat/completions", data=data, headers=sent) as response:
+        assert response.status == 200, await response.text()
+        answer: dict[str, Any] = await response.json()
+        answer["_story"] = response.headers["X-Changji-Story"]
+        return answer
+
+
+async def tokens(
+    client: TestClient[Any, Any],
+    headers: dict[str, str],
+    fake: FakeModelServer,
+    pool: Any,
+    turns: int,
+    figures: dict[str, Any],
+) -> None:
+    history: list[dict[str, str]] = []
+    marks = {turns // 20, turns // 4, turns // 2, turns}
+    story = None
+    for i in range(1, turns + 1):
+        user, _ = pool.pair(i)
+        history.append({"role": "user", "content": user})
+        messages = [*_opening(), *history]
+        answer = await _post(client, headers, {"model": "fake-model", "messages": messages})
+        history.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
+        if story is None:
+            story = answer["_story"]
+            card = (await (await client.get(f"/v1/stories/{story}", headers=headers)).json())["card_id"]
+            await client.patch(f"/v1/cards/{card}", json={"settings": CARD_SETTINGS}, headers=headers)
+        if i in marks:
+            figures[f"tokens_client_{i}"] = _tokens(default_counter(), messages)
+            figures[f"tokens_upstream_{i}"] = _tokens(default_counter(), fake.requests[-1]["messages"])
+            log(f"turn {i}: the client sent {figures[f'tokens_client_{i}']:,} tokens, the upstream got "
+                f"{figures[f'tokens_upstream_{i}']:,}")  # fmt: skip
+        if i % 200 == 0:
+            await _settle(client, headers, story)
+
+
+async def _settle(client: TestClient[Any, Any], headers: dict[str, str], story: str | None) -> None:
+    for _ in range(600):
+        jobs = await (await client.get(f"/v1/stories/{story}/jobs", headers=headers)).json()
+        if jobs.get("settled"):
+            return
+        await asyncio.sleep(0.05)
+
+
+async def proxy_time(
+    client: TestClient[Any, Any],
+    headers: dict[str, str],
+    fake: FakeModelServer,
+    pool: Any,
+    turns: int,
+    figures: dict[str, Any],
+) -> None:
+    chat = _chat(pool, turns)
+    card = await (await client.post("/v1/cards", json={"card": {"name": "Mira", "first_mes": GREETING}, "settings": CARD_SETTINGS}, headers=headers)).json()  # fmt: skip
+    now = datetime.now(UTC)
+    rows = [ChatExportMessage("greeting", GREETING, now, "Mira", False)] + [
+        ChatExportMessage("user" if m["role"] == "user" else "reply", m["content"], now, "User" if m["role"] == "user" else "Mira", False)
+        for m in chat
+    ]  # fmt: skip
+    raw = write_chat(rows, user_name="User", character_name="Mira", created_at=now)
+    async with client.post(f"/v1/stories/import?card_id={card['id']}", data=raw, headers=headers) as response:
+        story = (await response.json())["story"]["id"]
+    await _settle(client, headers, story)
+    session = aiohttp.ClientSession()
+    walls, ups, firsts = [], [], []
+    try:
+        for i in range(40):
+            user, _ = pool.pair(turns + i)
+            chat.append({"role": "user", "content": user})
+            body = orjson.dumps({"model": "fake-model", "messages": [*_opening(), *chat], "user": story})
+            started = time.perf_counter()  # (the body encoded before: the front end's cost, not the proxy's)
+            answer = await _post(client, headers, body)
+            walls.append(time.perf_counter() - started)
+            chat.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
+            forwarded = {**fake.requests[-1], "stream": False}
+            started = time.perf_counter()
+            async with session.post(f"{fake.url}/chat/completions", json=forwarded) as direct:
+                await direct.read()
+            ups.append(time.perf_counter() - started)
+            if i % 4 == 0:
+                firsts.append(await _first_chunk_added(client, headers, session, fake, chat, story))
+    finally:
+        await session.close()
+    own = [max(w - u, 0.0) for w, u in zip(walls[5:], ups[5:], strict=True)]
+    figures[f"proxy_p50_ms_{turns}"] = statistics.median(own) * 1000
+    figures[f"proxy_p99_ms_{turns}"] = percentile(own, 99) * 1000
+    figures[f"upstream_ms_{turns}"] = statistics.median(ups) * 1000
+    figures[f"first_chunk_added_ms_{turns}"] = statistics.median(firsts) * 1000
+    log(f"{turns} turns: proxy p50 {figures[f'proxy_p50_ms_{turns}']:.1f} ms, p99 {figures[f'proxy_p99_ms_{turns}']:.1f} ms; "
+        f"first chunk +{figures[f'first_chunk_added_ms_{turns}']:.1f} ms")  # fmt: skip
+
+
+async def _first_chunk_added(
+    client: TestClient[Any, Any], headers: dict[str, str], session: aiohttp.ClientSession, fake: FakeModelServer,
+    chat: list[dict[str, str]], story: str,
+) -> float:  # fmt: skip
+    """A swipe (the same chat again) streamed: its first chunk through the proxy, less straight from the fake."""
+    body = orjson.dumps({"model": "fake-model", "messages": [*_opening(), *chat[:-1]], "stream": True, "user": story})
+    started = time.perf_counter()
+    sent = {**headers, "Content-Type": "application/json"}
+    async with client.post("/v1/chat/completions", data=body, headers=sent) as response:
+        await response.content.readline()
+        through = time.perf_counter() - started
+        await response.read()
+    started = time.perf_counter()
+    async with session.post(f"{fake.url}/chat/completions", json={**fake.requests[-1], "stream": True}) as direct:
+        await direct.content.readline()
+        straight = time.perf_counter() - started
+        await direct.read()
+    return max(through - straight, 0.0)
+
+
+def main() -> None:
+    args = parse_args(__doc__)
+    started = time.perf_counter()
+    figures = asyncio.run(main_async(args.quick))
+    figures["quick"] = int(args.quick)
+    figures["bench_s"] = time.perf_counter() - started
+    emit(figures)
+
+
+if __name__ == "__main__":
+    main()
