@@ -52,7 +52,7 @@ class Chosen:
     path: tuple[NodeView, ...]
     split: SplitRequest
     decision: Decision
-    digests: tuple[bytes, ...] = ()  # the chat's running digests (`_digests`), when they were made
+    digests: ChatDigests | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ class ChatProxy:
     def choose(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
         split = split_request(messages)
-        digests = tuple(_digests(split))
+        digests = ChatDigests(split)
         stories = [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES)
         for story_id in stories:
             quick = self._continued(tenant_id, story_id, split, digests)
@@ -161,9 +161,7 @@ class ChatProxy:
             messages.append({"role": "assistant", "content": opened.starts_with})
         return messages
 
-    def _continued(
-        self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: tuple[bytes, ...]
-    ) -> Chosen | None:
+    def _continued(self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests) -> Chosen | None:
         """The decision for a request that repeats the story's path up to its leaf, or up to the leaf's
         user node (a swipe), as a digest this proxy kept says — without the path; None otherwise."""
         story = self.app.story(tenant_id, story_id)
@@ -171,13 +169,13 @@ class ChatProxy:
         leaf = self.app.node(story.leaf_id)
         chat = split.chat
         known = self._known.get(leaf.id)
-        if known is not None and known[0] < len(digests) and digests[known[0]] == known[1] and not split.after:
+        if known is not None and known[0] < len(digests) and digests.at(known[0]) == known[1] and not split.after:
             rest = chat[known[0] :]
             if len(rest) == 1 and rest[0].role == "user" and leaf.kind != "user":
                 return Chosen(story.id, (leaf,), split, Append(0, (rest[0],), branch=False), digests)
         if leaf.parent_id is not None and chat and chat[-1].role == "user" and not split.after:
             user = self._known.get(leaf.parent_id)
-            if user is not None and user[0] == len(chat) and digests[user[0]] == user[1]:
+            if user is not None and user[0] == len(chat) and digests.at(user[0]) == user[1]:
                 return Chosen(story.id, (self.app.node(leaf.parent_id),), split, Regenerate(0), digests)
         return None
 
@@ -186,12 +184,12 @@ class ChatProxy:
         end will send them next."""
         if opened is None or opened.continues is not None:
             return
-        digests = chosen.digests or tuple(_digests(chosen.split))
+        digests = chosen.digests or ChatDigests(chosen.split)
         count = len(chosen.split.chat)
         if chosen.split.chat and chosen.split.chat[-1].role == "assistant":  # a prefill: its words are the reply's
             count -= 1
-        self._known[opened.user_id] = (count, digests[count])
-        self._known[opened.reply_id] = (count + 1, _step(digests[count], ChatMessage("assistant", reply_text)))
+        self._known[opened.user_id] = (count, digests.at(count))
+        self._known[opened.reply_id] = (count + 1, digests.then(count, ChatMessage("assistant", reply_text)))
         while len(self._known) > KNOWN:
             del self._known[next(iter(self._known))]
 
@@ -217,18 +215,39 @@ class ChatProxy:
         return None
 
 
-def _digests(split: SplitRequest) -> list[bytes]:
-    """The chat's running digests: [0] of the greeting, [i] of it and the first i messages."""
-    out = [hashlib.blake2b((split.greeting or "").strip().encode(), digest_size=16).digest()]
-    for message in split.chat:
-        out.append(_step(out[-1], message))
-    return out
+class ChatDigests:
+    """Digests of a request's chat up to any of its messages — the greeting, then the first k messages —
+    each made with one join and one hash (a history is long; a per-message hash in Python is not cheap)."""
 
+    def __init__(self, split: SplitRequest) -> None:
+        self._parts = [f"{m.role}\x1f{m.text.strip()}" for m in split.chat]
+        self._greeting = (split.greeting or "").strip().encode()
+        self._states: dict[int, Any] = {}
 
-def _step(digest: bytes, message: ChatMessage) -> bytes:
-    return hashlib.blake2b(
-        digest + message.role.encode() + b"\0" + message.text.strip().encode(), digest_size=16
-    ).digest()
+    def __len__(self) -> int:
+        return len(self._parts) + 1
+
+    def at(self, k: int) -> bytes:
+        return bytes(self._state(k).digest())
+
+    def then(self, k: int, message: ChatMessage) -> bytes:
+        """The digest of the first k messages and `message` after them."""
+        following = self._state(k).copy()
+        following.update(f"\x1e{message.role}\x1f{message.text.strip()}".encode())
+        return bytes(following.digest())
+
+    def _state(self, k: int) -> Any:
+        """The hash after k messages, from the nearest one made before it (its copy, and what lies between)."""
+        if k not in self._states:
+            below = max((i for i in self._states if i < k), default=None)
+            if below is None:
+                hashed, below = hashlib.blake2b(self._greeting, digest_size=16), 0
+            else:
+                hashed = self._states[below].copy()
+            if k > below:
+                hashed.update(("\x1e" + "\x1e".join(self._parts[below:k])).encode())
+            self._states[k] = hashed
+        return self._states[k]
 
 
 def _messages(path: Sequence[NodeView]) -> list[ChatMessage]:
