@@ -241,14 +241,15 @@ class Changji(Application[UUID]):
 
         A reply that is finished by this save (posted, or sealed) announces a compaction in the same
         transaction when its path is due for one — unless its story starts in this save too (an imported
-        chat, which announces what its path is due itself)."""
+        chat, which announces what its path is due itself), or its parent is saved with it (messages a
+        proxied front end sent at once: the reply that answers them announces)."""
         starting = {a.id for a in aggregates if isinstance(a, Story) and a.version == len(a.pending_events)}
+        saving = {a.id for a in aggregates}
         for aggregate in aggregates:
             if not isinstance(aggregate, Node):
                 continue
-            if aggregate.story_id not in starting and any(
-                isinstance(e, FINISHED_REPLY) for e in aggregate.pending_events
-            ):
+            announces = aggregate.story_id not in starting and aggregate.parent_id not in saving
+            if announces and any(isinstance(e, FINISHED_REPLY) for e in aggregate.pending_events):
                 assert aggregate.story_id is not None
                 story = self.get(Story, aggregate.story_id, StoryNotFoundError)
                 self.compaction.announce_if_due(aggregate, self.settings(story))

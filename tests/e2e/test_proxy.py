@@ -5,6 +5,7 @@ context instead of the history."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from itertools import count
 from typing import Any
 
 import openai
@@ -171,3 +172,56 @@ async def test_a_browser_front_end_of_an_allowed_origin_may_call_the_proxy(
     async with api.client.post("/v1/chat/completions", json=body, headers={**api.headers, **origin}) as answer:
         assert answer.status == 200 and answer.headers["Access-Control-Allow-Origin"] == "https://play.example"
         assert "X-CHANGJI-STORY" in answer.headers["Access-Control-Expose-Headers"].upper()
+
+
+async def test_a_chat_of_two_hundred_turns_sent_as_front_ends_send_it_ends_as_the_right_tree(
+    fake: FakeModelServer, front: Front
+) -> None:
+    """The whole history every time; swipes every 25 turns, an edit three turns back at 120, a continue at
+    150, a summary request of the front end's own every 40 turns: siblings, a branch, nothing lost, nothing
+    duplicated, and the upstream got the compacted context, not the history."""
+    replies = count()
+    fake.fallback = lambda body: Text(f"Reply {next(replies)} to: {body['messages'][-1]['content'][-40:]}")
+    _, headers = await front.send("Turn 0: hello?")
+    story = headers["x-changji-story"]
+    card = (await front.api.call("GET", f"/v1/stories/{story}"))["card_id"]
+    settings = {"keep_turns": 4, "pack_turns": 10, "min_pack_chars": 0, "context_window": 2048, "reply_reserve": 256}
+    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": settings})
+    swipes = edits = continues = quiet = 0
+    for turn in range(1, 200):
+        _, headers = await front.send(f"Turn {turn}: what do you see on the water now?")
+        assert headers["x-changji-story"] == story and headers["x-changji-recorded"] == "true"
+        if turn % 25 == 0:  # a swipe: the last reply dropped, the same prompt again
+            front.chat.pop()
+            await front.send(None)
+            swipes += 1
+        if turn % 40 == 0:  # the front end's own summary request: forwarded, not recorded
+            asked = [*front.messages(), {"role": "system", "content": "Summarize the chat in one line."}]
+            _, headers = await front.complete(asked, stream=False)
+            assert headers["x-changji-recorded"] == "false"
+            quiet += 1
+        if turn == 120:  # an edit three turns back: a branch from there, holding what follows
+            front.chat[-6] = {"role": "user", "content": "Turn 118, asked again: what do you see?"}
+            front.chat.pop()
+            await front.send(None, stream=True)
+            edits += 1
+        if turn == 150:  # a continue of the last reply
+            continued, headers = await front.complete(front.messages(), stream=True)
+            front.chat[-1]["content"] += continued
+            continues += 1
+    path = await path_texts(front.api, story)
+    expected = [("greeting", GREETING)] + [
+        ("user" if m["role"] == "user" else "reply", m["content"]) for m in front.chat
+    ]
+    assert path == expected  # the story's path is the front end's chat, message for message
+    tree = await front.api.call("GET", f"/v1/stories/{story}/tree?limit=5000")
+    texts = [(n["kind"], n["parent_id"], n.get("preview") or n.get("text")) for n in tree["nodes"]]
+    assert len(texts) == len(set(texts))  # nothing recorded twice
+    # 200 turns, a sibling reply for each swipe, the branch (the edited words, the four messages after them,
+    # its new reply), nothing for the quiet requests or the continue
+    assert len(tree["nodes"]) == 1 + 400 + swipes + 6
+    sent = fake.requests[-1]["messages"]
+    assert len(front.messages()) > 400 and len(sent) < 40 and sent[0] == {"role": "system", "content": SYSTEM}
+    context = await front.api.call("GET", f"/v1/stories/{story}/context")
+    assert {"digest", "episode"} & {b["what"] for b in context["explain"]}
+    assert (swipes, edits, continues, quiet) == (7, 1, 1, 4)
