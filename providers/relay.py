@@ -14,7 +14,7 @@ import orjson
 from domain.ports import ModelCallError
 from providers.openai import _Client
 
-Send = Callable[[bytes], Awaitable[None]]
+Send = Callable[[bytes, str], Awaitable[None]]  # a chunk line as it came, and the first choice's text in it
 
 
 @dataclass
@@ -47,7 +47,10 @@ class Relay(_Client):
         async def consume(response: aiohttp.ClientResponse) -> Relayed:
             if not streaming:
                 relayed.body = await response.read()
-                _take_answer(relayed, orjson.loads(relayed.body))
+                answer = orjson.loads(relayed.body)
+                if not isinstance(answer, dict):
+                    raise ModelCallError("malformed", "the upstream's answer is not a JSON object")
+                _take_answer(relayed, answer)
                 return relayed
             assert send is not None
             async for raw in response.content:
@@ -58,10 +61,15 @@ class Relay(_Client):
                 if data == b"[DONE]":
                     break
                 chunk = orjson.loads(data)
+                if not isinstance(chunk, dict):
+                    raise ModelCallError("malformed", f"a stream chunk that is not a JSON object: {data[:200]!r}")
+                if chunk.get("error"):
+                    raise ModelCallError("upstream error", str(chunk["error"])[:300])
+                before = len(relayed.parts)
                 _take_chunk(relayed, chunk)
                 if asked_usage or chunk.get("choices"):
                     relayed.chunks += 1
-                    await send(b"data: " + data + b"\n\n")
+                    await send(b"data: " + data + b"\n\n", "".join(relayed.parts[before:]))
             relayed.text = "".join(relayed.parts)
             return relayed
 
@@ -80,23 +88,27 @@ class Relay(_Client):
 
 def _take_chunk(relayed: Relayed, chunk: Mapping[str, Any]) -> None:
     relayed.model = chunk.get("model") or relayed.model
-    usage = chunk.get("usage") or {}
+    usage: Mapping[str, Any] = chunk["usage"] if isinstance(chunk.get("usage"), dict) else {}
     relayed.prompt_tokens = usage.get("prompt_tokens", relayed.prompt_tokens)
     relayed.completion_tokens = usage.get("completion_tokens", relayed.completion_tokens)
-    for choice in chunk.get("choices") or ():
-        if choice.get("index", 0) != 0:
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
             continue
-        content = (choice.get("delta") or {}).get("content")
-        if content:
+        delta: Mapping[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+        content = delta.get("content")
+        if isinstance(content, str) and content:
             relayed.parts.append(content)
         relayed.finish_reason = choice.get("finish_reason") or relayed.finish_reason
 
 
 def _take_answer(relayed: Relayed, answer: Mapping[str, Any]) -> None:
     relayed.model = answer.get("model")
-    usage = answer.get("usage") or {}
+    usage: Mapping[str, Any] = answer["usage"] if isinstance(answer.get("usage"), dict) else {}
     relayed.prompt_tokens, relayed.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    for choice in answer.get("choices") or ():
-        if choice.get("index", 0) == 0:
-            relayed.text = str((choice.get("message") or {}).get("content") or "")
+    choices = answer.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            message: Mapping[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+            relayed.text = str(message.get("content") or "")
             relayed.finish_reason = choice.get("finish_reason")

@@ -126,14 +126,16 @@ class ChatProxy:
         """The nodes the decision makes, in one command (None: nothing to record)."""
         decision, path = chosen.decision, chosen.path
         if isinstance(decision, Append):
-            said: list[tuple[NodeKind, str]] = [
-                ("user" if m.role == "user" else "reply", m.text) for m in decision.messages
-            ]
+            parent, messages = self._existing(path[decision.parent], decision.messages)
+            if not messages[:-1] and messages[-1].role == "user":
+                same = self._child(parent, messages[-1])
+                if same is not None:  # the user's words are in the tree already (another branch): a swipe there
+                    opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), same.id, model)
+                    return Written(Opened(opened.user.id, opened.reply.id, ""), opened.position)
+            said: list[tuple[NodeKind, str]] = [("user" if m.role == "user" else "reply", m.text) for m in messages]
             ids = [uuid4() for _ in range(len(said) + 1)]
-            opened = self.app.turns.open_relayed_turn(
-                tenant_id, chosen.story_id, path[decision.parent].id, said, ids, model
-            )
-            starts = decision.messages[-1].text if decision.messages[-1].role == "assistant" else ""
+            opened = self.app.turns.open_relayed_turn(tenant_id, chosen.story_id, parent.id, said, ids, model)
+            starts = messages[-1].text if messages[-1].role == "assistant" else ""
             return Written(Opened(opened.user.id, opened.reply.id, starts), opened.position)
         if isinstance(decision, Regenerate):
             opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), path[decision.user].id, model)
@@ -144,12 +146,33 @@ class ChatProxy:
             return Written(Opened(reply.parent_id, reply.id, decision.text, continues=reply.id), 0)
         return Written(None, 0)
 
+    def _existing(self, parent: NodeView, messages: Sequence[ChatMessage]) -> tuple[NodeView, list[ChatMessage]]:
+        """Down from `parent` through the children that already hold the messages (a branch the story has,
+        not on its current path: a swipe back, another client's leaf), but the last: where the rest go."""
+        rest = list(messages)
+        while len(rest) > 1:
+            child = self._child(parent, rest[0])
+            if child is None:
+                break
+            parent, rest = child, rest[1:]
+        return parent, rest
+
+    def _child(self, parent: NodeView, message: ChatMessage) -> NodeView | None:
+        kind = "user" if message.role == "user" else "reply"
+        for row in self.store.children(parent.id):
+            if row["kind"] == kind:
+                node = self.app.node(UUID(row["id"]))
+                if node.text.strip() == message.text.strip() and node.phase in ("final", "sealed"):
+                    return node
+        return None
+
     def upstream_messages(
         self, tenant_id: str, chosen: Chosen, opened: Opened | None, original: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """What the upstream gets: the request as it came when nothing is recorded; else the client's fixed
-        prompt, changji's context at the user's words, the client's own blocks, and any words the reply
-        starts with (for the upstream to go on from)."""
+        prompt, changji's context at the user's words, the client's own blocks (those inside its chat right
+        before the user's words, those after it at the end), and any words the reply starts with (for the
+        upstream to go on from)."""
         if opened is None:
             return [dict(m) for m in original]
         split = chosen.split
@@ -159,6 +182,7 @@ class ChatProxy:
         messages[-1:-1] = blocks  # right before the user's words
         if opened.starts_with:
             messages.append({"role": "assistant", "content": opened.starts_with})
+        messages += [{"role": "system", "content": text} for text in split.after]  # after the chat, as they came
         return messages
 
     def _continued(self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests) -> Chosen | None:
@@ -168,12 +192,14 @@ class ChatProxy:
         assert story.leaf_id is not None
         leaf = self.app.node(story.leaf_id)
         chat = split.chat
+        if not chat or chat[-1].role != "user":  # (a continue, a prefill, a quiet request: read the whole path)
+            return None
         known = self._known.get(leaf.id)
-        if known is not None and known[0] < len(digests) and digests.at(known[0]) == known[1] and not split.after:
+        if known is not None and known[0] < len(digests) and digests.at(known[0]) == known[1]:
             rest = chat[known[0] :]
             if len(rest) == 1 and rest[0].role == "user" and leaf.kind != "user":
                 return Chosen(story.id, (leaf,), split, Append(0, (rest[0],), branch=False), digests)
-        if leaf.parent_id is not None and chat and chat[-1].role == "user" and not split.after:
+        if leaf.parent_id is not None:
             user = self._known.get(leaf.parent_id)
             if user is not None and user[0] == len(chat) and digests.at(user[0]) == user[1]:
                 return Chosen(story.id, (self.app.node(leaf.parent_id),), split, Regenerate(0), digests)

@@ -14,7 +14,9 @@ from aiohttp import web
 from api.bootstrap import Service
 from api.http import read_body, service, tenant
 from api.openai_shape import openai_error
+from domain.errors import TurnStateError
 from domain.ports import ChatResult, ModelCallError
+from domain.values import StopReason
 from providers.relay import Relayed
 from service.proxy import Chosen, Opened
 
@@ -34,8 +36,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return openai_error(400, "messages must be a non-empty list", "messages")
     if any(type(m) is not dict for m in body["messages"]):
         return openai_error(400, "every message must be an object", "messages")
+    if not isinstance(body.get("stream", False), bool):
+        return openai_error(400, "stream must be true or false", "stream")
+    header = request.headers.get(STORY)
     try:
-        hint = svc.proxy.story_hint(tenant(request), request.headers.get(STORY), body.get("user"))
+        hint = await svc.executor.load(svc.proxy.story_hint, tenant(request), header, body.get("user"))
     except ValueError:
         return openai_error(404, f"{STORY} is not a story id", STORY)
     chosen = await svc.executor.load(svc.proxy.choose, tenant(request), body["messages"], hint)
@@ -44,19 +49,29 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         chosen = (await svc.executor.write(svc.proxy.start, tenant(request), body["messages"], names)).value
     model = str(body.get("model") or svc.relay.model)
     opened = (await svc.executor.write(svc.proxy.open, tenant(request), chosen, model)).value
-    sent = await svc.executor.load(svc.proxy.upstream_messages, tenant(request), chosen, opened, body["messages"])
-    headers = _headers(chosen, opened)
-    forwarded = {**body, "messages": sent}
-    if body.get("stream") is True:
-        return await _streamed(request, svc, forwarded, chosen, opened, headers)
+    try:
+        sent = await svc.executor.load(svc.proxy.upstream_messages, tenant(request), chosen, opened, body["messages"])
+        forwarded = {**body, "messages": sent}
+        if body.get("stream") is True:
+            return await _streamed(request, svc, forwarded, chosen, opened, _headers(chosen, opened))
+        return await _answered(svc, tenant(request), forwarded, chosen, opened)
+    except BaseException as broke:  # whatever ends the request, the reply it opened does not stay "writing"
+        await asyncio.shield(_failed(svc, opened, "error", broke, ""))
+        raise
+
+
+async def _answered(
+    svc: Service, tenant_id: str, forwarded: dict[str, Any], chosen: Chosen, opened: Opened | None
+) -> web.Response:
+    assert svc.relay is not None
     started = time.perf_counter()
     try:
         relayed = await svc.relay.complete(forwarded, None)
     except ModelCallError as failed:
         await _failed(svc, opened, "error", failed, "")
         return _upstream_error(failed)
-    await _record(svc, tenant(request), chosen, opened, relayed, started)
-    return web.Response(body=relayed.body, content_type="application/json", headers=headers)
+    await _record(svc, tenant_id, chosen, opened, relayed, started)
+    return web.Response(body=relayed.body, content_type="application/json", headers=_headers(chosen, opened))
 
 
 async def _streamed(
@@ -67,26 +82,34 @@ async def _streamed(
     opened: Opened | None,
     headers: dict[str, str],
 ) -> web.StreamResponse:
+    """The upstream's chunks as they come. The answer starts with its first chunk: an upstream that refuses
+    before it (a 4xx) is answered with its own status."""
     assert svc.relay is not None
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers})
-    await response.prepare(request)
-    relayed, started = Relayed(), time.perf_counter()
+    streamed: list[str] = []
+    started = time.perf_counter()
 
-    async def send(chunk: bytes) -> None:
-        relayed.chunks += 1
+    async def send(chunk: bytes, text: str) -> None:
+        if not response.prepared:
+            await response.prepare(request)
+        streamed.append(text)
         await response.write(chunk)
 
     try:
         relayed = await svc.relay.complete(forwarded, send)
     except ModelCallError as failed:
-        await _failed(svc, opened, "error", failed, "".join(relayed.parts))
+        await _failed(svc, opened, "error", failed, "".join(streamed))
+        if not response.prepared:
+            return _upstream_error(failed)
         error = {"error": {"message": f"the upstream model failed: {failed}", "type": "api_error"}}
         await response.write(b"data: " + orjson.dumps(error) + b"\n\n")
         return response
     except (ConnectionResetError, asyncio.CancelledError):  # the client went away: what came is kept
-        await asyncio.shield(_failed(svc, opened, "disconnected", None, "".join(relayed.parts)))
+        await asyncio.shield(_failed(svc, opened, "disconnected", None, "".join(streamed)))
         raise
-    await _record(svc, tenant(request), chosen, opened, relayed, started)  # before [DONE]: clients close on reading it
+    if not response.prepared:
+        await response.prepare(request)
+    await _record(svc, tenant(request), chosen, opened, relayed, started)  # before [DONE]: clients close on it
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
@@ -103,8 +126,8 @@ async def _record(
             await svc.executor.write(svc.app.nodes.revise_reply, tenant_id, opened.continues, text, "continued")
         return
     result = ChatResult(
-        relayed.text, (), relayed.model or "upstream", relayed.prompt_tokens, relayed.completion_tokens,
-        relayed.finish_reason,
+        opened.starts_with + relayed.text, (), relayed.model or "upstream", relayed.prompt_tokens,
+        relayed.completion_tokens, relayed.finish_reason,
     )  # fmt: skip
     elapsed = (time.perf_counter() - started) * 1000
     played = await svc.executor.write(svc.app.turns.play_round, opened.reply_id, result, elapsed, False)
@@ -112,17 +135,32 @@ async def _record(
         await svc.executor.load(svc.proxy.remember, chosen, opened, played.reply.text)
 
 
-async def _failed(svc: Service, opened: Opened | None, reason: str, error: ModelCallError | None, text: str) -> None:
+async def _failed(
+    svc: Service, opened: Opened | None, reason: StopReason, error: BaseException | None, text: str
+) -> None:
+    """A reply the request opened, ended: what was streamed kept as an unsealed draft (nothing to do when
+    the reply has ended already)."""
     if opened is None or opened.continues is not None:
         return
     detail = str(error) if error is not None else "the client went away while the reply streamed"
-    await svc.executor.write(svc.app.turns.fail_turn, opened.reply_id, reason, detail, text)  # type: ignore[arg-type]
+    try:
+        await svc.executor.write(
+            svc.app.turns.fail_turn,
+            opened.reply_id,
+            reason,
+            detail[:500],
+            opened.starts_with + text,
+        )
+    except TurnStateError:
+        return
 
 
 def _upstream_error(failed: ModelCallError) -> web.Response:
-    """The upstream's refusal of the request (4xx) answered as its status; anything else as 502."""
+    """The upstream's refusal of the request (a 4xx but for its key) answered with its status; else 502."""
     outcome = failed.outcome
     status = int(outcome[5:]) if outcome.startswith("http 4") and outcome[5:].isdigit() else 502
+    if status in (401, 403):  # the upstream's key, not the client's: the operator's to fix
+        status = 502
     return openai_error(status, f"the upstream model answered: {failed}")
 
 

@@ -107,7 +107,8 @@ class TurnCommands(CommandGroup):
         """A turn a front end's request opens (the chat-completions proxy), in one transaction: the messages
         the story does not have yet under `parent_id` (`said`, oldest first, one kind after the other; `ids`:
         one for each, and one for the reply), then an empty reply — under the last of them when it is the
-        user's words, or beside it, starting with its words, when it is the assistant's (a prefill)."""
+        user's words, or in its place when it is the assistant's (a prefill: the reply, once written, is
+        those words and what the upstream goes on with)."""
         story = self.app.story(tenant_id, story_id)
         parent = self.app.story_node(story, parent_id)
         nodes: list[Node] = []
@@ -122,7 +123,6 @@ class TurnCommands(CommandGroup):
                 reply = Node.open_reply(ids[len(said)], user, model)
             else:
                 user, reply = parent, Node.open_reply(ids[len(said)], parent, model)
-                reply.write_draft(0, text)
             story.move_leaf(reply.id, cause="turn")
             return OpenedTurn(user.view, reply.view, self.app.commit(story, *nodes, reply))
 

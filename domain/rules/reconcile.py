@@ -11,16 +11,19 @@ assistant message. Read against the path root→leaf (the greeting first):
   unchanged: a swipe, a regenerate) → another reply under that user node (`Regenerate`);
 - an earlier message differs, or is gone (an edit, a delete) → a branch from the last message that still
   matches, holding every message after it (`Append` with `branch`); the old branch stays in the tree;
-- the chat ends with a reply the path holds, as the last message (a continue) or quoted by a system
-  message after it (a continue nudge) → that reply goes on (`Continue`); ending with assistant words the
-  path does not hold (a prefill) → a new reply that starts with them (`Append`);
-- anything else — a system message after the chat that is not a continue nudge (a summary or "quiet"
-  request of the front end's own extensions), or a chat that ends with nothing new to answer — is
+- the chat ends with a reply the path holds, as the last message (a continue), or with a system message
+  after it asking to continue or quoting it (a continue nudge) → that reply goes on (`Continue`); ending
+  with assistant words the path does not hold (a prefill) → a new reply that starts with them (`Append`);
+- system messages after the user's last words (post-history instructions, a jailbreak, lore at depth 0)
+  are the client's own blocks: the turn is read as if they were not there;
+- a system message after the character's words that is not a continue nudge (a summary, an impersonation
+  or another "quiet" request of the front end's own extensions), or a chat with nothing to answer, is
   forwarded unchanged and not recorded (`PassThrough`, with the reason).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -115,12 +118,10 @@ def decide(request: SplitRequest, path: Sequence[ChatMessage]) -> Decision:
     message; its text may be empty when the story has none) and whose others are the story's turns,
     root→leaf."""
     chat, after = list(request.chat), request.after
-    if after and not _nudges(after, chat):
-        return PassThrough("a system message after the chat: the front end's own request")
     if not chat:
         return PassThrough("no chat to answer")
-    if after and chat[-1].role != "assistant":
-        return PassThrough("a continue nudge with no assistant words before it")
+    if after and chat[-1].role == "assistant" and not _nudges(after, chat):
+        return PassThrough("a system message after the character's words: the front end's own request")
     matched = _matched(chat, path)  # path[:matched] is what the request repeats, the greeting first
     if matched == len(chat) + 1:  # the whole chat is on the path
         last = matched - 1
@@ -155,7 +156,11 @@ def _matched(chat: Sequence[ChatMessage], path: Sequence[ChatMessage]) -> int:
     return count
 
 
+_CONTINUE = re.compile(r"\bcontinue\b|继续|續", re.IGNORECASE)
+
+
 def _nudges(after: Sequence[str], chat: Sequence[ChatMessage]) -> bool:
-    """Whether the system messages after the chat are a continue nudge: quoting the last assistant words."""
-    last = next((m.text.strip() for m in reversed(chat) if m.role == "assistant"), "")
-    return bool(last) and any(last[-200:] in text for text in after)
+    """Whether the system messages after the character's words are a continue nudge: asking to continue,
+    or quoting the last words."""
+    last = chat[-1].text.strip()
+    return any(_CONTINUE.search(text) or (len(last) >= 20 and last[-200:] in text) for text in after)

@@ -4,6 +4,7 @@ context instead of the history."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from itertools import count
 from typing import Any
@@ -225,3 +226,56 @@ async def test_a_chat_of_two_hundred_turns_sent_as_front_ends_send_it_ends_as_th
     context = await front.api.call("GET", f"/v1/stories/{story}/context")
     assert {"digest", "episode"} & {b["what"] for b in context["explain"]}
     assert (swipes, edits, continues, quiet) == (7, 1, 1, 4)
+
+
+async def test_a_swipe_back_to_an_earlier_reply_goes_on_from_it_without_a_copy(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(Text("A1"), Text("A2"), Text("B1"))
+    _, headers = await front.send("u1")
+    front.chat.pop()
+    await front.send(None)  # a swipe: A2 beside A1, and the leaf on A2
+    front.chat[-1] = {"role": "assistant", "content": "A1"}  # the user swipes back to A1 and goes on
+    await front.send("u2")
+    story = headers["x-changji-story"]
+    tree = (await front.api.call("GET", f"/v1/stories/{story}/tree"))["nodes"]
+    assert sorted(n["kind"] for n in tree) == ["greeting", "reply", "reply", "reply", "user", "user"]
+    assert await path_texts(front.api, story) == [("greeting", GREETING), ("user", "u1"), ("reply", "A1"),
+                                                  ("user", "u2"), ("reply", "B1")]  # fmt: skip
+
+
+async def test_a_prefill_is_the_start_of_the_reply_and_instructions_after_the_users_words_are_sent_on(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(Text("'Aye,'"), Text(" she said."))
+    _, headers = await front.send("u1")
+    prefilled = [*front.messages(), {"role": "user", "content": "u2"}, {"role": "assistant", "content": "Well,"}]
+    text, headers = await front.complete(prefilled, stream=False)
+    reply = await front.api.call("GET", f"/v1/nodes/{headers['x-changji-node']}")
+    assert reply["text"] == "Well, she said." and text == " she said."
+    fake.script(Text("'Fine.'"))
+    ruled = [*front.messages(), {"role": "user", "content": "u3"}, {"role": "system", "content": "[Stay terse.]"}]
+    _, headers = await front.complete(ruled, stream=True)
+    assert headers["x-changji-recorded"] == "true"  # post-history instructions: still the user's turn
+    assert fake.requests[-1]["messages"][-1] == {"role": "system", "content": "[Stay terse.]"}
+
+
+async def test_a_stream_the_client_abandons_is_kept_as_a_draft_and_an_upstream_refusal_keeps_its_status(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(Text(["'One", " two", " three'"], chunk_delay=0.2))
+    body = {"model": "fake-model", "stream": True, "messages": [*front.messages(), {"role": "user", "content": "Go"}]}
+    async with front.api.client.post("/v1/chat/completions", json=body, headers=front.api.headers) as response:
+        story, node = response.headers["X-Changji-Story"], response.headers["X-Changji-Node"]
+        await response.content.readline()  # the first chunk, then the client goes away
+    for _ in range(100):
+        reply = await front.api.call("GET", f"/v1/nodes/{node}")
+        if reply["phase"] == "stopped":
+            break
+        await asyncio.sleep(0.05)
+    assert reply["phase"] == "stopped" and reply["text"].startswith("'One")
+    assert story
+    fake.script(Status(400))
+    async with front.api.client.post("/v1/chat/completions", json=body, headers=front.api.headers) as refused:
+        answer = await refused.json()
+    assert refused.status == 400 and "scripted 400" in answer["error"]["message"]
