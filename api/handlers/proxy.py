@@ -21,6 +21,7 @@ from providers.relay import Relayed
 from service.proxy import Chosen, Opened
 
 STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
+INLINE_BYTES = 64 << 10  # a longer body is read on a thread
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -28,16 +29,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if svc.relay is None:
         return openai_error(503, "no upstream model is configured (CHANGJI_MAIN_BASE_URL, CHANGJI_MAIN_MODEL)")
     raw = await read_body(request)
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return openai_error(400, "the body is not JSON", "body")
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
-        return openai_error(400, "messages must be a non-empty list", "messages")
-    if any(type(m) is not dict for m in body["messages"]):
-        return openai_error(400, "every message must be an object", "messages")
-    if not isinstance(body.get("stream", False), bool):
-        return openai_error(400, "stream must be true or false", "stream")
+    body = await asyncio.to_thread(_request, raw) if len(raw) > INLINE_BYTES else _request(raw)
+    if isinstance(body, web.Response):
+        return body
     header = request.headers.get(STORY)
     try:
         hint = await svc.executor.load(svc.proxy.story_hint, tenant(request), header, body.get("user"))
@@ -153,6 +147,21 @@ async def _failed(
         )
     except TurnStateError:
         return
+
+
+def _request(raw: bytes) -> dict[str, Any] | web.Response:
+    """The request's body read and checked (a front end's whole history: off the event loop when long)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return openai_error(400, "the body is not JSON", "body")
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        return openai_error(400, "messages must be a non-empty list", "messages")
+    if any(type(m) is not dict for m in body["messages"]):
+        return openai_error(400, "every message must be an object", "messages")
+    if not isinstance(body.get("stream", False), bool):
+        return openai_error(400, "stream must be true or false", "stream")
+    return body
 
 
 def _upstream_error(failed: ModelCallError) -> web.Response:
