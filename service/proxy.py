@@ -70,11 +70,14 @@ class ChatProxy:
     """Keeps, for nodes it has seen a front end's chat reach, a digest of that chat up to them (`_known`:
     node → (messages, digest)): a request whose chat up to the story's leaf (or its user node) has that
     digest is the path's continuation, told without walking the path — the front end sends its whole
-    history each time, and the walk would grow with it. Other requests are read against the whole path."""
+    history each time, and the walk would grow with it. Other requests are read against the whole path.
+    It keeps too the digest of each exchange it recorded (`_tails`), for front ends that cut the oldest
+    turns (and the greeting) to their own context size."""
 
     def __init__(self, app: Changji, views: StoryViews, store: ReadModels) -> None:
         self.app, self.views, self.store = app, views, store
         self._known: dict[UUID, tuple[int, bytes]] = {}
+        self._tails: dict[bytes, tuple[UUID, UUID]] = {}  # the digest of an exchange → (story, its reply)
 
     def choose(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
@@ -97,8 +100,24 @@ class ChatProxy:
             if matched > 1 and (best is None or matched > best[0]):
                 best = (matched, story, path)
         if best is None:
-            return None
+            return self._trimmed(tenant_id, split, digests)
         return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])), digests)
+
+    def _trimmed(self, tenant_id: str, split: SplitRequest, digests: ChatDigests) -> Chosen | None:
+        """A chat the front end cut to its own context size (its greeting and oldest turns gone): the story
+        whose leaf is the reply its last exchange before the user's new words led to, when this proxy
+        recorded that reply (the exchange's digest is kept); None otherwise."""
+        chat = split.chat
+        if len(chat) < 3 or chat[-1].role != "user" or chat[-2].role != "assistant":
+            return None
+        kept = self._tails.get(_exchange(chat[-3], chat[-2]))
+        if kept is None:
+            return None
+        story_id, reply_id = kept
+        story = self.app.story(tenant_id, story_id)
+        if story.leaf_id != reply_id:
+            return None
+        return Chosen(story.id, (self.app.node(reply_id),), split, Append(0, (chat[-1],), branch=False), digests)
 
     def start(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], names: tuple[str, str]) -> Written[Chosen]:
         """A new story for a request no story continues, on the card its system messages make."""
@@ -216,8 +235,11 @@ class ChatProxy:
             count -= 1
         self._known[opened.user_id] = (count, digests.at(count))
         self._known[opened.reply_id] = (count + 1, digests.then(count, ChatMessage("assistant", reply_text)))
-        while len(self._known) > KNOWN:
-            del self._known[next(iter(self._known))]
+        if count and chosen.split.chat[count - 1].role == "user":
+            words = chosen.split.chat[count - 1]
+            self._tails[_exchange(words, ChatMessage("assistant", reply_text))] = (chosen.story_id, opened.reply_id)
+        _bound(self._known)
+        _bound(self._tails)
 
     def _path(self, story: Story) -> tuple[NodeView, ...]:
         assert story.leaf_id is not None
@@ -239,6 +261,17 @@ class ChatProxy:
                 return None
             return story_id
         return None
+
+
+def _bound(kept: dict[Any, Any]) -> None:
+    while len(kept) > KNOWN:  # the oldest go first
+        del kept[next(iter(kept))]
+
+
+def _exchange(words: ChatMessage, reply: ChatMessage) -> bytes:
+    """The digest of one exchange: the user's words and the reply to them."""
+    said = f"{words.text.strip()}\x1e{reply.text.strip()}"
+    return hashlib.blake2b(said.encode(), digest_size=16, person=b"exchange").digest()
 
 
 class ChatDigests:

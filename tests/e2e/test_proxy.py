@@ -279,3 +279,23 @@ async def test_a_stream_the_client_abandons_is_kept_as_a_draft_and_an_upstream_r
     async with front.api.client.post("/v1/chat/completions", json=body, headers=front.api.headers) as refused:
         answer = await refused.json()
     assert refused.status == 400 and "scripted 400" in answer["error"]["message"]
+
+
+async def test_a_front_end_that_cuts_its_history_to_its_context_size_goes_on_in_its_story(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(Text("r1"), Text("r2"), Text("r3"), Text("r4"))
+    _, headers = await front.send("u1")
+    await front.send("u2")
+    await front.send("u3")
+    trimmed = [{"role": "system", "content": SYSTEM}, *front.chat[-2:], {"role": "user", "content": "u4"}]
+    _, later = await front.complete(trimmed, stream=False)  # the greeting and the oldest turns cut
+    assert later["x-changji-story"] == headers["x-changji-story"] and later["x-changji-recorded"] == "true"
+    path = await path_texts(front.api, headers["x-changji-story"])
+    assert path[-4:] == [("user", "u3"), ("reply", "r3"), ("user", "u4"), ("reply", "r4")] and len(path) == 9
+    fake.script(Text("r5"))
+    cut = [{"role": "system", "content": SYSTEM}, *[m for m in front.chat if m["content"] in ("r2", "u3", "r3")],
+           {"role": "user", "content": "u4"}, {"role": "assistant", "content": "r4"}, {"role": "user", "content": "u5"}]  # fmt: skip
+    _, latest = await front.complete(cut, stream=False)  # cut so that it opens with the character's words
+    assert latest["x-changji-story"] == headers["x-changji-story"]
+    assert (await path_texts(front.api, headers["x-changji-story"]))[-2:] == [("user", "u5"), ("reply", "r5")]
