@@ -105,17 +105,20 @@ class StoryViews:
         node = self.app.leaf_or(story, at, "at").view
         return node.text if node.kind == "user" and self._can_recall(story.id) else None
 
-    def pack_if_over_budget(self, tenant_id: str, story_id: UUID, reply_id: UUID) -> int:
+    def pack_if_over_budget(
+        self, tenant_id: str, story_id: UUID, reply_id: UUID, fixed_prompt: str | None = None
+    ) -> int:
         """After a reply is added: when the context that follows it would leave turns out for the budget,
         a compaction is announced on the reply (`CompactionDue`, reason budget); the position, or 0.
-        The write that changed the path decides, so a read of the context never has to."""
+        The write that changed the path decides, so a read of the context never has to. `fixed_prompt`:
+        the system prompt a proxied client sends instead of the card's."""
         story = self.app.story(tenant_id, story_id)
         settings = self.app.settings(story)
         recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
         over = leaves_turns_out(  # the next turn recalls into its share
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
             self.app.render_epoch(story.id), self.app.node, self._summarized(story.id), recall_share,
-            self.app.summarized(story.id), self._lore(self.app.card_of(story), story.id, reply_id),
+            self.app.summarized(story.id), self._lore(self.app.card_of(story), story.id, reply_id), fixed_prompt,
         )  # fmt: skip
         if not over:
             return 0

@@ -127,6 +127,8 @@ async def _record(
     played = await svc.executor.write(svc.app.turns.play_round, opened.reply_id, result, elapsed, False)
     if played.ends == "sealed":
         await svc.executor.load(svc.proxy.remember, chosen, opened, played.reply.text)
+        fixed = "\n\n".join(chosen.split.fixed)  # the next context would cut turns: a pack is announced now
+        await svc.executor.write(svc.views.pack_if_over_budget, tenant_id, chosen.story_id, opened.reply_id, fixed)
 
 
 async def _failed(

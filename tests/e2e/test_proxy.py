@@ -299,3 +299,16 @@ async def test_a_front_end_that_cuts_its_history_to_its_context_size_goes_on_in_
     _, latest = await front.complete(cut, stream=False)  # cut so that it opens with the character's words
     assert latest["x-changji-story"] == headers["x-changji-story"]
     assert (await path_texts(front.api, headers["x-changji-story"]))[-2:] == [("user", "u5"), ("reply", "r5")]
+
+
+async def test_a_proxied_context_that_would_cut_turns_announces_a_pack(fake: FakeModelServer, front: Front) -> None:
+    fake.fallback = lambda body: Text("The fog lifts a little, and the lamp on the bow swings in the wind again.")
+    _, headers = await front.send("Turn 0: where are we?")
+    story = headers["x-changji-story"]
+    card = (await front.api.call("GET", f"/v1/stories/{story}"))["card_id"]
+    settings = {"pack_turns": 0, "min_pack_chars": 0, "context_window": 768, "reply_reserve": 0, "keep_turns": 2}
+    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": settings})  # no packs as turns go by
+    for i in range(1, 20):
+        await front.send(f"Turn {i}: where are we now, and how far is the harbour from here?")
+    jobs = (await front.api.call("GET", f"/v1/jobs?story_id={story}&kind=compact"))["items"]
+    assert jobs and {job["detail"] for job in jobs} & {"budget"}, jobs
