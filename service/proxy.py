@@ -15,6 +15,7 @@ summaries or vector blocks) right before the user's words, as they came."""
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,7 @@ class ChatProxy:
         self.app, self.views, self.store = app, views, store
         self._known: dict[UUID, tuple[int, bytes]] = {}
         self._tails: dict[bytes, tuple[UUID, UUID]] = {}  # the digest of an exchange → (story, its reply)
+        self._remembering = threading.Lock()  # (readers run on several threads)
 
     def choose(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
@@ -233,13 +235,16 @@ class ChatProxy:
         count = len(chosen.split.chat)
         if chosen.split.chat and chosen.split.chat[-1].role == "assistant":  # a prefill: its words are the reply's
             count -= 1
-        self._known[opened.user_id] = (count, digests.at(count))
-        self._known[opened.reply_id] = (count + 1, digests.then(count, ChatMessage("assistant", reply_text)))
-        if count and chosen.split.chat[count - 1].role == "user":
-            words = chosen.split.chat[count - 1]
-            self._tails[_exchange(words, ChatMessage("assistant", reply_text))] = (chosen.story_id, opened.reply_id)
-        _bound(self._known)
-        _bound(self._tails)
+        user = (count, digests.at(count))
+        reply = (count + 1, digests.then(count, ChatMessage("assistant", reply_text)))
+        words = chosen.split.chat[count - 1] if count and chosen.split.chat[count - 1].role == "user" else None
+        with self._remembering:
+            self._known[opened.user_id], self._known[opened.reply_id] = user, reply
+            if words is not None:
+                exchange = _exchange(words, ChatMessage("assistant", reply_text))
+                self._tails[exchange] = (chosen.story_id, opened.reply_id)
+            _bound(self._known)
+            _bound(self._tails)
 
     def _path(self, story: Story) -> tuple[NodeView, ...]:
         assert story.leaf_id is not None
