@@ -17,6 +17,10 @@ from providers.openai import _Client
 Send = Callable[[bytes, str], Awaitable[None]]  # a chunk line as it came, and the first choice's text in it
 
 
+class ClientGone(Exception):
+    """The front end went away while its answer streamed (not the upstream's failure: nothing to retry)."""
+
+
 @dataclass
 class Relayed:
     """What the upstream answered: the first choice's text, the usage, the model, and (not streamed) the
@@ -69,7 +73,10 @@ class Relay(_Client):
                 _take_chunk(relayed, chunk)
                 if asked_usage or chunk.get("choices"):
                     relayed.chunks += 1
-                    await send(b"data: " + data + b"\n\n", "".join(relayed.parts[before:]))
+                    try:
+                        await send(b"data: " + data + b"\n\n", "".join(relayed.parts[before:]))
+                    except (ConnectionResetError, aiohttp.ClientConnectionResetError) as gone:
+                        raise ClientGone(str(gone)) from gone
             relayed.text = "".join(relayed.parts)
             return relayed
 

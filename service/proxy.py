@@ -41,6 +41,7 @@ from projections.read_models.store import ReadModels
 from service.views import StoryViews
 
 CANDIDATES = 50
+SAME_CARD, OTHER_CARD = 2, 4  # path messages a chat must repeat (the greeting first) to continue a story
 KNOWN = 200_000  # nodes whose chat digest the proxy keeps
 PROXY_CARDS = uuid5(NAMESPACE_URL, "https://changji.dev/proxy/cards")
 
@@ -86,8 +87,9 @@ class ChatProxy:
         split = split_request(messages)
         digests = ChatDigests(split)
         stories = [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES)
+        card_id = _card_id(tenant_id, split)
         for story_id in stories:
-            quick = self._continued(tenant_id, story_id, split, digests)
+            quick = self._continued(tenant_id, story_id, split, digests, card_id)
             if quick is not None:
                 return quick
         if hint is not None:
@@ -99,7 +101,10 @@ class ChatProxy:
             story = self.app.story(tenant_id, story_id)
             path = self._path(story)
             matched = _matched(split, _messages(path))
-            if matched > 1 and (best is None or matched > best[0]):
+            enough = (
+                SAME_CARD if story.card_id == card_id else OTHER_CARD
+            )  # (the first words alone: not another card's)
+            if matched >= enough and (best is None or matched > best[0]):
                 best = (matched, story, path)
         if best is None:
             return self._trimmed(tenant_id, split, digests)
@@ -112,11 +117,14 @@ class ChatProxy:
         chat = split.chat
         if len(chat) < 3 or chat[-1].role != "user" or chat[-2].role != "assistant":
             return None
-        kept = self._tails.get(_exchange(chat[-3], chat[-2]))
+        kept = self._tails.get(_exchange(tenant_id, split, chat[-3], chat[-2]))
         if kept is None:
             return None
         story_id, reply_id = kept
-        story = self.app.story(tenant_id, story_id)
+        try:
+            story = self.app.story(tenant_id, story_id)
+        except StoryNotFoundError:  # deleted since
+            return None
         if story.leaf_id != reply_id:
             return None
         return Chosen(story.id, (self.app.node(reply_id),), split, Append(0, (chat[-1],), branch=False), digests)
@@ -125,7 +133,7 @@ class ChatProxy:
         """A new story for a request no story continues, on the card its system messages make."""
         split = split_request(messages)
         fixed = "\n\n".join(split.fixed)
-        card_id = uuid5(PROXY_CARDS, f"{tenant_id}\n{hashlib.sha256(fixed.encode()).hexdigest()}")
+        card_id = _card_id(tenant_id, split)
         char, user = names
         if not self.app.exists(Card, card_id):
             data = CardData(name=char[:200] or "Assistant", description=fixed[:200_000], first_mes=split.greeting or "")
@@ -181,7 +189,7 @@ class ChatProxy:
     def _child(self, parent: NodeView, message: ChatMessage) -> NodeView | None:
         kind = "user" if message.role == "user" else "reply"
         for row in self.store.children(parent.id):
-            if row["kind"] == kind:
+            if row["kind"] == kind and not row["hidden"]:
                 node = self.app.node(UUID(row["id"]))
                 if node.text.strip() == message.text.strip() and node.phase in ("final", "sealed"):
                     return node
@@ -206,7 +214,9 @@ class ChatProxy:
         messages += [{"role": "system", "content": text} for text in split.after]  # after the chat, as they came
         return messages
 
-    def _continued(self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests) -> Chosen | None:
+    def _continued(
+        self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests, card_id: UUID
+    ) -> Chosen | None:
         """The decision for a request that repeats the story's path up to its leaf, or up to the leaf's
         user node (a swipe), as a digest this proxy kept says — without the path; None otherwise."""
         story = self.app.story(tenant_id, story_id)
@@ -215,6 +225,8 @@ class ChatProxy:
         chat = split.chat
         if not chat or chat[-1].role != "user":  # (a continue, a prefill, a quiet request: read the whole path)
             return None
+        if story.card_id != card_id and len(chat) < OTHER_CARD:
+            return None  # the first words alone: not another card's story
         known = self._known.get(leaf.id)
         if known is not None and known[0] < len(digests) and digests.at(known[0]) == known[1]:
             rest = chat[known[0] :]
@@ -226,7 +238,7 @@ class ChatProxy:
                 return Chosen(story.id, (self.app.node(leaf.parent_id),), split, Regenerate(0), digests)
         return None
 
-    def remember(self, chosen: Chosen, opened: Opened | None, reply_text: str) -> None:
+    def remember(self, tenant_id: str, chosen: Chosen, opened: Opened | None, reply_text: str) -> None:
         """After a recorded reply: the digests of the chat up to its user node and up to it, as the front
         end will send them next."""
         if opened is None or opened.continues is not None:
@@ -241,7 +253,7 @@ class ChatProxy:
         with self._remembering:
             self._known[opened.user_id], self._known[opened.reply_id] = user, reply
             if words is not None:
-                exchange = _exchange(words, ChatMessage("assistant", reply_text))
+                exchange = _exchange(tenant_id, chosen.split, words, ChatMessage("assistant", reply_text))
                 self._tails[exchange] = (chosen.story_id, opened.reply_id)
             _bound(self._known)
             _bound(self._tails)
@@ -268,14 +280,21 @@ class ChatProxy:
         return None
 
 
+def _card_id(tenant_id: str, split: SplitRequest) -> UUID:
+    """The card a request's system messages make (the same text, the same card)."""
+    fixed = "\n\n".join(split.fixed)
+    return uuid5(PROXY_CARDS, f"{tenant_id}\n{hashlib.sha256(fixed.encode()).hexdigest()}")
+
+
 def _bound(kept: dict[Any, Any]) -> None:
     while len(kept) > KNOWN:  # the oldest go first
         del kept[next(iter(kept))]
 
 
-def _exchange(words: ChatMessage, reply: ChatMessage) -> bytes:
-    """The digest of one exchange: the user's words and the reply to them."""
-    said = f"{words.text.strip()}\x1e{reply.text.strip()}"
+def _exchange(tenant_id: str, split: SplitRequest, words: ChatMessage, reply: ChatMessage) -> bytes:
+    """The digest of one exchange — the user's words and the reply to them — for a tenant's chat with that
+    fixed prompt (another chat, or tenant, with the same exchange is not the same story)."""
+    said = "\x1e".join((tenant_id, *split.fixed, "\x1d", words.text.strip(), reply.text.strip()))
     return hashlib.blake2b(said.encode(), digest_size=16, person=b"exchange").digest()
 
 

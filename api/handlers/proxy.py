@@ -17,7 +17,7 @@ from api.openai_shape import openai_error
 from domain.errors import TurnStateError
 from domain.ports import ChatResult, ModelCallError
 from domain.values import StopReason
-from providers.relay import Relayed
+from providers.relay import ClientGone, Relayed
 from service.proxy import Chosen, Opened
 
 STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
@@ -98,7 +98,7 @@ async def _streamed(
         error = {"error": {"message": f"the upstream model failed: {failed}", "type": "api_error"}}
         await response.write(b"data: " + orjson.dumps(error) + b"\n\n")
         return response
-    except (ConnectionResetError, asyncio.CancelledError):  # the client went away: what came is kept
+    except (ClientGone, ConnectionResetError, asyncio.CancelledError):  # the client went away: what came is kept
         await asyncio.shield(_failed(svc, opened, "disconnected", None, "".join(streamed)))
         raise
     if not response.prepared:
@@ -126,7 +126,7 @@ async def _record(
     elapsed = (time.perf_counter() - started) * 1000
     played = await svc.executor.write(svc.app.turns.play_round, opened.reply_id, result, elapsed, False)
     if played.ends == "sealed":
-        await svc.executor.load(svc.proxy.remember, chosen, opened, played.reply.text)
+        await svc.executor.load(svc.proxy.remember, tenant_id, chosen, opened, played.reply.text)
         fixed = "\n\n".join(chosen.split.fixed)  # the next context would cut turns: a pack is announced now
         await svc.executor.write(svc.views.pack_if_over_budget, tenant_id, chosen.story_id, opened.reply_id, fixed)
 

@@ -156,11 +156,16 @@ def _matched(chat: Sequence[ChatMessage], path: Sequence[ChatMessage]) -> int:
     return count
 
 
-_CONTINUE = re.compile(r"\bcontinue\b|继续|續", re.IGNORECASE)
+_CONTINUE = re.compile(  # the nudges front ends send (SillyTavern's "[Continue your last message …]")
+    r"^\W*(?:continue (?:your|the) (?:last|previous|following|current) (?:message|reply|response|sentence)"
+    r"|(?:请)?(?:接着|继续)(?:写|说)?(?:你的?)?(?:上一条|刚才的?|最后一条|这条)(?:回复|消息|内容|话))",
+    re.IGNORECASE,
+)
 
 
 def _nudges(after: Sequence[str], chat: Sequence[ChatMessage]) -> bool:
-    """Whether the system messages after the character's words are a continue nudge: asking to continue,
-    or quoting the last words."""
+    """Whether the system messages after the character's words are a continue nudge: one of the nudges
+    front ends send (opening with "Continue your last message", "继续你上一条回复"), or quoting the last
+    words. An instruction that merely says "continue the story" is not one."""
     last = chat[-1].text.strip()
     return any(_CONTINUE.search(text) or (len(last) >= 20 and last[-200:] in text) for text in after)

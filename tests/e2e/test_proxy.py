@@ -312,3 +312,21 @@ async def test_a_proxied_context_that_would_cut_turns_announces_a_pack(fake: Fak
         await front.send(f"Turn {i}: where are we now, and how far is the harbour from here?")
     jobs = (await front.api.call("GET", f"/v1/jobs?story_id={story}&kind=compact"))["items"]
     assert jobs and {job["detail"] for job in jobs} & {"budget"}, jobs
+
+
+async def test_a_cut_chat_goes_on_in_the_story_of_its_own_prompt_when_another_chat_had_the_same_exchange(
+    fake: FakeModelServer, front: Front
+) -> None:
+    async def chat(system: str, words: str) -> str:
+        messages = [{"role": "system", "content": system}, {"role": "assistant", "content": "Hello."}]
+        fake.script(Text("ok."))
+        _, headers = await front.complete([*messages, {"role": "user", "content": words}], stream=False)
+        return headers["x-changji-story"]
+
+    mine, other = await chat("You are Mira.", "yes"), await chat("You are Oskar.", "yes")
+    assert mine != other
+    cut = [{"role": "system", "content": "You are Mira."}, {"role": "user", "content": "yes"},
+           {"role": "assistant", "content": "ok."}, {"role": "user", "content": "and then?"}]  # fmt: skip
+    fake.script(Text("then."))
+    _, headers = await front.complete(cut, stream=False)
+    assert headers["x-changji-story"] == mine

@@ -62,9 +62,23 @@ def test_a_request_is_read_against_the_path(chat: list[tuple[str, str]], expecte
 def test_a_system_message_after_the_chat_is_the_front_ends_own_request_unless_it_quotes_the_reply() -> None:
     quiet = split_request([*request(*history(6)), {"role": "system", "content": "Summarize the story so far."}])
     assert isinstance(decide(quiet, PATH), PassThrough)
-    nudge = split_request([*request(*history(6)), {"role": "system", "content": "Continue from: m5"}])
+    nudge = split_request([*request(*history(6)), {"role": "system", "content": "[Continue your last message.]"}])
     assert decide(nudge, PATH) == Continue(6, "m5")
 
 
 def test_a_request_with_no_chat_is_passed_through() -> None:
     assert isinstance(decide(split_request([{"role": "system", "content": "x"}]), PATH), PassThrough)
+
+
+@pytest.mark.parametrize(
+    ("nudge", "continues"),
+    [
+        ("[Continue your last message without repeating its original content.]", True),
+        ("继续你上一条回复。", True),
+        ("Continue the story in character. Stay terse.", False),
+        ("Pause the roleplay. Summarize the story so far; do not continue it.", False),
+    ],
+)
+def test_only_a_continue_nudge_continues_the_last_reply(nudge: str, continues: bool) -> None:
+    asked = split_request([*request(*history(6)), {"role": "system", "content": nudge}])
+    assert (decide(asked, PATH) == Continue(6, "m5")) is continues
