@@ -6,6 +6,7 @@ commands do (`Executor.load`); the render and window caches they keep are theirs
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import takewhile
@@ -147,6 +148,7 @@ class StoryViews:
             bodies,
             tools,
             fixed_prompt,
+            time.perf_counter,
         )
 
     def lore_at(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, limit: int) -> list[LoreFound]:

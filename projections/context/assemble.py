@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from operator import attrgetter, eq, itemgetter
-from time import perf_counter
 from uuid import UUID
 
 from domain.lore import LoreBookView
@@ -75,6 +74,7 @@ def assemble_context(
     lore_bodies: bool = False,
     lore_lookup: bool = False,
     fixed_prompt: str | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -93,7 +93,8 @@ def assemble_context(
     the newest messages of the window name into the last user message (`lore_bodies`: in full, within the
     `lore_tokens` setting, else by title; `lore_lookup`: the model can look them up with `lorebook_search`).
     `fixed_prompt`: the system prompt as a client that keeps its own card sent it (the proxy), instead of
-    the one built from the card (the card's constant lore is then the client's to send)."""
+    the one built from the card (the card's constant lore is then the client's to send). `clock`: with
+    one, the lore's regex keys share one time budget (`domain/rules/lore.py`)."""
     char, user = card.name, settings.user_name
     texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
@@ -122,7 +123,7 @@ def assemble_context(
         return _summary_tokens(of, load, char, user, texts, epoch, cache)
 
     if lore and ends_with_user:  # scanned on the newest messages, which any fitting of the window keeps
-        scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user, clock=perf_counter)
+        scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user, clock=clock)
         how = LoreShown(lore_bodies, lore_lookup, settings.lore_tokens, cache.count_raw)
         found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
