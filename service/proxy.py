@@ -33,11 +33,11 @@ from domain.rules.reconcile import (
     Regenerate,
     SplitRequest,
     decide,
-    split_request,
 )
 from domain.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
 from projections.read_models.store import ReadModels
+from service.proxy_requests import ChatDigests, ProxyRequest, RequestReader
 from service.views import StoryViews
 
 CANDIDATES = 50
@@ -81,11 +81,15 @@ class ChatProxy:
         self._known: dict[UUID, tuple[int, bytes]] = {}
         self._tails: dict[bytes, tuple[UUID, UUID]] = {}  # the digest of an exchange → (story, its reply)
         self._remembering = threading.Lock()  # (readers run on several threads)
+        self.requests = RequestReader()
 
-    def choose(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], hint: UUID | None) -> Chosen | None:
+    def read(self, tenant_id: str, raw: bytes) -> ProxyRequest:
+        """A request's body read (carried on from the tenant's last request it repeats); BadRequest."""
+        return self.requests.read(tenant_id, raw)
+
+    def choose(self, tenant_id: str, request: ProxyRequest, hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
-        split = split_request(messages)
-        digests = ChatDigests(split)
+        split, digests = request.split, request.digests
         stories = [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES)
         card_id = _card_id(tenant_id, split)
         for story_id in stories:
@@ -129,9 +133,9 @@ class ChatProxy:
             return None
         return Chosen(story.id, (self.app.node(reply_id),), split, Append(0, (chat[-1],), branch=False), digests)
 
-    def start(self, tenant_id: str, messages: Sequence[Mapping[str, Any]], names: tuple[str, str]) -> Written[Chosen]:
+    def start(self, tenant_id: str, request: ProxyRequest, names: tuple[str, str]) -> Written[Chosen]:
         """A new story for a request no story continues, on the card its system messages make."""
-        split = split_request(messages)
+        split = request.split
         fixed = "\n\n".join(split.fixed)
         card_id = _card_id(tenant_id, split)
         char, user = names
@@ -296,41 +300,6 @@ def _exchange(tenant_id: str, split: SplitRequest, words: ChatMessage, reply: Ch
     fixed prompt (another chat, or tenant, with the same exchange is not the same story)."""
     said = "\x1e".join((tenant_id, *split.fixed, "\x1d", words.text.strip(), reply.text.strip()))
     return hashlib.blake2b(said.encode(), digest_size=16, person=b"exchange").digest()
-
-
-class ChatDigests:
-    """Digests of a request's chat up to any of its messages — the greeting, then the first k messages —
-    each made with one join and one hash (a history is long; a per-message hash in Python is not cheap)."""
-
-    def __init__(self, split: SplitRequest) -> None:
-        self._parts = [f"{m.role}\x1f{m.text.strip()}" for m in split.chat]
-        self._greeting = (split.greeting or "").strip().encode()
-        self._states: dict[int, Any] = {}
-
-    def __len__(self) -> int:
-        return len(self._parts) + 1
-
-    def at(self, k: int) -> bytes:
-        return bytes(self._state(k).digest())
-
-    def then(self, k: int, message: ChatMessage) -> bytes:
-        """The digest of the first k messages and `message` after them."""
-        following = self._state(k).copy()
-        following.update(f"\x1e{message.role}\x1f{message.text.strip()}".encode())
-        return bytes(following.digest())
-
-    def _state(self, k: int) -> Any:
-        """The hash after k messages, from the nearest one made before it (its copy, and what lies between)."""
-        if k not in self._states:
-            below = max((i for i in self._states if i < k), default=None)
-            if below is None:
-                hashed, below = hashlib.blake2b(self._greeting, digest_size=16), 0
-            else:
-                hashed = self._states[below].copy()
-            if k > below:
-                hashed.update(("\x1e" + "\x1e".join(self._parts[below:k])).encode())
-            self._states[k] = hashed
-        return self._states[k]
 
 
 def _messages(path: Sequence[NodeView]) -> list[ChatMessage]:

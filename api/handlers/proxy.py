@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -19,6 +20,7 @@ from domain.ports import ChatResult, ModelCallError
 from domain.values import StopReason
 from providers.relay import ClientGone, Relayed
 from service.proxy import Chosen, Opened
+from service.proxy_requests import BadRequest
 
 STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
 INLINE_BYTES = 64 << 10  # a longer body is read on a thread
@@ -29,22 +31,29 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if svc.relay is None:
         return openai_error(503, "no upstream model is configured (CHANGJI_MAIN_BASE_URL, CHANGJI_MAIN_MODEL)")
     raw = await read_body(request)
-    body = await asyncio.to_thread(_request, raw) if len(raw) > INLINE_BYTES else _request(raw)
-    if isinstance(body, web.Response):
-        return body
+    try:  # (a front end's whole history: off the event loop when long)
+        read = svc.proxy.read
+        asked = (
+            await asyncio.to_thread(read, tenant(request), raw)
+            if len(raw) > INLINE_BYTES
+            else read(tenant(request), raw)
+        )
+    except BadRequest as bad:
+        return openai_error(400, str(bad), bad.field)
+    body = asked.fields
     header = request.headers.get(STORY)
     try:
         hint = await svc.executor.load(svc.proxy.story_hint, tenant(request), header, body.get("user"))
     except ValueError:
         return openai_error(404, f"{STORY} is not a story id", STORY)
-    chosen = await svc.executor.load(svc.proxy.choose, tenant(request), body["messages"], hint)
+    chosen = await svc.executor.load(svc.proxy.choose, tenant(request), asked, hint)
     if chosen is None:
-        names = _names(body["messages"])
-        chosen = (await svc.executor.write(svc.proxy.start, tenant(request), body["messages"], names)).value
+        names = _names(asked.messages)
+        chosen = (await svc.executor.write(svc.proxy.start, tenant(request), asked, names)).value
     model = str(body.get("model") or svc.relay.model)
     opened = (await svc.executor.write(svc.proxy.open, tenant(request), chosen, model)).value
     try:
-        sent = await svc.executor.load(svc.proxy.upstream_messages, tenant(request), chosen, opened, body["messages"])
+        sent = await svc.executor.load(svc.proxy.upstream_messages, tenant(request), chosen, opened, asked.messages)
         forwarded = {**body, "messages": sent}
         if body.get("stream") is True:
             return await _streamed(request, svc, forwarded, chosen, opened, _headers(chosen, opened))
@@ -151,21 +160,6 @@ async def _failed(
         return
 
 
-def _request(raw: bytes) -> dict[str, Any] | web.Response:
-    """The request's body read and checked (a front end's whole history: off the event loop when long)."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return openai_error(400, "the body is not JSON", "body")
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
-        return openai_error(400, "messages must be a non-empty list", "messages")
-    if any(type(m) is not dict for m in body["messages"]):
-        return openai_error(400, "every message must be an object", "messages")
-    if not isinstance(body.get("stream", False), bool):
-        return openai_error(400, "stream must be true or false", "stream")
-    return body
-
-
 def _upstream_error(failed: ModelCallError) -> web.Response:
     """The upstream's refusal of the request (a 4xx but for its key) answered with its status; else 502."""
     outcome = failed.outcome
@@ -184,7 +178,7 @@ def _headers(chosen: Chosen, opened: Opened | None) -> dict[str, str]:
     return headers
 
 
-def _names(messages: list[dict[str, Any]]) -> tuple[str, str]:
+def _names(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     """The character's and the user's names, where the messages carry them (`name`)."""
 
     def named(role: str) -> str:

@@ -92,12 +92,14 @@ def message_text(content: Any) -> str:
     return ""
 
 
-def split_request(messages: Sequence[Mapping[str, Any]]) -> SplitRequest:
-    fixed: list[str] = []
-    chat: list[ChatMessage] = []
-    blocks: list[str] = []
-    after: list[str] = []
-    greeting: str | None = None
+def split_request(messages: Sequence[Mapping[str, Any]], before: SplitRequest | None = None) -> SplitRequest:
+    """The messages split; `before`: the split of messages that come before these (the request read on
+    from there: a front end's whole history is long, and what it shares with its last request is read)."""
+    fixed: list[str] = list(before.fixed) if before else []
+    chat: list[ChatMessage] = list(before.chat) if before else []
+    blocks: list[str] = list(before.blocks) if before else []
+    after: list[str] = list(before.after) if before else []
+    greeting: str | None = before.greeting if before else None
     for message in messages:
         role, text = message.get("role"), message_text(message.get("content"))
         if role in ("system", "developer"):

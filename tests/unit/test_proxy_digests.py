@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.rules.reconcile import split_request
-from service.proxy import ChatDigests
+from service.proxy_requests import ChatDigests
 
 
 def chat(texts: list[str]) -> list[dict[str, str]]:
