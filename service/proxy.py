@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
@@ -72,14 +72,11 @@ class ChatProxy:
     """Keeps, for nodes it has seen a front end's chat reach, a digest of that chat up to them (`_known`:
     node → (messages, digest)): a request whose chat up to the story's leaf (or its user node) has that
     digest is the path's continuation, told without walking the path — the front end sends its whole
-    history each time, and the walk would grow with it. Other requests are read against the whole path.
-    It keeps too the digest of each exchange it recorded (`_tails`), for front ends that cut the oldest
-    turns (and the greeting) to their own context size."""
+    history each time, and the walk would grow with it. Other requests are read against the whole path."""
 
     def __init__(self, app: Changji, views: StoryViews, store: ReadModels) -> None:
         self.app, self.views, self.store = app, views, store
         self._known: dict[UUID, tuple[int, bytes]] = {}
-        self._tails: dict[bytes, tuple[UUID, UUID]] = {}  # the digest of an exchange → (story, its reply)
         self._remembering = threading.Lock()  # (readers run on several threads)
         self.requests = RequestReader()
 
@@ -96,42 +93,51 @@ class ChatProxy:
             quick = self._continued(tenant_id, story_id, split, digests, card_id)
             if quick is not None:
                 return quick
-        if hint is not None:
-            story = self.app.story(tenant_id, hint)
-            path = self._path(story)
-            return Chosen(story.id, path, split, decide(split, _messages(path)), digests)
         best: tuple[int, Story, tuple[NodeView, ...]] | None = None
         for story_id in stories:
             story = self.app.story(tenant_id, story_id)
             path = self._path(story)
             matched = _matched(split, _messages(path))
             enough = (
-                SAME_CARD if story.card_id == card_id else OTHER_CARD
-            )  # (the first words alone: not another card's)
+                SAME_CARD if story.card_id == card_id or hint else OTHER_CARD
+            )  # (first words alone: not another card's)
             if matched >= enough and (best is None or matched > best[0]):
                 best = (matched, story, path)
-        if best is None:
-            return self._trimmed(tenant_id, split, digests)
-        return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])), digests)
+        if best is not None:
+            return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])), digests)
+        trimmed = self._trimmed(tenant_id, split, digests, stories, None if hint else card_id)
+        if trimmed is not None or hint is None:
+            return trimmed
+        story = self.app.story(tenant_id, hint)  # the story named: the request is read against its path
+        path = self._path(story)
+        return Chosen(story.id, path, split, decide(split, _messages(path)), digests)
 
-    def _trimmed(self, tenant_id: str, split: SplitRequest, digests: ChatDigests) -> Chosen | None:
+    def _trimmed(
+        self, tenant_id: str, split: SplitRequest, digests: ChatDigests, stories: Sequence[UUID], card_id: UUID | None
+    ) -> Chosen | None:
         """A chat the front end cut to its own context size (its greeting and oldest turns gone): the story
-        whose leaf is the reply its last exchange before the user's new words led to, when this proxy
-        recorded that reply (the exchange's digest is kept); None otherwise."""
+        whose path ends with the chat's last messages — its leaf the reply before the user's new words (a
+        new turn), or the leaf's user node those words (a swipe) — the one that repeats most of them, as
+        many as a story's path must (`card_id` None: any card's story will do). Read from the tree: it holds
+        after a restart, and whatever the front end's system text became since."""
         chat = split.chat
-        if len(chat) < 3 or chat[-1].role != "user" or chat[-2].role != "assistant":
+        if len(chat) < 3 or chat[-1].role != "user":
             return None
-        kept = self._tails.get(_exchange(tenant_id, split, chat[-3], chat[-2]))
-        if kept is None:
-            return None
-        story_id, reply_id = kept
-        try:
+        best: tuple[int, Chosen] | None = None
+        for story_id in stories:
             story = self.app.story(tenant_id, story_id)
-        except StoryNotFoundError:  # deleted since
-            return None
-        if story.leaf_id != reply_id:
-            return None
-        return Chosen(story.id, (self.app.node(reply_id),), split, Append(0, (chat[-1],), branch=False), digests)
+            assert story.leaf_id is not None
+            leaf = self.app.node(story.leaf_id)
+            enough = SAME_CARD if card_id is None or story.card_id == card_id else OTHER_CARD
+            turn = _repeated_upward(self.app.node, chat[:-1], leaf)
+            if turn >= enough and (best is None or turn > best[0]):
+                best = (turn, Chosen(story.id, (leaf,), split, Append(0, (chat[-1],), branch=False), digests))
+            if leaf.kind != "user" and leaf.parent_id is not None:
+                user = self.app.node(leaf.parent_id)
+                swipe = _repeated_upward(self.app.node, chat, user) - 1  # (the words themselves: not repeated)
+                if user.kind == "user" and swipe >= enough and (best is None or swipe > best[0]):
+                    best = (swipe, Chosen(story.id, (user,), split, Regenerate(0), digests))
+        return best[1] if best is not None else None
 
     def start(self, tenant_id: str, request: ProxyRequest, names: tuple[str, str]) -> Written[Chosen]:
         """A new story for a request no story continues, on the card its system messages make."""
@@ -253,14 +259,9 @@ class ChatProxy:
             count -= 1
         user = (count, digests.at(count))
         reply = (count + 1, digests.then(count, ChatMessage("assistant", reply_text)))
-        words = chosen.split.chat[count - 1] if count and chosen.split.chat[count - 1].role == "user" else None
         with self._remembering:
             self._known[opened.user_id], self._known[opened.reply_id] = user, reply
-            if words is not None:
-                exchange = _exchange(tenant_id, chosen.split, words, ChatMessage("assistant", reply_text))
-                self._tails[exchange] = (chosen.story_id, opened.reply_id)
             _bound(self._known)
-            _bound(self._tails)
 
     def _path(self, story: Story) -> tuple[NodeView, ...]:
         assert story.leaf_id is not None
@@ -295,13 +296,6 @@ def _bound(kept: dict[Any, Any]) -> None:
         del kept[next(iter(kept))]
 
 
-def _exchange(tenant_id: str, split: SplitRequest, words: ChatMessage, reply: ChatMessage) -> bytes:
-    """The digest of one exchange — the user's words and the reply to them — for a tenant's chat with that
-    fixed prompt (another chat, or tenant, with the same exchange is not the same story)."""
-    said = "\x1e".join((tenant_id, *split.fixed, "\x1d", words.text.strip(), reply.text.strip()))
-    return hashlib.blake2b(said.encode(), digest_size=16, person=b"exchange").digest()
-
-
 def _messages(path: Sequence[NodeView]) -> list[ChatMessage]:
     return [ChatMessage("user" if node.kind == "user" else "assistant", node.text) for node in path]
 
@@ -314,4 +308,21 @@ def _matched(split: SplitRequest, path: Sequence[ChatMessage]) -> int:
         if message.role != node.role or message.text.strip() != node.text.strip():
             break
         count += 1
+    return count
+
+
+TRIM_WALK = 8  # the messages up from a story's leaf a cut chat's last ones are compared with
+
+
+def _repeated_upward(node_of: Callable[[UUID], NodeView], messages: Sequence[ChatMessage], node: NodeView) -> int:
+    """How many of `messages`, the last first, repeat the path up from `node` (up to TRIM_WALK)."""
+    count = 0
+    for message in reversed(messages[-TRIM_WALK:]):
+        role = "user" if node.kind == "user" else "assistant"
+        if message.role != role or message.text.strip() != node.text.strip():
+            break
+        count += 1
+        if node.parent_id is None:
+            break
+        node = node_of(node.parent_id)
     return count

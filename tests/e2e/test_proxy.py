@@ -7,14 +7,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from itertools import count
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
+from aiohttp.test_utils import TestClient
 
+from api.app import create_app
+from api.settings import Settings
 from providers.fake_server import FakeModelServer, Status, Text
-from tests.builders import Api
-from tests.fake_model import MakeEngine
+from tests.builders import TENANT, Api, api_for
+from tests.e2e.conftest import ServiceTestServer
+from tests.fake_model import MakeEngine, main_model
 
 SYSTEM = "You are Mira, a ferry pilot on a foggy coast. Stay in character."
 GREETING = "The ferry horn sounds. 'Last crossing tonight,' Mira says."
@@ -329,3 +334,61 @@ async def test_a_cut_chat_goes_on_in_the_story_of_its_own_prompt_when_another_ch
     fake.script(Text("then."))
     _, headers = await front.complete(cut, stream=False)
     assert headers["x-changji-story"] == mine
+
+
+async def test_a_cut_chat_goes_on_in_its_story_after_a_restart_whatever_its_system_text_became(
+    fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async def served() -> Front:
+        app = create_app(Settings(data_dir=tmp_path / "data", embedder="none", main_model=main_model(fake)))
+        client: TestClient[Any, Any] = TestClient(ServiceTestServer(app))
+        await client.start_server()
+        return Front(api_for(client, TENANT))
+
+    front = await served()
+    fake.script(*[Text(f"r{i}") for i in range(1, 5)])
+    for i in range(1, 5):
+        _, headers = await front.send(f"u{i}")
+    story = headers["x-changji-story"]
+    await front.client.close()
+    await front.api.client.close()
+    front = await served()  # the proxy's memory of the chat is gone: what it knows is in the tree
+    try:
+        lore = f"{SYSTEM}\n[The lighthouse on the point has been dark for a year.]"  # the front end's lore came in
+        cut = [{"role": "system", "content": lore}, *front_chat(4)[-5:], {"role": "user", "content": "u5"}]
+        fake.script(Text("r5"), Text("r5 again"))
+        _, headers = await front.complete(cut, stream=False)
+        assert headers["x-changji-story"] == story and headers["x-changji-recorded"] == "true"
+        path = await path_texts(front.api, story)
+        assert path[-4:] == [("user", "u4"), ("reply", "r4"), ("user", "u5"), ("reply", "r5")] and len(path) == 11
+        await front.client.close()
+        await front.api.client.close()
+        front = await served()
+        _, again = await front.complete(cut, stream=False)  # the same cut chat again, after a restart: a swipe
+        assert again["x-changji-story"] == story
+        replies = await front.api.call("GET", f"/v1/nodes/{again['x-changji-node']}")
+        path = await path_texts(front.api, story)
+        assert path[-2:] == [("user", "u5"), ("reply", "r5 again")] and len(path) == 11
+        assert (
+            replies["parent_id"]
+            == (await front.api.call("GET", f"/v1/stories/{story}/path?limit=10000"))["nodes"][-2]["id"]
+        )
+        unrelated = [
+            {"role": "system", "content": "You are Oskar."},
+            *front_chat(4)[-3:],
+            {"role": "user", "content": "u5"},
+        ]
+        fake.script(Text("oskar"))
+        _, other = await front.complete(unrelated, stream=False)  # another card's: more than one exchange needed
+        assert other["x-changji-story"] != story
+    finally:
+        await front.client.close()
+        await front.api.client.close()
+
+
+def front_chat(turns: int) -> list[dict[str, str]]:
+    """The chat `Front` keeps after `turns` turns of u1/r1, u2/r2…"""
+    chat = []
+    for i in range(1, turns + 1):
+        chat += [{"role": "user", "content": f"u{i}"}, {"role": "assistant", "content": f"r{i}"}]
+    return chat
