@@ -164,7 +164,7 @@ def bootstrap(
         else None
     )
     recall = Recall(store, embedder, saved=saved)
-    views = StoryViews(app, store, counter, recall)
+    views = StoryViews(app, store, counter, recall, blobs=keys.blob)
     turns = (
         TurnRunner(
             app, executor, read_side, views.engine_context, main_model, settings.max_rounds,
@@ -189,7 +189,7 @@ def bootstrap(
         settings, app, store, runner, read_side, executor, views, StoryWrites(app, views), recall, keys,
         Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer, Importer(app, keys, settings.import_max_bytes),
-        ChatProxy(app, views, store), _relay(main_model),
+        ChatProxy(app, views, store, keys.put_blob), _relay(main_model),
     )  # fmt: skip
 
 

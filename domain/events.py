@@ -280,6 +280,15 @@ class ReplyOpened(_Folded, AggregateCreated):
     model: str
 
 
+class RequestRelayed(_Folded, AggregateEvent):
+    """A front end's request for a reply to this user node came through the chat-completions proxy; its
+    own part of what the upstream got — its fixed prompt, its blocks inside and after the chat, the words
+    it had the reply start with — is kept as the blob `client_part` names (the SHA-256 of its JSON). The
+    last one is what the context at the node is shown with."""
+
+    client_part: str
+
+
 class DraftWritten(_Folded, AggregateEvent):
     """The whole draft was replaced; `version` is the draft's new version."""
 

@@ -36,6 +36,7 @@ from domain.rules.reconcile import (
 )
 from domain.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
+from projections.context.relayed import CLIENT_PART_TYPE, ClientPart
 from projections.read_models.store import ReadModels
 from service.proxy_requests import ChatDigests, ProxyRequest, RequestReader
 from service.views import StoryViews
@@ -43,6 +44,8 @@ from service.views import StoryViews
 CANDIDATES = 50
 SAME_CARD, OTHER_CARD = 2, 4  # path messages a chat must repeat (the greeting first) to continue a story
 KNOWN = 200_000  # nodes whose chat digest the proxy keeps
+ALIKE = 0.6  # of the shorter system text (by its lines' length), in lines the other has too: the same card
+KEPT_PARTS = 64  # client parts whose blob the proxy knows is kept
 PROXY_CARDS = uuid5(NAMESPACE_URL, "https://changji.dev/proxy/cards")
 
 
@@ -74,8 +77,11 @@ class ChatProxy:
     digest is the path's continuation, told without walking the path — the front end sends its whole
     history each time, and the walk would grow with it. Other requests are read against the whole path."""
 
-    def __init__(self, app: Changji, views: StoryViews, store: ReadModels) -> None:
-        self.app, self.views, self.store = app, views, store
+    def __init__(
+        self, app: Changji, views: StoryViews, store: ReadModels, put_blob: Callable[[bytes, str], str]
+    ) -> None:
+        self.app, self.views, self.store, self._put_blob = app, views, store, put_blob
+        self._parts: dict[str, None] = {}  # the blobs of client parts kept already (oldest first)
         self._known: dict[UUID, tuple[int, bytes]] = {}
         self._remembering = threading.Lock()  # (readers run on several threads)
         self.requests = RequestReader()
@@ -88,9 +94,9 @@ class ChatProxy:
         """The story and the decision (None: a new story is wanted). A read."""
         split, digests = request.split, request.digests
         stories = [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES)
-        card_id = _card_id(tenant_id, split)
+        card = _Prompt(_card_id(tenant_id, split), split.fixed)
         for story_id in stories:
-            quick = self._continued(tenant_id, story_id, split, digests, card_id)
+            quick = self._continued(tenant_id, story_id, split, digests, card)
             if quick is not None:
                 return quick
         best: tuple[int, Story, tuple[NodeView, ...]] | None = None
@@ -99,13 +105,13 @@ class ChatProxy:
             path = self._path(story)
             matched = _matched(split, _messages(path))
             enough = (
-                SAME_CARD if story.card_id == card_id or hint else OTHER_CARD
+                SAME_CARD if hint or self._alike(story, card) else OTHER_CARD
             )  # (first words alone: not another card's)
             if matched >= enough and (best is None or matched > best[0]):
                 best = (matched, story, path)
         if best is not None:
             return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])), digests)
-        trimmed = self._trimmed(tenant_id, split, digests, stories, None if hint else card_id)
+        trimmed = self._trimmed(tenant_id, split, digests, stories, None if hint else card)
         if trimmed is not None or hint is None:
             return trimmed
         story = self.app.story(tenant_id, hint)  # the story named: the request is read against its path
@@ -113,12 +119,12 @@ class ChatProxy:
         return Chosen(story.id, path, split, decide(split, _messages(path)), digests)
 
     def _trimmed(
-        self, tenant_id: str, split: SplitRequest, digests: ChatDigests, stories: Sequence[UUID], card_id: UUID | None
+        self, tenant_id: str, split: SplitRequest, digests: ChatDigests, stories: Sequence[UUID], card: _Prompt | None
     ) -> Chosen | None:
         """A chat the front end cut to its own context size (its greeting and oldest turns gone): the story
         whose path ends with the chat's last messages — its leaf the reply before the user's new words (a
         new turn), or the leaf's user node those words (a swipe) — the one that repeats most of them, as
-        many as a story's path must (`card_id` None: any card's story will do). Read from the tree: it holds
+        many as a story's path must (`card` None: any card's story will do). Read from the tree: it holds
         after a restart, and whatever the front end's system text became since."""
         chat = split.chat
         if len(chat) < 3 or chat[-1].role != "user":
@@ -128,7 +134,7 @@ class ChatProxy:
             story = self.app.story(tenant_id, story_id)
             assert story.leaf_id is not None
             leaf = self.app.node(story.leaf_id)
-            enough = SAME_CARD if card_id is None or story.card_id == card_id else OTHER_CARD
+            enough = SAME_CARD if card is None or self._alike(story, card) else OTHER_CARD
             turn = _repeated_upward(self.app.node, chat[:-1], leaf)
             if turn >= enough and (best is None or turn > best[0]):
                 best = (turn, Chosen(story.id, (leaf,), split, Append(0, (chat[-1],), branch=False), digests))
@@ -138,6 +144,15 @@ class ChatProxy:
                 if user.kind == "user" and swipe >= enough and (best is None or swipe > best[0]):
                     best = (swipe, Chosen(story.id, (user,), split, Regenerate(0), digests))
         return best[1] if best is not None else None
+
+    def _alike(self, story: Story, card: _Prompt) -> bool:
+        """Whether a story is of the request's card: the card its system text makes, or a story the last
+        request relayed into had much the same system text (a front end's lore comes and goes in it)."""
+        if story.card_id == card.card_id:
+            return True
+        assert story.leaf_id is not None
+        part = self.views.noted_part(self.app.node(story.leaf_id))
+        return part is not None and card.overlap(part.fixed) >= ALIKE
 
     def start(self, tenant_id: str, request: ProxyRequest, names: tuple[str, str]) -> Written[Chosen]:
         """A new story for a request no story continues, on the card its system messages make."""
@@ -163,21 +178,25 @@ class ChatProxy:
 
     def open(self, tenant_id: str, chosen: Chosen, model: str) -> Written[Opened | None]:
         """The nodes the decision makes, in one command (None: nothing to record)."""
-        decision, path = chosen.decision, chosen.path
+        decision, path, split = chosen.decision, chosen.path, chosen.split
         if isinstance(decision, Append):
             parent, messages = self._existing(path[decision.parent], decision.messages)
             if not messages[:-1] and messages[-1].role == "user":
                 same = self._child(parent, messages[-1])
                 if same is not None:  # the user's words are in the tree already (another branch): a swipe there
-                    opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), same.id, model)
+                    kept = self._kept(ClientPart(split.fixed, split.blocks, split.after))
+                    opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), same.id, model, kept)
                     return Written(Opened(opened.user.id, opened.reply.id, ""), opened.position)
             said: list[tuple[NodeKind, str]] = [("user" if m.role == "user" else "reply", m.text) for m in messages]
             ids = [uuid4() for _ in range(len(said) + 1)]
-            opened = self.app.turns.open_relayed_turn(tenant_id, chosen.story_id, parent.id, said, ids, model)
             starts = messages[-1].text if messages[-1].role == "assistant" else ""
+            kept = self._kept(ClientPart(split.fixed, split.blocks, split.after, starts))
+            opened = self.app.turns.open_relayed_turn(tenant_id, chosen.story_id, parent.id, said, ids, model, kept)
             return Written(Opened(opened.user.id, opened.reply.id, starts), opened.position)
         if isinstance(decision, Regenerate):
-            opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), path[decision.user].id, model)
+            kept = self._kept(ClientPart(split.fixed, split.blocks, split.after))
+            user_id = path[decision.user].id
+            opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), user_id, model, kept)
             return Written(Opened(opened.user.id, opened.reply.id, ""), opened.position)
         if isinstance(decision, Continue):
             reply = path[decision.reply]
@@ -215,17 +234,24 @@ class ChatProxy:
         if opened is None:
             return [dict(m) for m in original]
         split = chosen.split
-        context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, "\n\n".join(split.fixed))
-        messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in context.messages]
-        blocks = [{"role": "system", "content": block} for block in split.blocks]
-        messages[-1:-1] = blocks  # right before the user's words
-        if opened.starts_with:
-            messages.append({"role": "assistant", "content": opened.starts_with})
-        messages += [{"role": "system", "content": text} for text in split.after]  # after the chat, as they came
-        return messages
+        part = ClientPart(split.fixed, split.blocks, split.after, opened.starts_with)
+        context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, part)
+        return [{"role": m.role, "content": m.content} for m in context.messages]
+
+    def _kept(self, part: ClientPart) -> str:
+        """The blob of a request's client part (kept once: a front end sends the same part turn after turn)."""
+        encoded = part.encoded()
+        digest = hashlib.sha256(encoded).hexdigest()  # (the blob's name)
+        if digest not in self._parts:
+            self._put_blob(encoded, CLIENT_PART_TYPE)
+            with self._remembering:
+                self._parts[digest] = None
+                while len(self._parts) > KEPT_PARTS:
+                    del self._parts[next(iter(self._parts))]
+        return digest
 
     def _continued(
-        self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests, card_id: UUID
+        self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests, card: _Prompt
     ) -> Chosen | None:
         """The decision for a request that repeats the story's path up to its leaf, or up to the leaf's
         user node (a swipe), as a digest this proxy kept says — without the path; None otherwise."""
@@ -235,7 +261,7 @@ class ChatProxy:
         chat = split.chat
         if not chat or chat[-1].role != "user":  # (a continue, a prefill, a quiet request: read the whole path)
             return None
-        if story.card_id != card_id and len(chat) < OTHER_CARD:
+        if len(chat) < OTHER_CARD and not self._alike(story, card):
             return None  # the first words alone: not another card's story
         known = self._known.get(leaf.id)
         if known is not None and known[0] < len(digests) and digests.at(known[0]) == known[1]:
@@ -283,6 +309,25 @@ class ChatProxy:
                 return None
             return story_id
         return None
+
+
+class _Prompt:
+    """A request's system text: the card it makes, and its lines (to tell a story's much like it)."""
+
+    def __init__(self, card_id: UUID, fixed: Sequence[str]) -> None:
+        self.card_id = card_id
+        self._lines = _lines(fixed)
+        self._size = sum(self._lines.values())
+
+    def overlap(self, fixed: Sequence[str]) -> float:
+        """The share of the shorter of the two texts in lines both have (0: either is empty)."""
+        other = _lines(fixed)
+        shorter = min(self._size, sum(other.values()))
+        return sum(n for line, n in other.items() if line in self._lines) / shorter if shorter else 0.0
+
+
+def _lines(fixed: Sequence[str]) -> dict[str, int]:
+    return {line.strip(): len(line.strip()) for text in fixed for line in text.splitlines() if line.strip()}
 
 
 def _card_id(tenant_id: str, split: SplitRequest) -> UUID:

@@ -6,6 +6,7 @@ commands do (`Executor.load`); the render and window caches they keep are theirs
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -29,6 +30,7 @@ from domain.values import NodeView, Recollection, StorySettings
 from projections.context.assemble import assemble_context, leaves_turns_out
 from projections.context.recall import recall_line
 from projections.context.records import Context
+from projections.context.relayed import ClientPart, relayed
 from projections.context.system_prompt import fill_macros
 from projections.context.window import RenderCache, WindowCache
 from projections.read_models.scenes import SceneAt
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
 LORE_ANSWER_CHARS = 4000  # of an entry's content a lorebook_search answer carries
 RECALL_SECONDS = 5.0  # a recall still running after this long is given up: the turn goes on without it
+CLIENT_PARTS = 256  # proxied front ends' parts of their requests kept decoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,24 +79,56 @@ class StoryViews:
         counter: TokenCounter,
         recall: Recall | None = None,
         recall_seconds: float = RECALL_SECONDS,
+        blobs: Callable[[str], bytes | None] | None = None,
     ) -> None:
         self.app, self.store, self.counter, self.recall = app, store, counter, recall
         self.recall_seconds = recall_seconds
+        self._blobs = blobs  # where a proxied front end's own part of its requests is kept
+        self._parts: dict[str, ClientPart] = {}
+        self._parting = threading.Lock()  # (views are read on several threads)
         self.renders = RenderCache(counter)
         self.windows = WindowCache()
         self._lineages = Lineages(ancestry=store.ancestry)
         self.lore = LoreShelf(app)
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
-        """The context for the next turn at a node (default: the leaf). A read: it writes nothing."""
+        """The context for the next turn at a node (default: the leaf). A read: it writes nothing. Where
+        a proxied front end's request came (`RequestRelayed`), it is the context as the proxy sends it
+        upstream, with the client's own part of the last request there (at a reply: its fixed prompt)."""
         story = self.app.story(tenant_id, story_id)
-        return self._assemble(story, self.app.leaf_or(story, at, "at").id)
+        node = self.app.leaf_or(story, at, "at").view
+        part = self.noted_part(node)
+        return self._assemble(story, node.id) if part is None else self._relayed(story, node, part)
 
-    def relayed_context(self, tenant_id: str, story_id: UUID, at: UUID, fixed_prompt: str) -> Context:
-        """The context the chat-completions proxy sends upstream: the client's own system prompt instead of
-        the card's, the rest as any context (the main model there has the client's tools, not changji's)."""
+    def relayed_context(self, tenant_id: str, story_id: UUID, at: UUID, part: ClientPart) -> Context:
+        """The context the chat-completions proxy sends upstream at a user node: the client's own system
+        prompt instead of the card's, its blocks and prefill where it had them (`projections/context/
+        relayed.py`), the rest as any context (the main model there has the client's tools, not changji's)."""
         story = self.app.story(tenant_id, story_id)
-        return self._assemble(story, self.app.leaf_or(story, at, "at").id, fixed_prompt=fixed_prompt)
+        return self._relayed(story, self.app.leaf_or(story, at, "at").view, part)
+
+    def _relayed(self, story: Story, node: NodeView, part: ClientPart) -> Context:
+        assembled = self._assemble(story, node.id, fixed_prompt=part.prompt)
+        return relayed(assembled, part, self.renders.count) if node.kind == "user" else assembled
+
+    def noted_part(self, node: NodeView) -> ClientPart | None:
+        """The client's part of the last proxied request at a user node (at a reply: at its user node)."""
+        if node.kind == "reply" and node.parent_id is not None:
+            node = self.app.node(node.parent_id)
+        if node.client_part is None or self._blobs is None:
+            return None
+        part = self._parts.get(node.client_part)
+        if part is None:
+            data = self._blobs(node.client_part)
+            if data is None:  # (kept before its event, so only a lost service database leaves it out)
+                log.warning("the client part %s of node %s is not kept", node.client_part, node.id)
+                return None
+            part = ClientPart.decoded(data)
+            with self._parting:
+                self._parts[node.client_part] = part
+                while len(self._parts) > CLIENT_PARTS:
+                    del self._parts[next(iter(self._parts))]
+        return part
 
     def engine_context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context engine mode sends: the main model has tools (lore hits by title unless set)."""

@@ -93,7 +93,8 @@ class TurnCommands(CommandGroup):
             user = Node.attach(user_id, "user", parent, text)
             reply = Node.open_reply(reply_id, user, model)
             story.move_leaf(reply.id, cause="turn")
-            return OpenedTurn(user.view, reply.view, self.app.commit(story, user, reply))
+            noted = [user] if user.pending_events else []
+            return OpenedTurn(user.view, reply.view, self.app.commit(story, *noted, reply))
 
     def open_relayed_turn(
         self,
@@ -103,12 +104,14 @@ class TurnCommands(CommandGroup):
         said: Sequence[tuple[NodeKind, str]],
         ids: Sequence[UUID],
         model: str,
+        client_part: str,
     ) -> OpenedTurn:
         """A turn a front end's request opens (the chat-completions proxy), in one transaction: the messages
         the story does not have yet under `parent_id` (`said`, oldest first, one kind after the other; `ids`:
         one for each, and one for the reply), then an empty reply — under the last of them when it is the
         user's words, or in its place when it is the assistant's (a prefill: the reply, once written, is
-        those words and what the upstream goes on with)."""
+        those words and what the upstream goes on with). `client_part`: the blob of the request's own part
+        of what the upstream gets, noted on the user node."""
         story = self.app.story(tenant_id, story_id)
         parent = self.app.story_node(story, parent_id)
         nodes: list[Node] = []
@@ -123,13 +126,23 @@ class TurnCommands(CommandGroup):
                 reply = Node.open_reply(ids[len(said)], user, model)
             else:
                 user, reply = parent, Node.open_reply(ids[len(said)], parent, model)
+            user.note_relayed(client_part)
             story.move_leaf(reply.id, cause="turn")
-            return OpenedTurn(user.view, reply.view, self.app.commit(story, *nodes, reply))
+            noted = [user] if user not in nodes and user.pending_events else []
+            return OpenedTurn(user.view, reply.view, self.app.commit(story, *nodes, *noted, reply))
 
     def reopen_turn(
-        self, tenant_id: str, story_id: UUID, reply_id: UUID, user_id: UUID | None, model: str
+        self,
+        tenant_id: str,
+        story_id: UUID,
+        reply_id: UUID,
+        user_id: UUID | None,
+        model: str,
+        client_part: str | None = None,
     ) -> OpenedTurn:
-        """Regenerate: a new empty reply beside the others under a user node (default: the leaf's)."""
+        """Regenerate: a new empty reply beside the others under a user node (default: the leaf's).
+        `client_part`: for a proxied front end's request, the blob of its own part of what the upstream
+        gets, noted on the user node."""
         story = self.app.story(tenant_id, story_id)
         user = self.app.leaf_or(story, user_id, "user_id")
         if user.kind == "reply" and user_id is None and user.parent_id is not None:
@@ -138,8 +151,11 @@ class TurnCommands(CommandGroup):
             raise NodeKindError("regenerate answers a user node", field="user_id")
         with self.app.evicting(story):
             reply = Node.open_reply(reply_id, user, model)
+            if client_part is not None:
+                user.note_relayed(client_part)
             story.move_leaf(reply.id, cause="regenerate")
-            return OpenedTurn(user.view, reply.view, self.app.commit(story, reply))
+            noted = [user] if user.pending_events else []
+            return OpenedTurn(user.view, reply.view, self.app.commit(story, *noted, reply))
 
     def turn_reply(self, tenant_id: str, reply_id: UUID) -> Node:
         _, node = self.app.owned_node(tenant_id, reply_id)

@@ -392,3 +392,38 @@ def front_chat(turns: int) -> list[dict[str, str]]:
     for i in range(1, turns + 1):
         chat += [{"role": "user", "content": f"u{i}"}, {"role": "assistant", "content": f"r{i}"}]
     return chat
+
+
+async def test_the_context_at_a_proxied_turn_is_what_the_upstream_got(fake: FakeModelServer, front: Front) -> None:
+    def asked(lore: str) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": f"{SYSTEM}\n{lore}"},
+            {"role": "assistant", "content": GREETING},
+            {"role": "system", "content": "[Author's note: it is raining.]"},
+            {"role": "user", "content": "Is the harbour far?"},
+            {"role": "system", "content": "Stay in character; never speak for the user."},
+        ]
+
+    fake.script(Text("'Two miles,' Mira says."), Text("'Two miles, in this fog,' Mira says."))
+    _, headers = await front.complete(asked("[The harbour light is red.]"), stream=False)
+    story = headers["x-changji-story"]
+    user = (await front.api.call("GET", f"/v1/nodes/{headers['x-changji-node']}"))["parent_id"]
+    shown = await front.api.call("GET", f"/v1/stories/{story}/context?at={user}")
+    sent = [{"role": m["role"], "content": m["content"]} for m in fake.requests[-1]["messages"]]
+    assert [{"role": m["role"], "content": m["content"]} for m in shown["messages"]] == sent
+    assert sent[0]["content"].endswith("[The harbour light is red.]")
+    assert sent[-1] == {"role": "system", "content": "Stay in character; never speak for the user."}
+    whats = [block["what"] for block in shown["explain"]]
+    assert "client block" in whats and "client after" in whats
+    for block in shown["explain"]:  # each block's span names its text in the messages shown
+        if block["what"] in ("client block", "client after"):
+            start, end = block["span"]
+            assert (
+                shown["messages"][block["message_index"]]["content"][start:end]
+                in sent[block["message_index"]]["content"]
+            )
+    _, again = await front.complete(asked("[The harbour light is green.]"), stream=False)  # a swipe, other lore
+    assert (await front.api.call("GET", f"/v1/nodes/{again['x-changji-node']}"))["parent_id"] == user
+    shown = await front.api.call("GET", f"/v1/stories/{story}/context?at={user}")
+    assert shown["messages"][0]["content"].endswith("[The harbour light is green.]")
+    assert [m["content"] for m in shown["messages"]] == [m["content"] for m in fake.requests[-1]["messages"]]

@@ -1,0 +1,88 @@
+"""A context as the chat-completions proxy sends it upstream: changji's context at the user's words, with a
+proxied front end's own part of its request — its fixed prompt as the system message (the context is
+assembled with it), its blocks from inside its chat right before the user's words, the words it had the
+reply start with, and what followed its chat at the end, all as they came. Pure.
+
+The same function makes what the upstream gets and what the context endpoint shows at the node, so the
+two cannot drift apart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import orjson
+
+from projections.context.records import Context, ExplainBlock, Message
+
+CLIENT_PART_TYPE = "application/vnd.changji.client-part+json"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPart:
+    """A proxied front end's own part of what the upstream gets for a request."""
+
+    fixed: tuple[str, ...]  # the system messages before its chat: card text, lore, examples
+    blocks: tuple[str, ...] = ()  # system messages inside its chat: an author's note, its summaries
+    after: tuple[str, ...] = ()  # system messages after its chat's last message: post-history instructions
+    prefill: str = ""  # the assistant's words it ended with, for the reply to start with
+
+    @property
+    def prompt(self) -> str:
+        return "\n\n".join(self.fixed)
+
+    def encoded(self) -> bytes:
+        """As kept (a blob named by its SHA-256: the same part, the same blob)."""
+        data = {"fixed": self.fixed, "blocks": self.blocks, "after": self.after, "prefill": self.prefill}
+        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def decoded(cls, data: bytes) -> ClientPart:
+        kept = orjson.loads(data)
+        return cls(tuple(kept["fixed"]), tuple(kept["blocks"]), tuple(kept["after"]), kept["prefill"])
+
+
+def relayed(context: Context, part: ClientPart, count: Callable[[str], int]) -> Context:
+    """`context` (assembled at a user node with the client's fixed prompt) with the rest of the client's
+    part put where the front end had it, each in the explain list."""
+    messages, explain = list(context.messages), list(context.explain)
+    added = 0
+    if part.blocks and messages and messages[-1].role == "user":
+        at = len(messages) - 1
+        shift = len(part.blocks)
+        explain = [_shifted(block, at, shift) for block in explain]
+        messages[at:at] = [Message("system", text) for text in part.blocks]
+        for i, text in enumerate(part.blocks):
+            tokens = count(text)
+            added += tokens
+            why = "the front end's own block from inside its chat, sent as it came, before the user's words"
+            explain.append(_whole("client block", why, text, tokens, at + i))
+    if part.prefill:
+        messages.append(Message("assistant", part.prefill))
+        tokens = count(part.prefill)
+        added += tokens
+        explain.append(_whole("prefill", "the words the front end had the reply start with", part.prefill, tokens, len(messages) - 1))  # fmt: skip
+    for text in part.after:
+        messages.append(Message("system", text))
+        tokens = count(text)
+        added += tokens
+        why = "the front end's own instruction after its chat, sent as it came, at the end"
+        explain.append(_whole("client after", why, text, tokens, len(messages) - 1))
+    return replace(context, messages=tuple(messages), explain=tuple(explain), tokens=context.tokens + added)
+
+
+def _whole(what: str, why: str, text: str, tokens: int, index: int) -> ExplainBlock:
+    return ExplainBlock(what, why, (), len(text), tokens, index, span=(0, len(text)), end_message=index)
+
+
+def _shifted(block: ExplainBlock, at: int, shift: int) -> ExplainBlock:
+    """An explain block of the messages from `at` on, moved down by `shift` (messages put before them)."""
+    index = block.message_index
+    end = block.end_message
+    if (index is None or index < at) and (end is None or end < at):
+        return block
+    return replace(
+        block,
+        message_index=index + shift if index is not None and index >= at else index,
+        end_message=end + shift if end is not None and end >= at else end,
+    )
