@@ -24,7 +24,7 @@ SummaryAuthor = Literal["model", "extractive"]
 """`model`: written by the side model; `extractive`: by the offline summarizer."""
 CompactionReason = Literal["auto", "behind", "budget"]
 """`auto`: the path just became due; `behind`: still uncovered packs later; `budget`: a context overflowed."""
-StopReason = Literal["stopped", "disconnected", "shutdown", "runaway", "empty", "error"]
+StopReason = Literal["stopped", "disconnected", "shutdown", "runaway", "empty", "error", "tool_calls"]
 CallPurpose = Literal["turn", "scribe", "episode", "digest"]
 JobKind = Literal["scribe", "compact"]
 """Kinds of background work; `domain/jobs.py` declares what makes each due."""

@@ -178,7 +178,7 @@ def _chunks(step: Step, model: str) -> list[bytes | None]:
     if isinstance(step, ToolCalls):
         finish = "tool_calls"
         for i, (name, args) in enumerate(step.calls):
-            raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            raw = _arguments(args)
             half = len(raw) // 2  # arguments arrive in two fragments, as real servers send them
             head = {
                 "index": i,
@@ -200,13 +200,26 @@ def _answer(step: Step, model: str) -> dict[str, Any]:
     content = "".join(text) if isinstance(text, list) else text
     completion = getattr(step, "completion_tokens", None) or max(1, len(content) // 2)
     usage = {"prompt_tokens": getattr(step, "prompt_tokens", 100), "completion_tokens": completion}
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    finish = "stop"
+    if isinstance(step, ToolCalls):
+        finish = "tool_calls"
+        message["content"] = content or None
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": _arguments(args)}}
+            for i, (name, args) in enumerate(step.calls)
+        ]
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": {**usage, "total_tokens": sum(usage.values())},
     }
+
+
+def _arguments(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
 
 
 def hashed_vector(text: str, dimensions: int = 64) -> list[float]:

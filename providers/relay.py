@@ -34,6 +34,7 @@ class Relayed:
     body: bytes = b""
     chunks: int = 0
     parts: list[str] = field(default_factory=list)
+    tool_calls: list[str] = field(default_factory=list)  # the names of the front end's tools it called
 
 
 class Relay(_Client):
@@ -106,6 +107,7 @@ def _take_chunk(relayed: Relayed, chunk: Mapping[str, Any]) -> None:
         content = delta.get("content")
         if isinstance(content, str) and content:
             relayed.parts.append(content)
+        _take_calls(relayed, delta.get("tool_calls"))
         relayed.finish_reason = choice.get("finish_reason") or relayed.finish_reason
 
 
@@ -119,3 +121,11 @@ def _take_answer(relayed: Relayed, answer: Mapping[str, Any]) -> None:
             message: Mapping[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
             relayed.text = str(message.get("content") or "")
             relayed.finish_reason = choice.get("finish_reason")
+            _take_calls(relayed, message.get("tool_calls"))
+
+
+def _take_calls(relayed: Relayed, calls: Any) -> None:
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str) and function["name"]:
+            relayed.tool_calls.append(function["name"])  # (a streamed call names itself in its first part)

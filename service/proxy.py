@@ -229,14 +229,18 @@ class ChatProxy:
     ) -> list[dict[str, Any]]:
         """What the upstream gets: the request as it came when nothing is recorded; else the client's fixed
         prompt, changji's context at the user's words, the client's own blocks (those inside its chat right
-        before the user's words, those after it at the end), and any words the reply starts with (for the
-        upstream to go on from)."""
+        before the user's words, those after it at the end), any words the reply starts with (for the
+        upstream to go on from), and a round of the front end's tools at work on the words, after them."""
         if opened is None:
             return [dict(m) for m in original]
         split = chosen.split
         part = ClientPart(split.fixed, split.blocks, split.after, opened.starts_with)
         context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, part)
-        return [{"role": m.role, "content": m.content} for m in context.messages]
+        messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in context.messages]
+        if split.tool_round:  # the front end's tools at work on the user's words: right after them, as they came
+            words = max(i for i, m in enumerate(messages) if m["role"] == "user")
+            messages[words + 1 : words + 1] = [dict(m) for m in split.tool_round]
+        return messages
 
     def _kept(self, part: ClientPart) -> str:
         """The blob of a request's client part (kept once: a front end sends the same part turn after turn)."""

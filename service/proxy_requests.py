@@ -109,6 +109,8 @@ class RequestReader:
         fields = {**kept.head, **rest}
         check_fields(fields)
         before = kept.request.split
+        if before.tool_round:  # (where a round began is not kept: read whole)
+            return None
         if index < len(kept.ends) - 1:  # the system messages after the chat that are repeated
             said = kept.request.messages[kept.last_chat + 1 : index + 1]
             before = replace(before, after=before.after[: sum(m.get("role") in ("system", "developer") for m in said)])

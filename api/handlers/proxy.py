@@ -123,6 +123,14 @@ async def _record(
 ) -> None:
     if opened is None:
         return
+    if relayed.tool_calls and not relayed.text.strip() and opened.continues is None:
+        # the upstream called the front end's tools: the reply is written in the request with their results
+        detail = "the upstream called the front end's tools: " + ", ".join(relayed.tool_calls)
+        elapsed = (time.perf_counter() - started) * 1000
+        await svc.executor.write(
+            svc.app.turns.fail_turn, opened.reply_id, "tool_calls", detail[:500], "", ("tool_calls", elapsed)
+        )
+        return
     if opened.continues is not None:
         if relayed.text:
             text = opened.starts_with + relayed.text

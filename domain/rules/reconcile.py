@@ -16,6 +16,9 @@ assistant message. Read against the path root→leaf (the greeting first):
   with assistant words the path does not hold (a prefill) → a new reply that starts with them (`Append`);
 - system messages after the user's last words (post-history instructions, a jailbreak, lore at depth 0)
   are the client's own blocks: the turn is read as if they were not there;
+- a tool round after the user's last words (the assistant's calls of the front end's own tools, and
+  their results) is the turn's: read as if it were not there, and sent on as it came (`tool_round`); a
+  round the chat went on after is history, as the rest of it;
 - a system message after the character's words that is not a continue nudge (a summary, an impersonation
   or another "quiet" request of the front end's own extensions), or a chat with nothing to answer, is
   forwarded unchanged and not recorded (`PassThrough`, with the reason).
@@ -47,6 +50,7 @@ class SplitRequest:
     chat: tuple[ChatMessage, ...]
     blocks: tuple[str, ...]
     after: tuple[str, ...]
+    tool_round: tuple[Mapping[str, Any], ...] = ()  # the front end's tools at work on the user's last words
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +104,17 @@ def split_request(messages: Sequence[Mapping[str, Any]], before: SplitRequest | 
     blocks: list[str] = list(before.blocks) if before else []
     after: list[str] = list(before.after) if before else []
     greeting: str | None = before.greeting if before else None
+    tools: list[Mapping[str, Any]] = list(before.tool_round) if before else []
     for message in messages:
         role, text = message.get("role"), message_text(message.get("content"))
-        if role in ("system", "developer"):
+        if role in ("tool", "function") or (
+            role == "assistant" and (message.get("tool_calls") or message.get("function_call"))
+        ):
+            tools.append(message)  # (as it came: the upstream gets the round of the turn it answers)
+        elif role in ("system", "developer"):
             (fixed if not chat and greeting is None else after).append(text)
         elif role in ("user", "assistant"):
+            tools = []  # a round the chat went on after is its history
             if after:  # system messages between chat messages are the client's own injections
                 blocks += after
                 after = []
@@ -112,7 +122,7 @@ def split_request(messages: Sequence[Mapping[str, Any]], before: SplitRequest | 
                 greeting = text
             else:
                 chat.append(ChatMessage(role, text))
-    return SplitRequest(tuple(fixed), greeting, tuple(chat), tuple(blocks), tuple(after))
+    return SplitRequest(tuple(fixed), greeting, tuple(chat), tuple(blocks), tuple(after), tuple(tools))
 
 
 def decide(request: SplitRequest, path: Sequence[ChatMessage]) -> Decision:

@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from providers.fake_server import FakeModelServer, Status, Text
+from providers.fake_server import FakeModelServer, Status, Text, ToolCalls
 from tests.builders import TENANT, Api, api_for
 from tests.e2e.conftest import ServiceTestServer
 from tests.fake_model import MakeEngine, main_model
@@ -427,3 +427,45 @@ async def test_the_context_at_a_proxied_turn_is_what_the_upstream_got(fake: Fake
     shown = await front.api.call("GET", f"/v1/stories/{story}/context?at={user}")
     assert shown["messages"][0]["content"].endswith("[The harbour light is green.]")
     assert [m["content"] for m in shown["messages"]] == [m["content"] for m in fake.requests[-1]["messages"]]
+
+
+async def test_a_tool_round_of_the_clients_own_tools_reaches_the_upstream_and_one_reply_is_recorded(
+    fake: FakeModelServer, front: Front
+) -> None:
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}}}]
+    opening = [
+        {"role": "system", "content": "You are a ferry dispatcher."},
+        {"role": "user", "content": "Will it be foggy?"},
+    ]
+    fake.script(ToolCalls(("weather", {"port": "Oslo"})), Text("Yes, fog until noon."), Text("Then it clears."))
+    for stream in (False, True):  # the same round, as a streamed request too (the first is answered again)
+        if stream:
+            fake.script(ToolCalls(("weather", {"port": "Oslo"})), Text("Yes, fog until noon."), Text("Then it clears."))
+        raw = await front.client.chat.completions.with_raw_response.create(
+            model="fake-model",
+            messages=opening,
+            tools=tools,
+            stream=False,  # type: ignore[arg-type]
+        )
+        call = raw.parse().choices[0].message
+        story = raw.headers["x-changji-story"]
+        assert call.tool_calls and call.tool_calls[0].function.name == "weather"
+        asked = [
+            *opening,
+            {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in call.tool_calls]},
+            {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content": '{"fog": "until noon"}'},
+        ]
+        text, headers = await front.complete(asked, stream=stream, tools=tools)
+        assert text == "Yes, fog until noon." and headers["x-changji-story"] == story
+        got = fake.requests[-1]["messages"]
+        assert got[-2]["tool_calls"][0]["function"]["name"] == "weather"  # the round as it came, after the words
+        assert got[-1] == asked[-1] and got[-3]["content"].endswith("Will it be foggy?")
+        path = await path_texts(front.api, story)
+        assert path[1:] == [("user", "Will it be foggy?"), ("reply", "Yes, fog until noon.")]
+        later = [*asked, {"role": "assistant", "content": text}, {"role": "user", "content": "And after?"}]
+        text, headers = await front.complete(later, stream=False, tools=tools)
+        assert headers["x-changji-story"] == story
+        assert (await path_texts(front.api, story))[1:] == [
+            ("user", "Will it be foggy?"), ("reply", "Yes, fog until noon."), ("user", "And after?"), ("reply", "Then it clears."),
+        ]  # fmt: skip
+        opening = [{"role": "system", "content": "You are a night dispatcher."}, opening[1]]  # (another story)

@@ -82,3 +82,20 @@ def test_a_request_with_no_chat_is_passed_through() -> None:
 def test_only_a_continue_nudge_continues_the_last_reply(nudge: str, continues: bool) -> None:
     asked = split_request([*request(*history(6)), {"role": "system", "content": nudge}])
     assert (decide(asked, PATH) == Continue(6, "m5")) is continues
+
+
+def test_a_tool_round_on_the_users_last_words_is_the_turns_and_an_earlier_one_is_history() -> None:
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "dice"}}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "6"}
+    earlier = [{"role": "user", "content": "roll"}, call, result, {"role": "assistant", "content": "A six."}]
+    split = split_request([*earlier, {"role": "user", "content": "again"}, call, result])
+    assert split.tool_round == (call, result)
+    assert [m.text for m in split.chat] == ["roll", "A six.", "again"]  # the calls are not the chat's words
+    assert split_request([*earlier, {"role": "user", "content": "again"}]).tool_round == ()
+    path = [
+        ChatMessage("assistant", ""),
+        ChatMessage("user", "roll"),
+        ChatMessage("assistant", "A six."),
+        ChatMessage("user", "again"),
+    ]
+    assert decide(split, path) == Regenerate(3)  # the words on the path: another reply to them, with the round
