@@ -230,15 +230,21 @@ class ChatProxy:
         """What the upstream gets: the request as it came when nothing is recorded; else the client's fixed
         prompt, changji's context at the user's words, the client's own blocks (those inside its chat right
         before the user's words, those after it at the end), any words the reply starts with (for the
-        upstream to go on from), and a round of the front end's tools at work on the words, after them."""
+        upstream to go on from), a round of the front end's tools at work on the words, after them, and the
+        words' parts that are not text (an image), with them."""
         if opened is None:
             return [dict(m) for m in original]
         split = chosen.split
         part = ClientPart(split.fixed, split.blocks, split.after, opened.starts_with)
         context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, part)
         messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in context.messages]
+        fixed = [dict(m) for m in original[: len(split.fixed)]]
+        if len(fixed) == len(split.fixed) and all(m.get("role") in ("system", "developer") for m in fixed):
+            messages[: len(fixed)] = fixed  # as they came (their names: example_user…, their role)
+        words = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages) - 1)
+        if split.attachments and messages[words]["role"] == "user":  # an image with the words: sent with them
+            messages[words]["content"] = [{"type": "text", "text": messages[words]["content"]}, *split.attachments]
         if split.tool_round:  # the front end's tools at work on the user's words: right after them, as they came
-            words = max(i for i, m in enumerate(messages) if m["role"] == "user")
             messages[words + 1 : words + 1] = [dict(m) for m in split.tool_round]
         return messages
 

@@ -51,6 +51,7 @@ class SplitRequest:
     blocks: tuple[str, ...]
     after: tuple[str, ...]
     tool_round: tuple[Mapping[str, Any], ...] = ()  # the front end's tools at work on the user's last words
+    attachments: tuple[Mapping[str, Any], ...] = ()  # the parts of the user's last words that are not text
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ def split_request(messages: Sequence[Mapping[str, Any]], before: SplitRequest | 
     after: list[str] = list(before.after) if before else []
     greeting: str | None = before.greeting if before else None
     tools: list[Mapping[str, Any]] = list(before.tool_round) if before else []
+    attachments: tuple[Mapping[str, Any], ...] = before.attachments if before else ()
     for message in messages:
         role, text = message.get("role"), message_text(message.get("content"))
         if role in ("tool", "function") or (
@@ -115,6 +117,7 @@ def split_request(messages: Sequence[Mapping[str, Any]], before: SplitRequest | 
             (fixed if not chat and greeting is None else after).append(text)
         elif role in ("user", "assistant"):
             tools = []  # a round the chat went on after is its history
+            attachments = _attached(message.get("content")) if role == "user" else ()
             if after:  # system messages between chat messages are the client's own injections
                 blocks += after
                 after = []
@@ -122,7 +125,14 @@ def split_request(messages: Sequence[Mapping[str, Any]], before: SplitRequest | 
                 greeting = text
             else:
                 chat.append(ChatMessage(role, text))
-    return SplitRequest(tuple(fixed), greeting, tuple(chat), tuple(blocks), tuple(after), tuple(tools))
+    return SplitRequest(tuple(fixed), greeting, tuple(chat), tuple(blocks), tuple(after), tuple(tools), attachments)
+
+
+def _attached(content: Any) -> tuple[Mapping[str, Any], ...]:
+    """The parts of a message's content that are not text (images, audio: sent on, not kept)."""
+    if not isinstance(content, list):
+        return ()
+    return tuple(p for p in content if isinstance(p, Mapping) and p.get("type") != "text")
 
 
 def decide(request: SplitRequest, path: Sequence[ChatMessage]) -> Decision:

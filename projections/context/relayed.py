@@ -1,6 +1,6 @@
 """A context as the chat-completions proxy sends it upstream: changji's context at the user's words, with a
-proxied front end's own part of its request — its fixed prompt as the system message (the context is
-assembled with it), its blocks from inside its chat right before the user's words, the words it had the
+proxied front end's own part of its request — its fixed prompt as the system messages it sent (the context
+is assembled with them joined), its blocks from inside its chat right before the user's words, the words it had the
 reply start with, and what followed its chat at the end, all as they came. Pure.
 
 The same function makes what the upstream gets and what the context endpoint shows at the node, so the
@@ -47,6 +47,14 @@ def relayed(context: Context, part: ClientPart, count: Callable[[str], int]) -> 
     part put where the front end had it, each in the explain list."""
     messages, explain = list(context.messages), list(context.explain)
     added = 0
+    if len(part.fixed) > 1 and messages and messages[0] == Message("system", part.prompt):  # as many as it sent
+        explain = [_shifted(b, 1, len(part.fixed) - 1) for b in explain if b.message_index != 0 or b.what != "system"]
+        messages[0:1] = [Message("system", text) for text in part.fixed]
+        for i, text in enumerate(part.fixed):
+            tokens = count(text)
+            added += tokens
+            explain.insert(i, _whole("client prompt", "the front end's own system message before its chat, as it came", text, tokens, i))  # fmt: skip
+        added -= count(part.prompt)
     if part.blocks and messages and messages[-1].role == "user":
         at = len(messages) - 1
         shift = len(part.blocks)

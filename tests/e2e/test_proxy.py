@@ -398,6 +398,8 @@ async def test_the_context_at_a_proxied_turn_is_what_the_upstream_got(fake: Fake
     def asked(lore: str) -> list[dict[str, str]]:
         return [
             {"role": "system", "content": f"{SYSTEM}\n{lore}"},
+            {"role": "system", "name": "example_user", "content": "Is the ferry late?"},
+            {"role": "system", "name": "example_assistant", "content": "'Never,' Mira says."},
             {"role": "assistant", "content": GREETING},
             {"role": "system", "content": "[Author's note: it is raining.]"},
             {"role": "user", "content": "Is the harbour far?"},
@@ -412,6 +414,7 @@ async def test_the_context_at_a_proxied_turn_is_what_the_upstream_got(fake: Fake
     sent = [{"role": m["role"], "content": m["content"]} for m in fake.requests[-1]["messages"]]
     assert [{"role": m["role"], "content": m["content"]} for m in shown["messages"]] == sent
     assert sent[0]["content"].endswith("[The harbour light is red.]")
+    assert fake.requests[-1]["messages"][1:3] == asked("")[1:3]  # the examples as they came, with their names
     assert sent[-1] == {"role": "system", "content": "Stay in character; never speak for the user."}
     whats = [block["what"] for block in shown["explain"]]
     assert "client block" in whats and "client after" in whats
@@ -469,3 +472,17 @@ async def test_a_tool_round_of_the_clients_own_tools_reaches_the_upstream_and_on
             ("user", "Will it be foggy?"), ("reply", "Yes, fog until noon."), ("user", "And after?"), ("reply", "Then it clears."),
         ]  # fmt: skip
         opening = [{"role": "system", "content": "You are a night dispatcher."}, opening[1]]  # (another story)
+
+
+async def test_an_image_with_the_users_words_reaches_the_upstream_and_the_story_keeps_the_words(
+    fake: FakeModelServer, front: Front
+) -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    words = {"role": "user", "content": [{"type": "text", "text": "What is on this chart?"}, image]}
+    fake.script(Text("'A reef,' Mira says."))
+    text, headers = await front.complete([{"role": "system", "content": SYSTEM}, words], stream=False)
+    assert text == "'A reef,' Mira says."
+    got = fake.requests[-1]["messages"][-1]["content"]
+    assert isinstance(got, list) and got[1] == image and got[0]["text"].endswith("What is on this chart?")
+    path = await path_texts(front.api, headers["x-changji-story"])
+    assert path[1:] == [("user", "What is on this chart?"), ("reply", "'A reef,' Mira says.")]
