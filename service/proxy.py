@@ -86,10 +86,6 @@ class ChatProxy:
         self._remembering = threading.Lock()  # (readers run on several threads)
         self.requests = RequestReader()
 
-    def read(self, tenant_id: str, raw: bytes) -> ProxyRequest:
-        """A request's body read (carried on from the tenant's last request it repeats); BadRequest."""
-        return self.requests.read(tenant_id, raw)
-
     def choose(self, tenant_id: str, request: ProxyRequest, hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
         split, digests = request.split, request.digests
@@ -102,6 +98,8 @@ class ChatProxy:
         best: tuple[int, Story, tuple[NodeView, ...]] | None = None
         for story_id in stories:
             story = self.app.story(tenant_id, story_id)
+            if not self._starts_like(story, split):  # (a cut chat, another chat: not read against the path)
+                continue
             path = self._path(story)
             matched = _matched(split, _messages(path))
             enough = (
@@ -144,6 +142,15 @@ class ChatProxy:
                 if user.kind == "user" and swipe >= enough and (best is None or swipe > best[0]):
                     best = (swipe, Chosen(story.id, (user,), split, Regenerate(0), digests))
         return best[1] if best is not None else None
+
+    def _starts_like(self, story: Story, split: SplitRequest) -> bool:
+        """Whether the chat starts where the story does — its greeting, and its first message one the
+        story's root has below it — told from the root, without the path (which grows with the story)."""
+        assert story.root_id is not None
+        root = self.app.node(story.root_id)
+        if split.greeting is not None and split.greeting.strip() != root.text.strip():
+            return False
+        return not split.chat or self._child(root, split.chat[0]) is not None
 
     def _alike(self, story: Story, card: _Prompt) -> bool:
         """Whether a story is of the request's card: the card its system text makes, or a story the last

@@ -67,15 +67,22 @@ class RequestReader:
 
     def read(self, tenant_id: str, raw: bytes) -> ProxyRequest:
         """The request in `raw`; BadRequest when it is not one."""
+        return self.read_on(tenant_id, raw) or self.read_whole(tenant_id, raw)
+
+    def read_on(self, tenant_id: str, raw: bytes) -> ProxyRequest | None:
+        """The request read on from a kept body it repeats (its new messages only: cheap enough for the
+        event loop); None when there is none, or the rest does not read (then read it whole)."""
         found = self._repeated(tenant_id, raw)
-        if found is not None:
-            kept, index = found
-            try:
-                carried = self._carried(kept, index, raw)
-            except (ValueError, IndexError, orjson.JSONDecodeError, RecursionError):
-                carried = None  # (read whole: that reading says what is wrong)
-            if carried is not None:
-                return carried
+        if found is None:
+            return None
+        kept, index = found
+        try:
+            return self._carried(kept, index, raw)
+        except (ValueError, IndexError, orjson.JSONDecodeError, RecursionError):
+            return None  # (read whole: that reading says what is wrong)
+
+    def read_whole(self, tenant_id: str, raw: bytes) -> ProxyRequest:
+        """The request read whole (and kept when long); BadRequest when it is not one."""
         request = read_whole(raw)
         if len(raw) >= self._keep_from:
             self._keep_whole(tenant_id, raw, request)

@@ -19,6 +19,10 @@ CHANGJI_EMBEDDER none); the upstream is the fake model server, answering a fixed
   reads it and answers `{}`, and `proxy_net_p50_ms_<n>` the proxy's own time less that. The first
   request of each chat (read whole, its story's caches cold) is apart: `first_ms_<n>`; p50 and p99 are of
   the 35 after the first 5.
+- **A chat cut to its last 40 messages** (`proxy_cut_p50_ms_<n>`), as a front end sends it once the
+  chat is longer than its context size: 25 more requests (the first 5 left out), the upstream's time
+  (the last measured) less; the request's size does not grow with the story, so this is the proxy's
+  cost of the story's length alone.
 - **Time to first chunk** (`first_chunk_added_ms_<n>`): streamed, the first chunk's arrival through
   the proxy less straight from the fake, median.
 
@@ -192,9 +196,22 @@ async def proxy_time(
             bare.append(time.perf_counter() - started)
             if i % 4 == 0:
                 firsts.append(await _first_chunk_added(client, headers, session, fake, chat, story))
+        cut = []  # the same chat cut to its last 40 messages, as a front end at its context size sends it
+        for i in range(25):
+            user, _ = pool.pair(turns + 40 + i)
+            chat.append({"role": "user", "content": user})
+            body = orjson.dumps(
+                {"model": "fake-model", "messages": [{"role": "system", "content": SYSTEM}, *chat[-41:]]}
+            )
+            started = time.perf_counter()
+            answer = await _post(client, headers, body)
+            cut.append(time.perf_counter() - started - ups[-1])
+            chat.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
+            assert answer["_story"] == story
     finally:
         await session.close()
         await floor.close()
+    figures[f"proxy_cut_p50_ms_{turns}"] = statistics.median(cut[5:]) * 1000
     figures[f"first_ms_{turns}"] = (walls[0] - ups[0]) * 1000
     own = [max(w - u, 0.0) for w, u in zip(walls, ups, strict=True)]
     net = [max(w - u - b, 0.0) for w, u, b in zip(walls[5:], ups[5:], bare[5:], strict=True)]
@@ -206,6 +223,7 @@ async def proxy_time(
     figures[f"first_chunk_added_ms_{turns}"] = statistics.median(firsts) * 1000
     log(f"{turns} turns: proxy p50 {figures[f'proxy_p50_ms_{turns}']:.1f} ms, p99 {figures[f'proxy_p99_ms_{turns}']:.1f} ms, "
         f"net of the body's transport {figures[f'proxy_net_p50_ms_{turns}']:.1f} ms; first {figures[f'first_ms_{turns}']:.0f} ms; "
+        f"cut chat {figures[f'proxy_cut_p50_ms_{turns}']:.1f} ms; "
         f"first chunk +{figures[f'first_chunk_added_ms_{turns}']:.1f} ms")  # fmt: skip
 
 
