@@ -132,15 +132,18 @@ class ChatProxy:
             story = self.app.story(tenant_id, story_id)
             assert story.leaf_id is not None
             leaf = self.app.node(story.leaf_id)
-            enough = SAME_CARD if card is None or self._alike(story, card) else OTHER_CARD
             turn = _repeated_upward(self.app.node, chat[:-1], leaf)
-            if turn >= enough and (best is None or turn > best[0]):
-                best = (turn, Chosen(story.id, (leaf,), split, Append(0, (chat[-1],), branch=False), digests))
+            swipe, user = 0, None
             if leaf.kind != "user" and leaf.parent_id is not None:
                 user = self.app.node(leaf.parent_id)
                 swipe = _repeated_upward(self.app.node, chat, user) - 1  # (the words themselves: not repeated)
-                if user.kind == "user" and swipe >= enough and (best is None or swipe > best[0]):
-                    best = (swipe, Chosen(story.id, (user,), split, Regenerate(0), digests))
+            if max(turn, swipe) < SAME_CARD:
+                continue
+            enough = SAME_CARD if card is None or self._alike(story, card) else OTHER_CARD
+            if turn >= enough and (best is None or turn > best[0]):
+                best = (turn, Chosen(story.id, (leaf,), split, Append(0, (chat[-1],), branch=False), digests))
+            if user is not None and user.kind == "user" and swipe >= enough and (best is None or swipe > best[0]):
+                best = (swipe, Chosen(story.id, (user,), split, Regenerate(0), digests))
         return best[1] if best is not None else None
 
     def _starts_like(self, story: Story, split: SplitRequest) -> bool:
