@@ -136,7 +136,11 @@ async def _record(
     if opened.continues is not None:
         if relayed.text:
             text = opened.starts_with + relayed.text
-            await svc.executor.write(svc.app.nodes.revise_reply, tenant_id, opened.continues, text, "continued")
+            call = (
+                relayed.model or "upstream", relayed.prompt_tokens or 0, relayed.completion_tokens or 0,
+                (time.perf_counter() - started) * 1000,
+            )  # fmt: skip
+            await svc.executor.write(svc.app.nodes.continue_reply, tenant_id, opened.continues, text, call)
         return
     result = ChatResult(
         opened.starts_with + relayed.text, (), relayed.model or "upstream", relayed.prompt_tokens,

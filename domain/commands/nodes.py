@@ -27,6 +27,19 @@ class NodeCommands(CommandGroup):
         """A new text for a sealed reply (or the greeting), kept as a revision of the node."""
         return self._annotate(tenant_id, node_id, lambda node: node.revise(text, reason))
 
+    def continue_reply(
+        self, tenant_id: str, node_id: UUID, text: str, call: tuple[str, int, int, float]
+    ) -> Written[NodeView]:
+        """A reply a model went on with (a proxied front end's continue): its new text, as a revision, and
+        the call — (model, prompt tokens, completion tokens, milliseconds) — in its cost ledger."""
+        model, prompt_tokens, completion_tokens, latency_ms = call
+
+        def go_on(node: Node) -> None:
+            node.record_call("turn", model, prompt_tokens, completion_tokens, latency_ms, "ok")
+            node.revise(text, "continued")
+
+        return self._annotate(tenant_id, node_id, go_on)
+
     def hide_nodes(self, tenant_id: str, story_id: UUID, node_ids: Sequence[UUID]) -> int:
         return self._annotate_many(tenant_id, story_id, node_ids, Node.hide)
 

@@ -117,8 +117,11 @@ async def test_turns_swipes_an_edit_a_continue_and_a_quiet_request_make_the_righ
     assert len((await front.api.call("GET", f"/v1/stories/{story}/tree"))["nodes"]) == 8
 
     continued = [*edited, {"role": "assistant", "content": text}]  # continue the last reply
-    fake.script(Text(" 'Maybe three.'"))
+    fake.script(Text(" 'Maybe three.'", prompt_tokens=321))
+    calls = (await front.api.call("GET", f"/v1/stories/{story}/costs"))["calls"]
     more, headers = await front.complete(continued, stream=True)
+    costs = await front.api.call("GET", f"/v1/stories/{story}/costs")
+    assert costs["calls"] == calls + 1  # the continue's call in the ledger too
     assert headers["x-changji-recorded"] == "true"
     reply = await front.api.call("GET", f"/v1/nodes/{headers['x-changji-node']}")
     assert reply["text"] == "'Two hours, then.' 'Maybe three.'" and more == " 'Maybe three.'"
