@@ -24,7 +24,10 @@ import orjson
 from domain.rules.reconcile import ChatMessage, SplitRequest, split_request
 
 KEEP_FROM = 64 << 10  # bodies shorter than this are read whole each time (it costs less than keeping them)
-KEPT_BODIES, KEPT_BYTES = 32, 48 << 20  # the bodies kept, fewest used first out
+KEPT_BODIES, KEPT_PER_TENANT = 32, 4  # the bodies kept (the least recently used first out), and of one tenant
+KEPT_BYTES = 128 << 20  # ... and their size, a body counted at HELD times its bytes (its messages parsed)
+HELD = 3
+TRAILING = 16  # system messages after a kept chat's last message a new body may leave behind
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
@@ -60,8 +63,14 @@ class _Kept:
 class RequestReader:
     """Reads request bodies, carrying on from the kept body a new one repeats. Thread-safe."""
 
-    def __init__(self, bodies: int = KEPT_BODIES, kept_bytes: int = KEPT_BYTES, keep_from: int = KEEP_FROM) -> None:
-        self._bodies, self._bytes, self._keep_from = bodies, kept_bytes, keep_from
+    def __init__(
+        self,
+        bodies: int = KEPT_BODIES,
+        kept_bytes: int = KEPT_BYTES,
+        keep_from: int = KEEP_FROM,
+        per_tenant: int = KEPT_PER_TENANT,
+    ) -> None:
+        self._bodies, self._bytes, self._keep_from, self._per_tenant = bodies, kept_bytes, keep_from, per_tenant
         self._kept: list[_Kept] = []  # the most recently used last
         self._lock = threading.Lock()
 
@@ -69,13 +78,16 @@ class RequestReader:
         """The request in `raw`; BadRequest when it is not one."""
         return self.read_on(tenant_id, raw) or self.read_whole(tenant_id, raw)
 
-    def read_on(self, tenant_id: str, raw: bytes) -> ProxyRequest | None:
-        """The request read on from a kept body it repeats (its new messages only: cheap enough for the
-        event loop); None when there is none, or the rest does not read (then read it whole)."""
+    def read_on(self, tenant_id: str, raw: bytes, most: int | None = None) -> ProxyRequest | None:
+        """The request read on from a kept body it repeats (its new messages only); None when there is
+        none, or the rest does not read (then read it whole), or it is longer than `most` bytes (a caller
+        on the event loop reads no more than that there)."""
         found = self._repeated(tenant_id, raw)
         if found is None:
             return None
         kept, index = found
+        if most is not None and len(raw) - kept.ends[index] > most:
+            return None
         try:
             return self._carried(kept, index, raw)
         except (ValueError, IndexError, orjson.JSONDecodeError, RecursionError):
@@ -96,7 +108,7 @@ class RequestReader:
             kept = [k for k in self._kept if k.tenant_id == tenant_id]
         view_of = memoryview
         for body in kept:
-            for index in range(len(body.ends) - 1, body.last_chat - 1, -1):
+            for index in range(len(body.ends) - 1, max(body.last_chat, len(body.ends) - 1 - TRAILING) - 1, -1):
                 end = body.ends[index]
                 if best is not None and end <= best[0].ends[best[1]]:
                     break
@@ -131,8 +143,7 @@ class RequestReader:
         )
         offsets = kept.ends[: index + 1]
         offsets.extend(ends)
-        superseded = kept if index == len(kept.ends) - 1 else None  # (its messages are all this one's first)
-        self._keep(_Kept(kept.tenant_id, raw, kept.head, offsets, last_chat, request), superseded)
+        self._keep(_Kept(kept.tenant_id, raw, kept.head, offsets, last_chat, request), kept)  # (the chat went on)
         return request
 
     def _keep_whole(self, tenant_id: str, raw: bytes, request: ProxyRequest) -> None:
@@ -148,9 +159,13 @@ class RequestReader:
 
     def _keep(self, body: _Kept, superseded: _Kept | None) -> None:
         with self._lock:
-            self._kept = [k for k in self._kept if k is not superseded and k.raw is not body.raw] + [body]
-            while len(self._kept) > self._bodies or sum(len(k.raw) for k in self._kept) > self._bytes:
-                del self._kept[0]
+            kept = [k for k in self._kept if k is not superseded and k.raw is not body.raw] + [body]
+            mine = [k for k in kept if k.tenant_id == body.tenant_id]
+            for old in mine[: max(len(mine) - self._per_tenant, 0)]:
+                kept.remove(old)
+            while len(kept) > self._bodies or HELD * sum(len(k.raw) for k in kept) > self._bytes:
+                del kept[0]
+            self._kept = kept
 
 
 def read_whole(raw: bytes) -> ProxyRequest:
@@ -207,9 +222,9 @@ def _tail(text: str, start: int) -> tuple[list[Any], list[int], dict[str, Any] |
         return added, ends, None
     i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
     if text[i] == "}":
-        return added, ends, {} if not text[i + 1 :].strip() else None
-    if text[i] != ",":
-        return added, ends, None
+        return added, ends, {} if _SPACE.fullmatch(text, i + 1) else None
+    if text[i] != "," or text[_SPACE.match(text, i + 1).end()] == "}":  # type: ignore[union-attr]
+        return added, ends, None  # (a comma before the end: not JSON)
     rest = orjson.loads("{" + text[i + 1 :])
     if not isinstance(rest, dict) or "messages" in rest:
         return added, ends, None
@@ -251,9 +266,31 @@ def _scan(raw: bytes) -> tuple[list[str], array[int]] | None:
                 ends.append(counted)
             i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
             if text[i] != ",":
-                return (keys, ends) if text[i] == "]" else None
+                break
+        if text[i] != "]":
+            return None
+        later = _later_keys(text, i + 1)
+        if later is None or "messages" in later or set(later) & set(keys) or len(set(keys)) < len(keys):
+            return None  # (a key twice: which of them a reading keeps is not for carrying on to decide)
+        return keys, ends
     except (ValueError, IndexError, RecursionError):
         return None
+
+
+def _later_keys(text: str, i: int) -> list[str] | None:
+    """The keys of the fields after the messages, from just past the list (None: not an object's end)."""
+    keys: list[str] = []
+    i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+    while text[i] == ",":
+        i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+        key, i = _DECODER.raw_decode(text, i)
+        i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+        if text[i] != ":":
+            return None
+        _, i = _DECODER.raw_decode(text, _SPACE.match(text, i + 1).end())  # type: ignore[union-attr]
+        keys.append(key)
+        i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+    return keys if text[i] == "}" and _SPACE.fullmatch(text, i + 1) else None
 
 
 class ChatDigests:

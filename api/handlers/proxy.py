@@ -32,13 +32,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return openai_error(503, "no upstream model is configured (CHANGJI_MAIN_BASE_URL, CHANGJI_MAIN_MODEL)")
     raw = await read_body(request)
     try:  # a front end's whole history: read on from its last request, else whole (off the loop when long)
-        asked = svc.proxy.requests.read_on(tenant(request), raw)
+        reader = svc.proxy.requests
+        asked = reader.read_on(tenant(request), raw, most=INLINE_BYTES)
         if asked is None:
-            whole = svc.proxy.requests.read_whole
             asked = (
-                await asyncio.to_thread(whole, tenant(request), raw)
+                await asyncio.to_thread(reader.read, tenant(request), raw)
                 if len(raw) > INLINE_BYTES
-                else whole(tenant(request), raw)
+                else reader.read_whole(tenant(request), raw)
             )
     except BadRequest as bad:
         return openai_error(400, str(bad), bad.field)

@@ -115,3 +115,55 @@ def test_kept_bodies_are_bounded() -> None:
         reader.read("t", raw)
     assert reader.read("t", raws[0]).carried == 0  # the first chat's body went first
     assert reader.read("t", raws[2]).carried > 0
+
+
+@pytest.mark.parametrize(
+    ("kept", "then"),
+    [
+        (b'{"messages":[{"role":"user","content":"a"}],"model":"m","messages":[{"role":"user","content":"b"}]}',
+         b'{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"c"}]}'),
+        (b'{"stream":false,"messages":[{"role":"user","content":"a"}],"stream":true}',
+         b'{"stream":false,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"c"}]}'),
+    ],
+)  # fmt: skip
+def test_a_body_with_a_key_twice_is_not_carried_on_from(kept: bytes, then: bytes) -> None:
+    reader = RequestReader(keep_from=0)
+    reader.read("t", kept)
+    read = reader.read("t", then)
+    assert read.carried == 0
+    same(read, read_whole(then))
+
+
+def test_an_ending_that_is_not_json_is_refused_however_the_body_is_read() -> None:
+    reader = RequestReader(keep_from=0)
+    chat = [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "a"}]
+    reader.read("t", orjson.dumps({"messages": chat}))
+    good = orjson.dumps({"messages": [*chat, {"role": "assistant", "content": "b"}]})
+    for broken in (good[:-1] + b",}", good + b"\x0c", good + "\xa0".encode()):
+        with pytest.raises(BadRequest):
+            read_whole(broken)
+        with pytest.raises(BadRequest):
+            reader.read("t", broken)
+
+
+def test_a_chat_with_a_jailbreak_after_it_keeps_one_body_and_leaves_room_for_others() -> None:
+    reader = RequestReader(keep_from=0)
+    other = orjson.dumps({"messages": [{"role": "user", "content": "another tenant's chat"}]})
+    reader.read("u", other)
+    chat: list[dict[str, str]] = []
+    for turn in range(12):
+        chat += [{"role": "user", "content": f"words {turn}"}]
+        read = reader.read("t", orjson.dumps({"messages": [*chat, {"role": "system", "content": "stay in character"}]}))
+        assert read.carried or turn == 0
+        chat += [{"role": "assistant", "content": f"reply {turn}"}]
+    assert len([k for k in reader._kept if k.tenant_id == "t"]) == 1
+    assert reader.read("u", other).carried > 0
+
+
+def test_a_long_tail_is_not_read_on_where_at_most_so_much_may_be() -> None:
+    reader = RequestReader(keep_from=0)
+    chat = [{"role": "user", "content": "a"}]
+    reader.read("t", orjson.dumps({"messages": chat}))
+    longer = orjson.dumps({"messages": [*chat, {"role": "assistant", "content": "b" * 5000}]})
+    assert reader.read_on("t", longer, most=1000) is None
+    assert reader.read_on("t", longer) is not None
