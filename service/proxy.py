@@ -103,27 +103,30 @@ class ChatProxy:
             path = self._path(story)
             matched = _matched(split, _messages(path))
             enough = (
-                SAME_CARD if hint or self._alike(story, card) else OTHER_CARD
+                SAME_CARD if hint or self._alike(story, card, split) else OTHER_CARD
             )  # (first words alone: not another card's)
             if matched >= enough and (best is None or matched > best[0]):
                 best = (matched, story, path)
+        if best is None or best[0] <= SAME_CARD < len(split.chat):  # (a cut chat may open with the story's first words)
+            trimmed = self._trimmed(tenant_id, split, digests, stories, None if hint else card)
+            if trimmed is not None and (best is None or trimmed[0] > best[0]):
+                return trimmed[1]
         if best is not None:
             return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])), digests)
-        trimmed = self._trimmed(tenant_id, split, digests, stories, None if hint else card)
-        if trimmed is not None or hint is None:
-            return trimmed
+        if hint is None:
+            return None
         story = self.app.story(tenant_id, hint)  # the story named: the request is read against its path
         path = self._path(story)
         return Chosen(story.id, path, split, decide(split, _messages(path)), digests)
 
     def _trimmed(
         self, tenant_id: str, split: SplitRequest, digests: ChatDigests, stories: Sequence[UUID], card: _Prompt | None
-    ) -> Chosen | None:
+    ) -> tuple[int, Chosen] | None:
         """A chat the front end cut to its own context size (its greeting and oldest turns gone): the story
         whose path ends with the chat's last messages — its leaf the reply before the user's new words (a
         new turn), or the leaf's user node those words (a swipe) — the one that repeats most of them, as
         many as a story's path must (`card` None: any card's story will do). Read from the tree: it holds
-        after a restart, and whatever the front end's system text became since."""
+        after a restart, and whatever the front end's system text became since. With how many it repeats."""
         chat = split.chat
         if len(chat) < 3 or chat[-1].role != "user":
             return None
@@ -139,12 +142,12 @@ class ChatProxy:
                 swipe = _repeated_upward(self.app.node, chat, user) - 1  # (the words themselves: not repeated)
             if max(turn, swipe) < SAME_CARD:
                 continue
-            enough = SAME_CARD if card is None or self._alike(story, card) else OTHER_CARD
+            enough = SAME_CARD if card is None or story.card_id == card.card_id else OTHER_CARD
             if turn >= enough and (best is None or turn > best[0]):
                 best = (turn, Chosen(story.id, (leaf,), split, Append(0, (chat[-1],), branch=False), digests))
             if user is not None and user.kind == "user" and swipe >= enough and (best is None or swipe > best[0]):
                 best = (swipe, Chosen(story.id, (user,), split, Regenerate(0), digests))
-        return best[1] if best is not None else None
+        return best
 
     def _starts_like(self, story: Story, split: SplitRequest) -> bool:
         """Whether the chat starts where the story does — its greeting, and its first message one the
@@ -155,12 +158,17 @@ class ChatProxy:
             return False
         return not split.chat or self._child(root, split.chat[0]) is not None
 
-    def _alike(self, story: Story, card: _Prompt) -> bool:
-        """Whether a story is of the request's card: the card its system text makes, or a story the last
-        request relayed into had much the same system text (a front end's lore comes and goes in it)."""
+    def _alike(self, story: Story, card: _Prompt, split: SplitRequest) -> bool:
+        """Whether a story is of the request's card: the card its system text makes, or — where the chat
+        opens with the story's greeting — a story the last request relayed into had much the same system
+        text (a front end's lore comes and goes in it; two cards sharing a preset share much of theirs
+        too, but not their greeting)."""
         if story.card_id == card.card_id:
             return True
-        assert story.leaf_id is not None
+        assert story.leaf_id is not None and story.root_id is not None
+        greeting = (split.greeting or "").strip()
+        if not greeting or greeting != self.app.node(story.root_id).text.strip():
+            return False
         part = self.views.noted_part(self.app.node(story.leaf_id))
         return part is not None and card.overlap(part.fixed) >= ALIKE
 
@@ -184,7 +192,7 @@ class ChatProxy:
             ).position
         story = self.app.story(tenant_id, story_id)
         path = self._path(story)
-        return Written(Chosen(story.id, path, split, decide(split, _messages(path))), position)
+        return Written(Chosen(story.id, path, split, decide(split, _messages(path)), request.digests), position)
 
     def open(self, tenant_id: str, chosen: Chosen, model: str) -> Written[Opened | None]:
         """The nodes the decision makes, in one command (None: nothing to record)."""
@@ -281,7 +289,7 @@ class ChatProxy:
         chat = split.chat
         if not chat or chat[-1].role != "user":  # (a continue, a prefill, a quiet request: read the whole path)
             return None
-        if len(chat) < OTHER_CARD and not self._alike(story, card):
+        if len(chat) < OTHER_CARD and not self._alike(story, card, split):
             return None  # the first words alone: not another card's story
         known = self._known.get(leaf.id)
         if known is not None and known[0] < len(digests) and digests.at(known[0]) == known[1]:

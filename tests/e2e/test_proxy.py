@@ -489,3 +489,37 @@ async def test_an_image_with_the_users_words_reaches_the_upstream_and_the_story_
     assert isinstance(got, list) and got[1] == image and got[0]["text"].endswith("What is on this chart?")
     path = await path_texts(front.api, headers["x-changji-story"])
     assert path[1:] == [("user", "What is on this chart?"), ("reply", "'A reef,' Mira says.")]
+
+
+async def test_two_cards_sharing_a_preset_are_two_stories(fake: FakeModelServer, front: Front) -> None:
+    preset = "\n".join(f"Rule {i}: write vivid, third-person prose and never speak for the user." for i in range(12))
+    fake.script(Text("Xavier grunts."), Text("Yolanda waves."))
+    stories = []
+    for who in ("You are Xavier, a grumpy lighthouse keeper.", "You are Yolanda, a cheerful baker."):
+        _, headers = await front.complete([{"role": "system", "content": f"{preset}\n{who}"}, {"role": "user", "content": "Hi"}], stream=False)  # fmt: skip
+        stories.append(headers["x-changji-story"])
+    assert stories[0] != stories[1]  # (much of the system text alike, but no greeting of the story's)
+
+
+async def test_a_cut_chat_that_opens_with_the_storys_first_words_goes_on_at_its_leaf(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(*[Text(f"r{i}") for i in range(1, 8)])
+    for words in ("...", "u2", "u3", "...", "u5", "u6"):
+        _, headers = await front.send(words)
+    story = headers["x-changji-story"]
+    before = len((await front.api.call("GET", f"/v1/stories/{story}/tree"))["nodes"])
+    cut = [
+        {"role": "system", "content": SYSTEM},
+        *front.chat[6:],
+        {"role": "user", "content": "u7"},
+    ]  # opens with "..."
+    _, headers = await front.complete(cut, stream=False)
+    assert headers["x-changji-story"] == story
+    assert len((await front.api.call("GET", f"/v1/stories/{story}/tree"))["nodes"]) == before + 2
+    assert (await path_texts(front.api, story))[-4:] == [
+        ("user", "u6"),
+        ("reply", "r6"),
+        ("user", "u7"),
+        ("reply", "r7"),
+    ]
