@@ -280,11 +280,12 @@ class ReplyOpened(_Folded, AggregateCreated):
     model: str
 
 
-class RequestRelayed(_Folded, AggregateEvent):
-    """A front end's request for a reply to this user node came through the chat-completions proxy; its
-    own part of what the upstream got — its fixed prompt, its blocks inside and after the chat, the words
-    it had the reply start with — is kept as the blob `client_part` names (the SHA-256 of its JSON). The
-    last one is what the context at the node is shown with."""
+class ClientPartNoted(_Folded, AggregateEvent):
+    """This reply answers a front end's request through the chat-completions proxy (or, noted again, a
+    request that continued it); the front end's own part of what the upstream got — its system messages
+    before the chat, its blocks inside and after it, the words it had the reply start with — is kept as
+    the blob `client_part` names (the SHA-256 of a list of the blobs of its texts; `projections/context/
+    relayed.py`)."""
 
     client_part: str
 

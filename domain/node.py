@@ -67,7 +67,7 @@ class Node(Aggregate):
         self.compaction_reason: CompactionReason | None = None
         self.episode: Episode | None = None
         self.digest: Digest | None = None
-        self.client_part: str | None = None  # a proxied front end's own part of its last request here
+        self.client_part: str | None = None  # a proxied front end's own part of the request this reply answers
         self._view: NodeView | None = None
 
     @classmethod
@@ -299,13 +299,13 @@ class Node(Aggregate):
         if not self.hidden:
             self.trigger_event(ev.NodeHidden)
 
-    def note_relayed(self, client_part: str) -> None:
-        """A proxied front end's request for a reply to this user node; `client_part`: the blob of its own
-        part of what the upstream got (noted when it differs from the last)."""
-        if self.kind != "user":
-            raise NodeKindError("a relayed request answers a user node", field="node_id")
+    def note_client_part(self, client_part: str) -> None:
+        """The proxied front end's own part of the request this reply answers (or that continued it): the
+        blob `client_part` names (noted when it differs from the one noted last)."""
+        if self.kind != "reply":
+            raise NodeKindError("a front end's part of a request is noted on the reply", field="node_id")
         if client_part != self.client_part:
-            self.trigger_event(ev.RequestRelayed, client_part=client_part)
+            self.trigger_event(ev.ClientPartNoted, client_part=client_part)
 
     def unhide(self) -> None:
         if self.hidden:
@@ -356,7 +356,7 @@ class Node(Aggregate):
             case ev.ReplyOpened():
                 self.story_id, self.parent_id, self.kind = event.story_id, event.parent_id, "reply"
                 self.depth, self.turn, self.model, self.phase = event.depth, event.turn, event.model, "writing"
-            case ev.RequestRelayed():
+            case ev.ClientPartNoted():
                 self.client_part = event.client_part
             case ev.DraftWritten():
                 self.text, self.draft_version = event.text, event.version

@@ -164,7 +164,7 @@ class NodeView:
     created_at: datetime
     episode: Episode | None = None
     digest: Digest | None = None
-    client_part: str | None = None  # a proxied front end's own part of its last request here (a blob's hash)
+    client_part: str | None = None  # a proxied front end's own part of the request a reply answers (a blob)
 
 
 @dataclass(frozen=True, slots=True)

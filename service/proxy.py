@@ -36,7 +36,7 @@ from domain.rules.reconcile import (
 )
 from domain.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
-from projections.context.relayed import CLIENT_PART_TYPE, ClientPart
+from projections.context.relayed import CLIENT_PART_TYPE, TEXT_TYPE, ClientPart, text_name
 from projections.read_models.store import ReadModels
 from service.proxy_requests import ChatDigests, ProxyRequest, RequestReader
 from service.views import StoryViews
@@ -45,7 +45,7 @@ CANDIDATES = 50
 SAME_CARD, OTHER_CARD = 2, 4  # path messages a chat must repeat (the greeting first) to continue a story
 KNOWN = 200_000  # nodes whose chat digest the proxy keeps
 ALIKE = 0.6  # of the shorter system text (by its lines' length), in lines the other has too: the same card
-KEPT_PARTS = 64  # client parts whose blob the proxy knows is kept
+KEPT_PARTS = 1024  # blobs of client parts (their texts, their manifests) the proxy knows are kept
 PROXY_CARDS = uuid5(NAMESPACE_URL, "https://changji.dev/proxy/cards")
 
 
@@ -202,17 +202,17 @@ class ChatProxy:
             if not messages[:-1] and messages[-1].role == "user":
                 same = self._child(parent, messages[-1])
                 if same is not None:  # the user's words are in the tree already (another branch): a swipe there
-                    kept = self._kept(ClientPart(split.fixed, split.blocks, split.after))
+                    kept = self.kept(ClientPart(split.fixed, split.blocks, split.after))
                     opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), same.id, model, kept)
                     return Written(Opened(opened.user.id, opened.reply.id, ""), opened.position)
             said: list[tuple[NodeKind, str]] = [("user" if m.role == "user" else "reply", m.text) for m in messages]
             ids = [uuid4() for _ in range(len(said) + 1)]
             starts = messages[-1].text if messages[-1].role == "assistant" else ""
-            kept = self._kept(ClientPart(split.fixed, split.blocks, split.after, starts))
+            kept = self.kept(ClientPart(split.fixed, split.blocks, split.after, starts))
             opened = self.app.turns.open_relayed_turn(tenant_id, chosen.story_id, parent.id, said, ids, model, kept)
             return Written(Opened(opened.user.id, opened.reply.id, starts), opened.position)
         if isinstance(decision, Regenerate):
-            kept = self._kept(ClientPart(split.fixed, split.blocks, split.after))
+            kept = self.kept(ClientPart(split.fixed, split.blocks, split.after))
             user_id = path[decision.user].id
             opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), user_id, model, kept)
             return Written(Opened(opened.user.id, opened.reply.id, ""), opened.position)
@@ -266,17 +266,28 @@ class ChatProxy:
             messages[words + 1 : words + 1] = [dict(m) for m in split.tool_round]
         return messages
 
-    def _kept(self, part: ClientPart) -> str:
-        """The blob of a request's client part (kept once: a front end sends the same part turn after turn)."""
-        encoded = part.encoded()
-        digest = hashlib.sha256(encoded).hexdigest()  # (the blob's name)
-        if digest not in self._parts:
-            self._put_blob(encoded, CLIENT_PART_TYPE)
-            with self._remembering:
-                self._parts[digest] = None
-                while len(self._parts) > KEPT_PARTS:
-                    del self._parts[next(iter(self._parts))]
-        return digest
+    def continued(
+        self, tenant_id: str, chosen: Chosen, opened: Opened, text: str, call: tuple[str, int, int, float]
+    ) -> Written[NodeView]:
+        """A continue's words added to the reply it continued, with the call and the request's own part."""
+        assert opened.continues is not None
+        split = chosen.split
+        part = self.kept(ClientPart(split.fixed, split.blocks, split.after, opened.starts_with))
+        return self.app.nodes.continue_reply(tenant_id, opened.continues, opened.starts_with + text, call, part)
+
+    def kept(self, part: ClientPart) -> str:
+        """The blob of a request's client part: its texts and their manifest, each kept once (a front end
+        sends much the same part turn after turn)."""
+        manifest = part.manifest()
+        for data, name, media in [*((t.encode(), text_name(t), TEXT_TYPE) for t in part.texts()),
+                                  (manifest, hashlib.sha256(manifest).hexdigest(), CLIENT_PART_TYPE)]:  # fmt: skip
+            if name not in self._parts:
+                self._put_blob(data, media)
+                with self._remembering:
+                    self._parts[name] = None
+                    while len(self._parts) > KEPT_PARTS:
+                        del self._parts[next(iter(self._parts))]
+        return hashlib.sha256(manifest).hexdigest()
 
     def _continued(
         self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests, card: _Prompt

@@ -46,6 +46,7 @@ VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
 LORE_ANSWER_CHARS = 4000  # of an entry's content a lorebook_search answer carries
 RECALL_SECONDS = 5.0  # a recall still running after this long is given up: the turn goes on without it
 CLIENT_PARTS = 256  # proxied front ends' parts of their requests kept decoded
+CLIENT_TEXT_CHARS = 4_000_000  # ... and of the texts they are made of
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,9 @@ class StoryViews:
         self.app, self.store, self.counter, self.recall = app, store, counter, recall
         self.recall_seconds = recall_seconds
         self._blobs = blobs  # where a proxied front end's own part of its requests is kept
-        self._parts: dict[str, ClientPart] = {}
+        self._parts: dict[str, ClientPart | None] = {}  # by its manifest's blob (None: not kept)
+        self._texts: dict[str, str] = {}  # the texts of parts, by their blobs
+        self._text_chars = 0
         self._parting = threading.Lock()  # (views are read on several threads)
         self.renders = RenderCache(counter)
         self.windows = WindowCache()
@@ -93,8 +96,9 @@ class StoryViews:
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing. Where
-        a proxied front end's request came (`RequestRelayed`), it is the context as the proxy sends it
-        upstream, with the client's own part of the last request there (at a reply: its fixed prompt)."""
+        a proxied front end's request came (`ClientPartNoted`), it is the context as the proxy sends it
+        upstream, with the client's own part of the last request there — at a user node, that of its
+        latest reply that has one; at a reply, its own system messages."""
         story = self.app.story(tenant_id, story_id)
         node = self.app.leaf_or(story, at, "at").view
         part = self.noted_part(node)
@@ -112,23 +116,38 @@ class StoryViews:
         return relayed(assembled, part, self.renders.count) if node.kind == "user" else assembled
 
     def noted_part(self, node: NodeView) -> ClientPart | None:
-        """The client's part of the last proxied request at a user node (at a reply: at its user node)."""
-        if node.kind == "reply" and node.parent_id is not None:
-            node = self.app.node(node.parent_id)
-        if node.client_part is None or self._blobs is None:
+        """The client's part of the proxied request a reply answers; at a user node, of its latest reply
+        that has one (None: no proxied request came there)."""
+        if node.kind == "user":
+            replies = (self.app.node(UUID(row["id"])) for row in reversed(self.store.children(node.id)))
+            node = next((reply for reply in replies if reply.client_part is not None), node)
+        name = node.client_part
+        if name is None or self._blobs is None:
             return None
-        part = self._parts.get(node.client_part)
-        if part is None:
-            data = self._blobs(node.client_part)
-            if data is None:  # (kept before its event, so only a lost service database leaves it out)
-                log.warning("the client part %s of node %s is not kept", node.client_part, node.id)
-                return None
-            part = ClientPart.decoded(data)
+        if name not in self._parts:
+            data = self._blobs(name)
+            part = ClientPart.from_manifest(data, self._text) if data is not None else None
+            if part is None:  # (kept before its event: only a lost service database leaves it out)
+                log.warning("the client part %s of node %s is not kept: its context is the card's", name, node.id)
             with self._parting:
-                self._parts[node.client_part] = part
+                self._parts[name] = part
                 while len(self._parts) > CLIENT_PARTS:
                     del self._parts[next(iter(self._parts))]
-        return part
+        return self._parts.get(name)
+
+    def _text(self, name: str) -> str | None:
+        text = self._texts.get(name)
+        if text is None and self._blobs is not None:
+            data = self._blobs(name)
+            text = data.decode() if data is not None else None
+            if text is not None:
+                with self._parting:
+                    if name not in self._texts:
+                        self._texts[name] = text
+                        self._text_chars += len(text)
+                    while self._text_chars > CLIENT_TEXT_CHARS and len(self._texts) > 1:
+                        self._text_chars -= len(self._texts.pop(next(iter(self._texts))))
+        return text
 
     def engine_context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context engine mode sends: the main model has tools (lore hits by title unless set)."""

@@ -125,22 +125,20 @@ async def _record(
 ) -> None:
     if opened is None:
         return
-    if relayed.tool_calls and not relayed.text.strip() and opened.continues is None:
+    call = (
+        relayed.model or "upstream", relayed.prompt_tokens or 0, relayed.completion_tokens or 0,
+        (time.perf_counter() - started) * 1000,
+    )  # fmt: skip
+    if relayed.tool_calls and opened.continues is None:
         # the upstream called the front end's tools: the reply is written in the request with their results
         detail = "the upstream called the front end's tools: " + ", ".join(relayed.tool_calls)
-        elapsed = (time.perf_counter() - started) * 1000
         await svc.executor.write(
-            svc.app.turns.fail_turn, opened.reply_id, "tool_calls", detail[:500], "", ("tool_calls", elapsed)
+            svc.app.turns.set_aside_for_tools, opened.reply_id, detail[:500], opened.starts_with + relayed.text, call
         )
         return
     if opened.continues is not None:
         if relayed.text:
-            text = opened.starts_with + relayed.text
-            call = (
-                relayed.model or "upstream", relayed.prompt_tokens or 0, relayed.completion_tokens or 0,
-                (time.perf_counter() - started) * 1000,
-            )  # fmt: skip
-            await svc.executor.write(svc.app.nodes.continue_reply, tenant_id, opened.continues, text, call)
+            await svc.executor.write(svc.proxy.continued, tenant_id, chosen, opened, relayed.text, call)
         return
     result = ChatResult(
         opened.starts_with + relayed.text, (), relayed.model or "upstream", relayed.prompt_tokens,

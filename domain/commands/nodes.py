@@ -28,14 +28,16 @@ class NodeCommands(CommandGroup):
         return self._annotate(tenant_id, node_id, lambda node: node.revise(text, reason))
 
     def continue_reply(
-        self, tenant_id: str, node_id: UUID, text: str, call: tuple[str, int, int, float]
+        self, tenant_id: str, node_id: UUID, text: str, call: tuple[str, int, int, float], client_part: str
     ) -> Written[NodeView]:
-        """A reply a model went on with (a proxied front end's continue): its new text, as a revision, and
-        the call — (model, prompt tokens, completion tokens, milliseconds) — in its cost ledger."""
+        """A reply a model went on with (a proxied front end's continue): its new text, as a revision, the
+        call — (model, prompt tokens, completion tokens, milliseconds) — in its cost ledger, and the blob of
+        the front end's own part of the request."""
         model, prompt_tokens, completion_tokens, latency_ms = call
 
         def go_on(node: Node) -> None:
             node.record_call("turn", model, prompt_tokens, completion_tokens, latency_ms, "ok")
+            node.note_client_part(client_part)
             node.revise(text, "continued")
 
         return self._annotate(tenant_id, node_id, go_on)

@@ -111,7 +111,7 @@ class TurnCommands(CommandGroup):
         one for each, and one for the reply), then an empty reply — under the last of them when it is the
         user's words, or in its place when it is the assistant's (a prefill: the reply, once written, is
         those words and what the upstream goes on with). `client_part`: the blob of the request's own part
-        of what the upstream gets, noted on the user node."""
+        of what the upstream gets, noted on the reply."""
         story = self.app.story(tenant_id, story_id)
         parent = self.app.story_node(story, parent_id)
         nodes: list[Node] = []
@@ -126,10 +126,9 @@ class TurnCommands(CommandGroup):
                 reply = Node.open_reply(ids[len(said)], user, model)
             else:
                 user, reply = parent, Node.open_reply(ids[len(said)], parent, model)
-            user.note_relayed(client_part)
+            reply.note_client_part(client_part)
             story.move_leaf(reply.id, cause="turn")
-            noted = [user] if user not in nodes and user.pending_events else []
-            return OpenedTurn(user.view, reply.view, self.app.commit(story, *nodes, *noted, reply))
+            return OpenedTurn(user.view, reply.view, self.app.commit(story, *nodes, reply))
 
     def reopen_turn(
         self,
@@ -142,7 +141,7 @@ class TurnCommands(CommandGroup):
     ) -> OpenedTurn:
         """Regenerate: a new empty reply beside the others under a user node (default: the leaf's).
         `client_part`: for a proxied front end's request, the blob of its own part of what the upstream
-        gets, noted on the user node."""
+        gets, noted on the reply."""
         story = self.app.story(tenant_id, story_id)
         user = self.app.leaf_or(story, user_id, "user_id")
         if user.kind == "reply" and user_id is None and user.parent_id is not None:
@@ -152,10 +151,9 @@ class TurnCommands(CommandGroup):
         with self.app.evicting(story):
             reply = Node.open_reply(reply_id, user, model)
             if client_part is not None:
-                user.note_relayed(client_part)
+                reply.note_client_part(client_part)
             story.move_leaf(reply.id, cause="regenerate")
-            noted = [user] if user.pending_events else []
-            return OpenedTurn(user.view, reply.view, self.app.commit(story, *noted, reply))
+            return OpenedTurn(user.view, reply.view, self.app.commit(story, reply))
 
     def turn_reply(self, tenant_id: str, reply_id: UUID) -> Node:
         _, node = self.app.owned_node(tenant_id, reply_id)
@@ -269,6 +267,23 @@ class TurnCommands(CommandGroup):
             if reply.phase == "writing":
                 _capture(reply, preview)
             reply.stop(reason, detail)
+            return Written(reply.view, self.app.commit(reply))
+
+    def set_aside_for_tools(
+        self, reply_id: UUID, detail: str, preview: str, call: tuple[str, int, int, float]
+    ) -> Written[NodeView]:
+        """A proxied reply the upstream answered by calling the front end's own tools: the call in its
+        ledger — (model, prompt tokens, completion tokens, milliseconds) —, any words before the calls
+        kept as its draft, stopped (`tool_calls`) and hidden: the request that brings the tools' results
+        writes the turn's reply beside it."""
+        reply = self.app.get(Node, reply_id, NodeNotFoundError)
+        model, prompt_tokens, completion_tokens, latency_ms = call
+        with self.app.evicting(reply):
+            reply.record_call("turn", model, prompt_tokens, completion_tokens, latency_ms, "tool_calls")
+            if reply.phase == "writing":
+                _capture(reply, preview)
+            reply.stop("tool_calls", detail)
+            reply.hide()
             return Written(reply.view, self.app.commit(reply))
 
     def answer_ask(self, tenant_id: str, reply_id: UUID, answer: str) -> Answered:

@@ -8,6 +8,7 @@ two cannot drift apart."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -15,7 +16,8 @@ import orjson
 
 from projections.context.records import Context, ExplainBlock, Message
 
-CLIENT_PART_TYPE = "application/vnd.changji.client-part+json"
+CLIENT_PART_TYPE = "application/vnd.changji.client-part+json"  # a part: its texts' blobs, by where they go
+TEXT_TYPE = "text/plain; charset=utf-8"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +33,39 @@ class ClientPart:
     def prompt(self) -> str:
         return "\n\n".join(self.fixed)
 
-    def encoded(self) -> bytes:
-        """As kept (a blob named by its SHA-256: the same part, the same blob)."""
-        data = {"fixed": self.fixed, "blocks": self.blocks, "after": self.after, "prefill": self.prefill}
+    def texts(self) -> list[str]:
+        return [*self.fixed, *self.blocks, *self.after, *([self.prefill] if self.prefill else [])]
+
+    def manifest(self) -> bytes:
+        """As kept: the names of its texts' blobs (each text kept once, however many parts share it — a
+        front end's lore changes one system message of several), by where they go."""
+        data = {
+            "fixed": [text_name(t) for t in self.fixed],
+            "blocks": [text_name(t) for t in self.blocks],
+            "after": [text_name(t) for t in self.after],
+            "prefill": text_name(self.prefill) if self.prefill else "",
+        }
         return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
     @classmethod
-    def decoded(cls, data: bytes) -> ClientPart:
+    def from_manifest(cls, data: bytes, text_of: Callable[[str], str | None]) -> ClientPart | None:
+        """The part a manifest names, its texts read with `text_of` (None: one of them is not kept)."""
         kept = orjson.loads(data)
-        return cls(tuple(kept["fixed"]), tuple(kept["blocks"]), tuple(kept["after"]), kept["prefill"])
+        names = [*kept["fixed"], *kept["blocks"], *kept["after"], *([kept["prefill"]] if kept["prefill"] else [])]
+        texts = {name: text_of(name) for name in names}
+        if any(text is None for text in texts.values()):
+            return None
+
+        def of(names: list[str]) -> tuple[str, ...]:
+            return tuple(str(texts[name]) for name in names)
+
+        prefill = str(texts[kept["prefill"]]) if kept["prefill"] else ""
+        return cls(of(kept["fixed"]), of(kept["blocks"]), of(kept["after"]), prefill)
+
+
+def text_name(text: str) -> str:
+    """The name of a text's blob (its SHA-256, as the blob store names what it keeps)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def relayed(context: Context, part: ClientPart, count: Callable[[str], int]) -> Context:

@@ -421,13 +421,14 @@ async def test_the_context_at_a_proxied_turn_is_what_the_upstream_got(fake: Fake
     assert sent[-1] == {"role": "system", "content": "Stay in character; never speak for the user."}
     whats = [block["what"] for block in shown["explain"]]
     assert "client block" in whats and "client after" in whats
-    for block in shown["explain"]:  # each block's span names its text in the messages shown
-        if block["what"] in ("client block", "client after"):
-            start, end = block["span"]
-            assert (
-                shown["messages"][block["message_index"]]["content"][start:end]
-                in sent[block["message_index"]]["content"]
-            )
+    named = {
+        block["what"]: shown["messages"][block["message_index"]]["content"][slice(*block["span"])]
+        for block in shown["explain"]
+        if block["what"] in ("client block", "client after")
+    }  # each block's span names its text in the messages shown
+    assert named == {
+        "client block": "[Author's note: it is raining.]", "client after": "Stay in character; never speak for the user."
+    }  # fmt: skip
     _, again = await front.complete(asked("[The harbour light is green.]"), stream=False)  # a swipe, other lore
     assert (await front.api.call("GET", f"/v1/nodes/{again['x-changji-node']}"))["parent_id"] == user
     shown = await front.api.call("GET", f"/v1/stories/{story}/context?at={user}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from uuid import uuid4
 
 from projections.context.records import Context, ExplainBlock, Message
-from projections.context.relayed import ClientPart, relayed
+from projections.context.relayed import ClientPart, relayed, text_name
 
 
 def test_the_client_part_goes_where_the_front_end_had_it_and_explain_spans_follow_their_text() -> None:
@@ -37,7 +37,11 @@ def test_the_client_part_goes_where_the_front_end_had_it_and_explain_spans_follo
     assert {("client block", "[note one]"), ("client block", "[note two]"), ("prefill", "'Two"),
             ("client after", "Stay in character.")} <= after  # fmt: skip
     assert sent.tokens == context.tokens + sum(map(len, ("[note one]", "[note two]", "'Two", "Stay in character.")))
-    assert ClientPart.decoded(part.encoded()) == part
+    kept = {text_name(text): text for text in part.texts()}
+    assert ClientPart.from_manifest(part.manifest(), kept.get) == part
+    assert ClientPart.from_manifest(part.manifest(), {**kept, text_name("[note two]"): None}.get) is None
+    lore = ClientPart(("You are Mira.", "[lore: the reef]"))
+    assert set(lore.texts()) & set(part.texts()) == {"You are Mira."}  # (a text shared: kept once)
 
 
 def test_a_context_that_does_not_end_with_the_users_words_gets_no_blocks_inside_it() -> None:
