@@ -30,6 +30,7 @@ from domain.rules.reconcile import (
     ChatMessage,
     Continue,
     Decision,
+    PassThrough,
     Regenerate,
     SplitRequest,
     decide,
@@ -128,13 +129,19 @@ class ChatProxy:
         many as a story's path must (`card` None: any card's story will do). Read from the tree: it holds
         after a restart, and whatever the front end's system text became since. With how many it repeats."""
         chat = split.chat
-        if len(chat) < 3 or chat[-1].role != "user":
+        if len(chat) < 3:
             return None
         best: tuple[int, Chosen] | None = None
         for story_id in stories:
             story = self.app.story(tenant_id, story_id)
             assert story.leaf_id is not None
             leaf = self.app.node(story.leaf_id)
+            if chat[-1].role == "assistant":  # a continue of the leaf (a quiet request never comes here)
+                went_on = _repeated_upward(self.app.node, chat, leaf)
+                enough = SAME_CARD if card is None or story.card_id == card.card_id else OTHER_CARD
+                if leaf.kind == "reply" and went_on >= enough and (best is None or went_on > best[0]):
+                    best = (went_on, Chosen(story.id, (leaf,), split, Continue(0, chat[-1].text), digests))
+                continue
             turn = _repeated_upward(self.app.node, chat[:-1], leaf)
             swipe, user = 0, None
             if leaf.kind != "user" and leaf.parent_id is not None:
@@ -148,6 +155,13 @@ class ChatProxy:
             if user is not None and user.kind == "user" and swipe >= enough and (best is None or swipe > best[0]):
                 best = (swipe, Chosen(story.id, (user,), split, Regenerate(0), digests))
         return best
+
+    def passing(self, request: ProxyRequest) -> PassThrough | None:
+        """A request the front end makes for itself (a summary, an impersonation: nothing to record),
+        told from the request alone; None when it is for a story."""
+        split = request.split
+        decision = decide(split, [ChatMessage("assistant", split.greeting or "")])
+        return decision if isinstance(decision, PassThrough) else None
 
     def _starts_like(self, story: Story, split: SplitRequest) -> bool:
         """Whether the chat starts where the story does — its greeting, and its first message one the

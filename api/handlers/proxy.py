@@ -43,6 +43,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     except BadRequest as bad:
         return openai_error(400, str(bad), bad.field)
     body = asked.fields
+    passing = svc.proxy.passing(asked)
+    if passing is not None:  # the front end's own request (a summary, an impersonation): forwarded as it came
+        forwarded = {**body, "messages": list(asked.messages)}
+        headers = {RECORDED: "false", REASON: passing.reason[:200]}
+        if body.get("stream") is True:
+            return await _streamed(request, svc, forwarded, None, None, headers)
+        return await _answered(svc, tenant(request), forwarded, None, None, headers)
     header = request.headers.get(STORY)
     try:
         hint = await svc.executor.load(svc.proxy.story_hint, tenant(request), header, body.get("user"))
@@ -59,14 +66,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         forwarded = {**body, "messages": sent}
         if body.get("stream") is True:
             return await _streamed(request, svc, forwarded, chosen, opened, _headers(chosen, opened))
-        return await _answered(svc, tenant(request), forwarded, chosen, opened)
+        return await _answered(svc, tenant(request), forwarded, chosen, opened, _headers(chosen, opened))
     except BaseException as broke:  # whatever ends the request, the reply it opened does not stay "writing"
         await asyncio.shield(_failed(svc, opened, "error", broke, ""))
         raise
 
 
 async def _answered(
-    svc: Service, tenant_id: str, forwarded: dict[str, Any], chosen: Chosen, opened: Opened | None
+    svc: Service,
+    tenant_id: str,
+    forwarded: dict[str, Any],
+    chosen: Chosen | None,
+    opened: Opened | None,
+    headers: dict[str, str],
 ) -> web.Response:
     assert svc.relay is not None
     started = time.perf_counter()
@@ -76,14 +88,14 @@ async def _answered(
         await _failed(svc, opened, "error", failed, "")
         return _upstream_error(failed)
     await _record(svc, tenant_id, chosen, opened, relayed, started)
-    return web.Response(body=relayed.body, content_type="application/json", headers=_headers(chosen, opened))
+    return web.Response(body=relayed.body, content_type="application/json", headers=headers)
 
 
 async def _streamed(
     request: web.Request,
     svc: Service,
     forwarded: dict[str, Any],
-    chosen: Chosen,
+    chosen: Chosen | None,
     opened: Opened | None,
     headers: dict[str, str],
 ) -> web.StreamResponse:
@@ -121,9 +133,9 @@ async def _streamed(
 
 
 async def _record(
-    svc: Service, tenant_id: str, chosen: Chosen, opened: Opened | None, relayed: Relayed, started: float
+    svc: Service, tenant_id: str, chosen: Chosen | None, opened: Opened | None, relayed: Relayed, started: float
 ) -> None:
-    if opened is None:
+    if opened is None or chosen is None:
         return
     call = (
         relayed.model or "upstream", relayed.prompt_tokens or 0, relayed.completion_tokens or 0,

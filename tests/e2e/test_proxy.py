@@ -524,3 +524,22 @@ async def test_a_cut_chat_that_opens_with_the_storys_first_words_goes_on_at_its_
         ("user", "u7"),
         ("reply", "r7"),
     ]
+
+
+async def test_a_cut_chat_asks_for_a_summary_and_a_continue_without_a_new_story(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(*[Text(f"r{i}") for i in range(1, 6)])
+    for i in range(1, 6):
+        _, headers = await front.send(f"u{i}")
+    story = headers["x-changji-story"]
+    stories = len((await front.api.call("GET", "/v1/stories"))["items"])
+    cut = [{"role": "system", "content": SYSTEM}, *front.chat[-6:]]
+    fake.script(Text("A ferry crossing in fog."), Text(" And the lamp swings."))
+    _, quiet = await front.complete([*cut, {"role": "system", "content": "Summarize the story so far."}], stream=False)
+    assert quiet["x-changji-recorded"] == "false" and "x-changji-story" not in quiet
+    assert fake.requests[-1]["messages"][-1]["content"] == "Summarize the story so far."  # as it came
+    more, went_on = await front.complete(cut, stream=True)  # a continue of the last reply
+    assert went_on["x-changji-story"] == story and more == " And the lamp swings."
+    assert (await path_texts(front.api, story))[-1] == ("reply", "r5 And the lamp swings.")
+    assert len((await front.api.call("GET", "/v1/stories"))["items"]) == stories  # no story made for either
