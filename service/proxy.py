@@ -34,6 +34,7 @@ from domain.rules.reconcile import (
     Regenerate,
     SplitRequest,
     decide,
+    own_request,
 )
 from domain.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
@@ -103,12 +104,13 @@ class ChatProxy:
                 continue
             path = self._path(story)
             matched = _matched(split, _messages(path))
-            enough = (
-                SAME_CARD if hint or self._alike(story, card, split) else OTHER_CARD
-            )  # (first words alone: not another card's)
+            enough = SAME_CARD if hint else self._enough(story, card, split)
             if matched >= enough and (best is None or matched > best[0]):
                 best = (matched, story, path)
-        if best is None or best[0] <= SAME_CARD < len(split.chat):  # (a cut chat may open with the story's first words)
+        cut = (
+            best is not None and split.greeting is None and best[0] <= SAME_CARD and len(split.chat) + 1 < len(best[2])
+        )
+        if best is None or cut:  # (a cut chat may open with the story's first words)
             trimmed = self._trimmed(tenant_id, split, digests, stories, None if hint else card)
             if trimmed is not None and (best is None or trimmed[0] > best[0]):
                 return trimmed[1]
@@ -159,9 +161,7 @@ class ChatProxy:
     def passing(self, request: ProxyRequest) -> PassThrough | None:
         """A request the front end makes for itself (a summary, an impersonation: nothing to record),
         told from the request alone; None when it is for a story."""
-        split = request.split
-        decision = decide(split, [ChatMessage("assistant", split.greeting or "")])
-        return decision if isinstance(decision, PassThrough) else None
+        return own_request(request.split)
 
     def _starts_like(self, story: Story, split: SplitRequest) -> bool:
         """Whether the chat starts where the story does — its greeting, and its first message one the
@@ -172,19 +172,21 @@ class ChatProxy:
             return False
         return not split.chat or self._child(root, split.chat[0]) is not None
 
-    def _alike(self, story: Story, card: _Prompt, split: SplitRequest) -> bool:
-        """Whether a story is of the request's card: the card its system text makes, or — where the chat
-        opens with the story's greeting — a story the last request relayed into had much the same system
-        text (a front end's lore comes and goes in it; two cards sharing a preset share much of theirs
-        too, but not their greeting)."""
+    def _enough(self, story: Story, card: _Prompt, split: SplitRequest) -> int:
+        """How many of a story's path messages, the greeting counted, a chat must repeat to go on in it:
+        two for the request's card (the greeting and the first words); for a story the last request
+        relayed into had much the same system text (a front end's lore comes and goes in it), two where
+        the chat opens with the story's greeting and three without (the first reply too: two cards
+        sharing a preset share much of their system text, not their greeting or their replies); four for
+        another card's."""
         if story.card_id == card.card_id:
-            return True
+            return SAME_CARD
         assert story.leaf_id is not None and story.root_id is not None
-        greeting = (split.greeting or "").strip()
-        if not greeting or greeting != self.app.node(story.root_id).text.strip():
-            return False
         part = self.views.noted_part(self.app.node(story.leaf_id))
-        return part is not None and card.overlap(part.fixed) >= ALIKE
+        if part is None or card.overlap(part.fixed) < ALIKE:
+            return OTHER_CARD
+        greeting = (split.greeting or "").strip()
+        return SAME_CARD if greeting and greeting == self.app.node(story.root_id).text.strip() else SAME_CARD + 1
 
     def start(self, tenant_id: str, request: ProxyRequest, names: tuple[str, str]) -> Written[Chosen]:
         """A new story for a request no story continues, on the card its system messages make."""
@@ -314,7 +316,7 @@ class ChatProxy:
         chat = split.chat
         if not chat or chat[-1].role != "user":  # (a continue, a prefill, a quiet request: read the whole path)
             return None
-        if len(chat) < OTHER_CARD and not self._alike(story, card, split):
+        if len(chat) < OTHER_CARD and len(chat) < self._enough(story, card, split):
             return None  # the first words alone: not another card's story
         known = self._known.get(leaf.id)
         if known is not None and known[0] < len(digests) and digests.at(known[0]) == known[1]:
@@ -346,11 +348,9 @@ class ChatProxy:
         assert story.leaf_id is not None
         return tuple(self.views.path(story.tenant_id, story.id, story.leaf_id, None))
 
-    def story_hint(self, tenant_id: str, header: str | None, user_field: Any) -> UUID | None:
-        """The story a request names: the header (which must be a story of the tenant), else the `user`
-        field when it is one."""
-        if header:
-            return UUID(header)
+    def story_hint(self, tenant_id: str, user_field: Any) -> UUID | None:
+        """The story a request's `user` field names, when it is one of the tenant's (the header, which
+        must be, is read by the handler)."""
         if isinstance(user_field, str):
             try:
                 story_id = UUID(user_field)

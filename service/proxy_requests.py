@@ -26,7 +26,7 @@ from domain.rules.reconcile import ChatMessage, SplitRequest, split_request
 KEEP_FROM = 64 << 10  # bodies shorter than this are read whole each time (it costs less than keeping them)
 KEPT_BODIES, KEPT_PER_TENANT = 32, 4  # the bodies kept (the least recently used first out), and of one tenant
 KEPT_BYTES = 128 << 20  # ... and their size, a body counted at HELD times its bytes (its messages parsed)
-HELD = 3
+HELD = 4
 TRAILING = 16  # system messages after a kept chat's last message a new body may leave behind
 _SPACE = re.compile(r"[ \t\n\r]*")
 

@@ -45,8 +45,8 @@ log = logging.getLogger(__name__)
 VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
 LORE_ANSWER_CHARS = 4000  # of an entry's content a lorebook_search answer carries
 RECALL_SECONDS = 5.0  # a recall still running after this long is given up: the turn goes on without it
-CLIENT_PARTS = 256  # proxied front ends' parts of their requests kept decoded
-CLIENT_TEXT_CHARS = 4_000_000  # ... and of the texts they are made of
+CLIENT_PARTS = 1024  # manifests of proxied front ends' parts of their requests kept read
+CLIENT_TEXT_CHARS = 4_000_000  # ... and the texts they name
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ class StoryViews:
         self.app, self.store, self.counter, self.recall = app, store, counter, recall
         self.recall_seconds = recall_seconds
         self._blobs = blobs  # where a proxied front end's own part of its requests is kept
-        self._parts: dict[str, ClientPart | None] = {}  # by its manifest's blob (None: not kept)
+        self._parts: dict[str, bytes | None] = {}  # manifests by their blobs (None: not kept)
         self._texts: dict[str, str] = {}  # the texts of parts, by their blobs
         self._text_chars = 0
         self._parting = threading.Lock()  # (views are read on several threads)
@@ -125,15 +125,20 @@ class StoryViews:
         if name is None or self._blobs is None:
             return None
         if name not in self._parts:
-            data = self._blobs(name)
-            part = ClientPart.from_manifest(data, self._text) if data is not None else None
-            if part is None:  # (kept before its event: only a lost service database leaves it out)
-                log.warning("the client part %s of node %s is not kept: its context is the card's", name, node.id)
+            manifest = self._blobs(name)
             with self._parting:
-                self._parts[name] = part
+                self._parts[name] = manifest
                 while len(self._parts) > CLIENT_PARTS:
                     del self._parts[next(iter(self._parts))]
-        return self._parts.get(name)
+            if manifest is None:  # (kept before its event: only a lost service database leaves it out)
+                log.warning("the client part %s of node %s is not kept: its context is the card's", name, node.id)
+        manifest = self._parts.get(name)
+        part = ClientPart.from_manifest(manifest, self._text) if manifest is not None else None
+        if manifest is not None and part is None:
+            log.warning("a text of the client part %s is not kept: its context is the card's", name)
+            with self._parting:
+                self._parts[name] = None  # (told once)
+        return part
 
     def _text(self, name: str) -> str | None:
         text = self._texts.get(name)

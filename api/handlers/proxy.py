@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+from uuid import UUID
 
 import orjson
 from aiohttp import web
@@ -43,6 +44,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     except BadRequest as bad:
         return openai_error(400, str(bad), bad.field)
     body = asked.fields
+    header = request.headers.get(STORY)
+    try:
+        hint = UUID(header) if header else None
+    except ValueError:
+        return openai_error(404, f"{STORY} is not a story id", STORY)
     passing = svc.proxy.passing(asked)
     if passing is not None:  # the front end's own request (a summary, an impersonation): forwarded as it came
         forwarded = {**body, "messages": list(asked.messages)}
@@ -50,11 +56,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if body.get("stream") is True:
             return await _streamed(request, svc, forwarded, None, None, headers)
         return await _answered(svc, tenant(request), forwarded, None, None, headers)
-    header = request.headers.get(STORY)
-    try:
-        hint = await svc.executor.load(svc.proxy.story_hint, tenant(request), header, body.get("user"))
-    except ValueError:
-        return openai_error(404, f"{STORY} is not a story id", STORY)
+    hint = hint or await svc.executor.load(svc.proxy.story_hint, tenant(request), body.get("user"))
     chosen = await svc.executor.load(svc.proxy.choose, tenant(request), asked, hint)
     if chosen is None:
         names = _names(asked.messages)
@@ -144,12 +146,10 @@ async def _record(
     if relayed.tool_calls and opened.continues is None:
         # the upstream called the front end's tools: the reply is written in the request with their results
         detail = "the upstream called the front end's tools: " + ", ".join(relayed.tool_calls)
-        await svc.executor.write(
-            svc.app.turns.set_aside_for_tools, opened.reply_id, detail[:500], opened.starts_with + relayed.text, call
-        )
+        await svc.executor.write(svc.app.turns.set_aside_for_tools, opened.reply_id, detail[:500], call)
         return
     if opened.continues is not None:
-        if relayed.text:
+        if (opened.starts_with + relayed.text).strip():
             await svc.executor.write(svc.proxy.continued, tenant_id, chosen, opened, relayed.text, call)
         return
     result = ChatResult(

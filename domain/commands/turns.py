@@ -269,21 +269,16 @@ class TurnCommands(CommandGroup):
             reply.stop(reason, detail)
             return Written(reply.view, self.app.commit(reply))
 
-    def set_aside_for_tools(
-        self, reply_id: UUID, detail: str, preview: str, call: tuple[str, int, int, float]
-    ) -> Written[NodeView]:
+    def set_aside_for_tools(self, reply_id: UUID, detail: str, call: tuple[str, int, int, float]) -> Written[NodeView]:
         """A proxied reply the upstream answered by calling the front end's own tools: the call in its
-        ledger — (model, prompt tokens, completion tokens, milliseconds) —, any words before the calls
-        kept as its draft, stopped (`tool_calls`) and hidden: the request that brings the tools' results
-        writes the turn's reply beside it."""
+        ledger — (model, prompt tokens, completion tokens, milliseconds) — and the reply stopped empty
+        (`tool_calls`; any words with the calls are the front end's, sent back with the round): the
+        request that brings the tools' results writes the turn's reply beside it."""
         reply = self.app.get(Node, reply_id, NodeNotFoundError)
         model, prompt_tokens, completion_tokens, latency_ms = call
         with self.app.evicting(reply):
             reply.record_call("turn", model, prompt_tokens, completion_tokens, latency_ms, "tool_calls")
-            if reply.phase == "writing":
-                _capture(reply, preview)
             reply.stop("tool_calls", detail)
-            reply.hide()
             return Written(reply.view, self.app.commit(reply))
 
     def answer_ask(self, tenant_id: str, reply_id: UUID, answer: str) -> Answered:

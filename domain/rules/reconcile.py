@@ -135,15 +135,25 @@ def _attached(content: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple(p for p in content if isinstance(p, Mapping) and p.get("type") != "text")
 
 
+def own_request(request: SplitRequest) -> PassThrough | None:
+    """A request the front end makes for itself — nothing to answer, or a system message after the
+    character's words that is not a continue nudge (a summary, an impersonation) — told from the request
+    alone, whatever story it is read against; None otherwise."""
+    if not request.chat:
+        return PassThrough("no chat to answer")
+    if request.after and request.chat[-1].role == "assistant" and not _nudges(request.after, request.chat):
+        return PassThrough("a system message after the character's words: the front end's own request")
+    return None
+
+
 def decide(request: SplitRequest, path: Sequence[ChatMessage]) -> Decision:
     """What the request means for a path whose first message is the greeting (`path[0]`, an assistant
     message; its text may be empty when the story has none) and whose others are the story's turns,
     root→leaf."""
-    chat, after = list(request.chat), request.after
-    if not chat:
-        return PassThrough("no chat to answer")
-    if after and chat[-1].role == "assistant" and not _nudges(after, chat):
-        return PassThrough("a system message after the character's words: the front end's own request")
+    own = own_request(request)
+    if own is not None:
+        return own
+    chat = list(request.chat)
     matched = _matched(chat, path)  # path[:matched] is what the request repeats, the greeting first
     if matched == len(chat) + 1:  # the whole chat is on the path
         last = matched - 1

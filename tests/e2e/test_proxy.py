@@ -15,7 +15,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from api.app import create_app
+from api.keys import SERVICE
 from api.settings import Settings
+from projections.context.relayed import CLIENT_PART_TYPE, TEXT_TYPE
 from providers.fake_server import FakeModelServer, Status, Text, ToolCalls
 from tests.builders import TENANT, Api, api_for
 from tests.e2e.conftest import ServiceTestServer
@@ -434,6 +436,11 @@ async def test_the_context_at_a_proxied_turn_is_what_the_upstream_got(fake: Fake
     shown = await front.api.call("GET", f"/v1/stories/{story}/context?at={user}")
     assert shown["messages"][0]["content"].endswith("[The harbour light is green.]")
     assert [m["content"] for m in shown["messages"]] == [m["content"] for m in fake.requests[-1]["messages"]]
+    kept = front.api.client.app[SERVICE].keys.blob_conn.execute("select media_type, count(*) from blobs group by 1")
+    assert dict(kept.fetchall()) == {
+        CLIENT_PART_TYPE: 2,
+        TEXT_TYPE: 6,
+    }  # each text once: the two prompts, the rest shared
 
 
 async def test_a_tool_round_of_the_clients_own_tools_reaches_the_upstream_and_one_reply_is_recorded(
@@ -444,10 +451,9 @@ async def test_a_tool_round_of_the_clients_own_tools_reaches_the_upstream_and_on
         {"role": "system", "content": "You are a ferry dispatcher."},
         {"role": "user", "content": "Will it be foggy?"},
     ]
-    fake.script(ToolCalls(("weather", {"port": "Oslo"})), Text("Yes, fog until noon."), Text("Then it clears."))
-    for stream in (False, True):  # the same round, as a streamed request too (the first is answered again)
-        if stream:
-            fake.script(ToolCalls(("weather", {"port": "Oslo"})), Text("Yes, fog until noon."), Text("Then it clears."))
+    for stream in (False, True):  # the same round, as a streamed request too (the calls after some words)
+        words = "Let me look at the forecast." if stream else ""
+        fake.script(ToolCalls(("weather", {"port": "Oslo"}), text=words), Text("Yes, fog until noon."), Text("Then it clears."))  # fmt: skip
         raw = await front.client.chat.completions.with_raw_response.create(
             model="fake-model",
             messages=opening,
@@ -469,6 +475,18 @@ async def test_a_tool_round_of_the_clients_own_tools_reaches_the_upstream_and_on
         assert got[-1] == asked[-1] and got[-3]["content"].endswith("Will it be foggy?")
         path = await path_texts(front.api, story)
         assert path[1:] == [("user", "Will it be foggy?"), ("reply", "Yes, fog until noon.")]
+        siblings = (await front.api.call("GET", f"/v1/nodes/{headers['x-changji-node']}/siblings"))["nodes"]
+        assert sorted((n["text"], n["phase"]) for n in siblings) == [
+            ("", "stopped"),
+            ("Yes, fog until noon.", "sealed"),
+        ]
+        costs = await front.api.call("GET", f"/v1/stories/{story}/costs")
+        assert costs["calls"] == 2 and costs["prompt_tokens"] == 200  # the round's call counted as it was
+        exported = await front.api.client.get(
+            f"/v1/stories/{story}/export?format=sillytavern&scope=tree", headers=front.api.headers
+        )
+        if words:  # the round's words are the front end's (sent back with the round), not a swipe
+            assert words not in await exported.text()
         later = [*asked, {"role": "assistant", "content": text}, {"role": "user", "content": "And after?"}]
         text, headers = await front.complete(later, stream=False, tools=tools)
         assert headers["x-changji-story"] == story
@@ -542,4 +560,50 @@ async def test_a_cut_chat_asks_for_a_summary_and_a_continue_without_a_new_story(
     more, went_on = await front.complete(cut, stream=True)  # a continue of the last reply
     assert went_on["x-changji-story"] == story and more == " And the lamp swings."
     assert (await path_texts(front.api, story))[-1] == ("reply", "r5 And the lamp swings.")
+    user = (await front.api.call("GET", f"/v1/nodes/{went_on['x-changji-node']}"))["parent_id"]
+    shown = (await front.api.call("GET", f"/v1/stories/{story}/context?at={user}"))["messages"]
+    assert shown[-1] == {"role": "assistant", "content": "r5"}  # what the continue sent: the reply so far
     assert len((await front.api.call("GET", "/v1/stories"))["items"]) == stories  # no story made for either
+
+
+async def test_an_edit_of_the_first_reply_branches_though_the_rest_of_the_chat_repeats_the_leaf(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(*[Text(f"r{i}") for i in range(1, 6)])
+    for i in range(1, 5):
+        _, headers = await front.send(f"u{i}")
+    story = headers["x-changji-story"]
+    front.chat[1] = {"role": "assistant", "content": "r1, edited"}
+    await front.send("u5")
+    path = await path_texts(front.api, story)
+    assert path[2] == ("reply", "r1, edited") and path[-2:] == [("user", "u5"), ("reply", "r5")]
+    assert "r1, edited" in [m["content"] for m in fake.requests[-1]["messages"]]
+
+
+async def test_a_cut_chat_that_keeps_the_greeting_and_opens_on_a_reply_is_recorded(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(*[Text(f"r{i}") for i in range(1, 7)])
+    for i in range(1, 6):
+        _, headers = await front.send(f"u{i}")
+    story = headers["x-changji-story"]
+    cut = [*front.messages()[:2], *front.chat[3:], {"role": "user", "content": "u6"}]  # greeting, then r2, u3…
+    _, later = await front.complete(cut, stream=False)
+    assert later["x-changji-recorded"] == "true" and later["x-changji-story"] == story
+    assert (await path_texts(front.api, story))[-2:] == [("user", "u6"), ("reply", "r6")]
+
+
+async def test_a_chat_without_a_greeting_whose_system_text_changes_stays_one_story(
+    fake: FakeModelServer, front: Front
+) -> None:
+    base = "You are a ferry dispatcher on a foggy coast. Answer in a sentence or two, in character."
+    chat: list[dict[str, str]] = []
+    fake.script(*[Text(f"Dispatch {i}.") for i in range(4)])
+    stories = set()
+    for i in range(4):
+        chat.append({"role": "user", "content": f"Question {i}?"})
+        lore = {"role": "system", "content": f"{base}\n[Lore {i}: the {i}th buoy is out.]"}
+        text, headers = await front.complete([lore, *chat], stream=False)
+        chat.append({"role": "assistant", "content": text})
+        stories.add(headers["x-changji-story"])
+    assert len(stories) == 1

@@ -147,7 +147,7 @@ def test_an_ending_that_is_not_json_is_refused_however_the_body_is_read() -> Non
 
 
 def test_a_chat_with_a_jailbreak_after_it_keeps_one_body_and_leaves_room_for_others() -> None:
-    reader = RequestReader(keep_from=0)
+    reader = RequestReader(bodies=3, keep_from=0)  # (copies of the one chat would push the other out)
     other = orjson.dumps({"messages": [{"role": "user", "content": "another tenant's chat"}]})
     reader.read("u", other)
     chat: list[dict[str, str]] = []
