@@ -17,7 +17,6 @@ built without vectors and built again after `RETRY_SECONDS`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import threading
 import time
@@ -32,9 +31,9 @@ import numpy as np
 from domain.ports import Embedder
 from projections.read_models.store import ReadModels
 from projections.recall.dense_text import previous_passages, with_previous
+from projections.recall.lexical import Vocabulary
 from projections.recall.story_index import Hit, StoryIndex
-from projections.recall.terms import lexical_terms
-from service.passage_vectors import PassageVectors, keep_recent
+from service.passage_vectors import PassageVectors
 from storage.embedding_cache import EmbeddingCache
 
 log = logging.getLogger(__name__)
@@ -79,7 +78,7 @@ class Recall:
         self._query_vectors: OrderedDict[str, tuple[np.ndarray | None, float]] = OrderedDict()
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
         self._vectors = PassageVectors(embedder, saved) if embedder is not None else None
-        self._terms: OrderedDict[str, list[str]] = OrderedDict()  # sha256 of text → lexical terms
+        self._vocabulary = Vocabulary()  # passages' terms counted once, for every build of every story
         self._next_build: dict[UUID, float] = {}  # when each story's index may be built next (monotonic)
         self._retry_at: dict[UUID, float] = {}  # when a story's vectors may be tried again after a failure
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
@@ -254,9 +253,7 @@ class Recall:
                     self._retry_at[story_id] = time.monotonic() + self.retry_seconds
                 finally:
                     embedding = time.monotonic() - embedding
-            index = StoryIndex(
-                seq, rows, vectors, self._lexical_terms(texts), complete, in_context, self._lexical_terms(in_context)
-            )
+            index = StoryIndex(seq, rows, vectors, None, complete, in_context, None, self._vocabulary)
             self._rest_after(story_id, time.monotonic() - started - embedding)
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)
@@ -267,15 +264,6 @@ class Recall:
             while len(self._indexes) > self.max_stories:
                 self._indexes.popitem(last=False)
         return index
-
-    def _lexical_terms(self, texts: list[str]) -> list[list[str]]:
-        keys = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
-        found = {key: self._terms[key] for key in keys if key in self._terms}
-        for key, text in zip(keys, texts, strict=True):
-            if key not in found:
-                found[key] = lexical_terms(text)
-        keep_recent(self._terms, found)
-        return [found[key] for key in keys]
 
     def search_within(
         self,

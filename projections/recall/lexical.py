@@ -1,27 +1,105 @@
-"""BM25 over a story's passages (bm25s: sparse matrices, numpy scoring)."""
+"""BM25 over a story's passages: the Lucene variant bm25s computes (k1 1.5, b 0.75; the same scores, to
+float32 rounding — `tests/unit/test_lexical_bm25s.py` holds the two side by side), built with numpy from
+each passage's counted terms.
+
+An index is built whole and never changed, as bm25s's are; what makes a rebuild cheap is the
+`Vocabulary` it is built with: terms are numbered once, and each passage's terms are counted once, for
+every index built with the same vocabulary — a story's index is rebuilt as its archive grows, and only
+the new passages are read again (bm25s reads every token of every passage in Python at each build:
+0.6 s for the two indexes of a 10k-turn story)."""
 
 from __future__ import annotations
 
+import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
-import bm25s
 import numpy as np
 
 from projections.recall.terms import lexical_terms
 
+K1, B = 1.5, 0.75
+EMPTY = "\u2400"  # the term of a passage without any: it still has a row
+COUNTED = 600_000  # passages whose counted terms a vocabulary keeps (the least recently used go first)
+
+
+class Vocabulary:
+    """Term numbers and passages' counted terms, shared by the indexes built with it. Thread-safe.
+    A passage is kept as one int32 record — its length in terms, its distinct terms' numbers, how often
+    each occurs — by its text (so a text is counted as `lexical_terms` reads it, whoever asks)."""
+
+    def __init__(self, passages: int = COUNTED) -> None:
+        self._ids: dict[str, int] = {}
+        self._counted: OrderedDict[str, bytes] = OrderedDict()
+        self._most = passages
+        self._lock = threading.Lock()
+
+    def counted(self, text: str, terms: Sequence[str] | None = None) -> bytes:
+        """The passage's record (`terms`: its `lexical_terms`, when the caller has them)."""
+        with self._lock:
+            known = self._counted.get(text)
+            if known is not None:
+                self._counted.move_to_end(text)
+                return known
+        words = (terms if terms is not None else lexical_terms(text)) or [EMPTY]
+        with self._lock:
+            ids = self._ids
+            counts: dict[int, int] = {}
+            for term in words:
+                number = ids.setdefault(term, len(ids))
+                counts[number] = counts.get(number, 0) + 1
+            record = np.array([len(words), *counts.keys(), *counts.values()], dtype=np.int32).tobytes()
+            self._counted[text] = record
+            while len(self._counted) > self._most:
+                self._counted.popitem(last=False)
+            return record
+
+    def number(self, term: str) -> int | None:
+        return self._ids.get(term)
+
 
 class LexicalIndex:
-    """Built once over the passages' texts; `search` ranks them for a query. Rebuilt, never updated in
-    place (bm25s indexes are static): a story's index grows by rebuilding it in the background."""
+    """Built once over the passages' texts; `scored` gives every passage's score for a query."""
 
-    def __init__(self, texts: Sequence[str], terms: Sequence[list[str]] | None = None) -> None:
-        """`terms`: the texts' `lexical_terms`, when the caller has them already."""
+    def __init__(
+        self, texts: Sequence[str], terms: Sequence[list[str]] | None = None, vocabulary: Vocabulary | None = None
+    ) -> None:
+        """`terms`: the texts' `lexical_terms`, when the caller has them already; `vocabulary`: one shared
+        with earlier builds (the passages they counted are not counted again)."""
         self.size = len(texts)
-        self._bm25 = bm25s.BM25()
-        found = terms if terms is not None else [lexical_terms(text) for text in texts]
-        corpus = [words or ["\u2400"] for words in found]  # an empty passage still has a row
-        if self.size:
-            self._bm25.index(corpus, show_progress=False)
+        self.vocabulary = vocabulary or Vocabulary(max(len(texts), 1))
+        if terms is None:
+            records = [self.vocabulary.counted(text) for text in texts]
+        else:
+            records = [self.vocabulary.counted(text, words) for text, words in zip(texts, terms, strict=True)]
+        self._postings(records)
+
+    def _postings(self, records: list[bytes]) -> None:
+        """Each term's passages and their scores (the term's row: `indptr[t]:indptr[t + 1]`), read from
+        the passages' records with a few array operations."""
+        self._indptr, self._docs, self._scores = np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
+        if not records:
+            return
+        sizes = np.fromiter(map(len, records), dtype=np.int64, count=len(records)) // 4
+        flat = np.frombuffer(b"".join(records), dtype=np.int32).astype(np.int64)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        lengths = flat[starts].astype(np.float64)
+        distinct = (sizes - 1) // 2
+        docs = np.repeat(np.arange(len(records), dtype=np.int32), distinct)
+        within = np.arange(len(docs)) - np.repeat(np.cumsum(distinct) - distinct, distinct)
+        terms = flat[np.repeat(starts + 1, distinct) + within]
+        tf = flat[np.repeat(starts + 1 + distinct, distinct) + within].astype(np.float64)
+        df = np.bincount(terms)
+        n = len(records)
+        idf = np.zeros(len(df), dtype=np.float32)
+        present = np.flatnonzero(df)
+        idf[present] = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df[present].tolist()]  # (as bm25s: float32)
+        norm = K1 * ((1 - B) + B * lengths[docs] / lengths.mean())
+        scores = (idf[terms].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
+        order = np.argsort(terms.astype(np.int32))  # (a term's passages in any order: each once)
+        self._docs, self._scores = docs[order], scores[order]
+        self._indptr = np.concatenate(([0], np.cumsum(df)))
 
     def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(passage position, score) for the best `k` passages with a positive score; `allowed` is a
@@ -29,16 +107,26 @@ class LexicalIndex:
         return top(self.scored(lexical_terms(query), allowed), k)
 
     def scored(self, terms: Sequence[str], allowed: np.ndarray | None = None) -> np.ndarray | None:
-        """Every passage's score for the query's terms (0 where not `allowed`); None when no term is
-        known. Scoring reads every passage: a caller that needs more than one cut of the ranking (`top`)
-        scores once."""
+        """Every passage's score for the query's terms (0 where not `allowed`); None when no term is in
+        the passages. Scoring reads the postings of the query's terms: a caller that needs more than one
+        cut of the ranking (`top`) scores once."""
         if not self.size or not terms:
             return None
-        vocab = self._bm25.vocab_dict
-        known = [t for t in terms if t in vocab]
-        if not known:
+        rows = []
+        for term in terms:
+            number = self.vocabulary.number(term)
+            if (
+                number is not None
+                and number < len(self._indptr) - 1
+                and self._indptr[number + 1] > self._indptr[number]
+            ):
+                rows.append(number)
+        if not rows:
             return None
-        scores: np.ndarray = self._bm25.get_scores(known)
+        scores = np.zeros(self.size, dtype=np.float32)
+        for number in rows:  # (a term asked twice counts twice, as bm25s counts it)
+            start, end = self._indptr[number], self._indptr[number + 1]
+            np.add.at(scores, self._docs[start:end], self._scores[start:end])
         if allowed is not None:
             scores = np.where(allowed > 0, scores, 0.0)
         return scores

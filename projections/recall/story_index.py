@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from projections.recall.fusion import fuse
-from projections.recall.lexical import LexicalIndex, top
+from projections.recall.lexical import LexicalIndex, Vocabulary, top
 from projections.recall.terms import lexical_terms
 from projections.recall.vectors import VectorIndex
 
@@ -59,12 +59,14 @@ class StoryIndex:
         complete: bool = True,
         in_context: Sequence[str] | None = None,
         in_context_terms: Sequence[list[str]] | None = None,
+        vocabulary: Vocabulary | None = None,
     ) -> None:
         """`rows`: the story's archive rows; `vectors`: their embeddings, row for row (None: no dense
         retriever); `terms`: their lexical terms, if known; `complete`: False when vectors were wanted
         and could not be made (no dense retriever until it is built again); `in_context`: each passage
         after the end of the one before it (`projections/recall/dense_text.py`), for a second BM25
-        ranking (`bm25_context`) beside the passage's own, with its terms if known."""
+        ranking (`bm25_context`) beside the passage's own, with its terms if known; `vocabulary`: one
+        shared with the story's earlier builds (`projections/recall/lexical.py`)."""
         self.seq, self.complete = seq, complete
         self.rows = list(rows)
         self.depths = np.array([row["depth"] for row in self.rows], dtype=np.int64)
@@ -73,8 +75,11 @@ class StoryIndex:
             if row.get("kind") == "episode":
                 self.episode_rows.setdefault(row["node_id"], []).append(position)
         self.episode_positions = np.array(sorted(p for ps in self.episode_rows.values() for p in ps), dtype=np.int64)
-        self.lexical = LexicalIndex([row["text"] for row in self.rows], terms)
-        self.lexical_context = LexicalIndex(in_context, in_context_terms) if in_context is not None else None
+        vocabulary = vocabulary or Vocabulary(2 * len(self.rows) + 1)
+        self.lexical = LexicalIndex([row["text"] for row in self.rows], terms, vocabulary)
+        self.lexical_context = (
+            LexicalIndex(in_context, in_context_terms, vocabulary) if in_context is not None else None
+        )
         self.vectors: VectorIndex | None = None
         if vectors is not None and len(self.rows):
             self.vectors = VectorIndex(vectors.shape[1])
