@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import numpy as np
@@ -79,6 +80,10 @@ class Recall:
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
         self._vectors = PassageVectors(embedder, saved) if embedder is not None else None
         self._vocabulary = Vocabulary()  # passages' terms counted once, for every build of every story
+        # what a story's last build read, for the next to read only what changed since: its nodes'
+        # parents (and how far they were read), and each passage as the dense retriever reads it
+        self._parents: dict[UUID, tuple[int, dict[str, str]]] = {}
+        self._contexts: dict[UUID, dict[tuple[str, str], str]] = {}
         self._next_build: dict[UUID, float] = {}  # when each story's index may be built next (monotonic)
         self._retry_at: dict[UUID, float] = {}  # when a story's vectors may be tried again after a failure
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
@@ -231,17 +236,22 @@ class Recall:
         seq = self.store.archive_seq(story_id)
         current = self.index(story_id)
         fresh = current is not None and current.seq >= seq and (current.complete or not embed)
-        rows = self.store.passages(story_id) if seq and not fresh else []
+        rows = self._rows(story_id, current) if seq and not fresh else []
         if not seq or (current is None and not rows):  # nothing archived (yet, or any more)
             with self._lock:
                 self._indexes.pop(story_id, None)
+            self._parents.pop(story_id, None)
+            self._contexts.pop(story_id, None)
             return None
         if fresh:
             return current
         started, embedding = time.monotonic(), 0.0
         try:
             texts = [row["text"] for row in rows]
-            in_context = with_previous(texts, previous_passages(rows, self.store.parents(story_id)))
+            made: dict[tuple[str, str], str] = {}
+            previous = previous_passages(rows, self._parents_of(story_id))
+            in_context = with_previous(texts, previous, self._contexts.get(story_id), made)
+            self._contexts[story_id] = made  # (what this build used: the next one's to look in)
             vectors, complete = None, self._vectors is None or embed
             if self._vectors is not None and embed:
                 try:
@@ -264,6 +274,23 @@ class Recall:
             while len(self._indexes) > self.max_stories:
                 self._indexes.popitem(last=False)
         return index
+
+    def _rows(self, story_id: UUID, current: StoryIndex | None) -> list[dict[str, Any]]:
+        """The story's archive rows: those of its index, and those changed since it was built, read anew
+        (in the order of their last change, as `ReadModels.passages` gives them)."""
+        if current is None:
+            return self.store.passages(story_id)
+        changed = self.store.passages(story_id, after_seq=current.seq)
+        ids = {row["id"] for row in changed}
+        return [row for row in current.rows if row["id"] not in ids] + changed
+
+    def _parents_of(self, story_id: UUID) -> dict[str, str]:
+        """The story's nodes → their parents, read since the last build (a node's parent never changes)."""
+        read_to, parents = self._parents.get(story_id, (0, {}))
+        more, read_to = self.store.parents_since(story_id, read_to)
+        parents.update(more)
+        self._parents[story_id] = (read_to, parents)
+        return parents
 
     def search_within(
         self,

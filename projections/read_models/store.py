@@ -471,6 +471,15 @@ class ReadModels:
         )
         return {node: parent for node, parent in rows.fetchall()}
 
+    def parents_since(self, story_id: UUID, after_seq: int) -> tuple[dict[str, str], int]:
+        """The story's nodes changed after `after_seq` → their parents, and the last change among them
+        (`after_seq` when none): what a map of `parents` read up to there lacks."""
+        rows = self.db.execute(
+            "select id, parent_id, seq from nodes where story_id = ? and seq > ? and parent_id is not null",
+            [str(story_id), after_seq],
+        ).fetchall()
+        return {node: parent for node, parent, _ in rows}, max((seq for _, _, seq in rows), default=after_seq)
+
     def archive_seq(self, story_id: UUID) -> int:
         """The position of the last change to the story's archive (0: nothing archived, or deleted)."""
         if self._deleted(story_id):

@@ -35,12 +35,28 @@ def _context(before: str, text: str) -> str:
     return tail
 
 
-def with_previous(texts: Sequence[str], previous: Sequence[int | None]) -> list[str]:
-    """Each text preceded by the end of the text at `previous[i]` (None, or no room: as it is)."""
+def with_previous(
+    texts: Sequence[str],
+    previous: Sequence[int | None],
+    known: Mapping[tuple[str, str], str] | None = None,
+    made: dict[tuple[str, str], str] | None = None,
+) -> list[str]:
+    """Each text preceded by the end of the text at `previous[i]` (None, or no room: as it is). `known`:
+    (text, the text before it) → what was made of them before (an index rebuilt as its archive grows
+    makes the same of most); `made`: where what is made of each pair is put."""
     out = []
     for text, before in zip(texts, previous, strict=True):
-        tail = _context(texts[before], text) if before is not None else ""
-        out.append(f"{tail}\n{text}" if tail else text)
+        if before is None:
+            out.append(text)
+            continue
+        pair = (text, texts[before])
+        joined = known.get(pair) if known is not None else None
+        if joined is None:
+            tail = _context(texts[before], text)
+            joined = f"{tail}\n{text}" if tail else text
+        if made is not None:
+            made[pair] = joined
+        out.append(joined)
     return out
 
 

@@ -377,3 +377,33 @@ def test_a_build_rests_in_proportion_to_how_long_it_took(
     runner.catch_up()
     rebuilt = recall.refresh_soon(story.story_id).result(timeout=30)
     assert rebuilt is not None and rebuilt.seq == read_models.archive_seq(story.story_id)
+
+
+def test_an_index_built_step_by_step_holds_what_one_built_at_once_holds(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    stepwise = Recall(read_models, HashingEmbedder())
+    stepwise.build_pause = stepwise.build_rest = 0.0
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    replies = []
+    for i in range(12):  # builds between turns, a revision, a hidden turn and a branch among them
+        _, reply = story.turn(f"第{i}天去了哪里？", f"“第{i}天去了{'码头' if i % 3 else '山顶的灯塔'}。”")
+        replies.append(reply)
+        if i == 5:
+            story.annotate(replies[2], "revise", "“第2天去了旧仓库，找那盏铜灯。”", "rewrite")
+        if i == 7:
+            story.annotate(replies[4], "hide")
+        if i == 9:
+            story.turn("另一条路？", "“去了渔村。”", parent=replies[8])
+            story.checkout(replies[9])
+        runner.catch_up()
+        stepwise.refresh_soon(story.story_id, now=True).result(timeout=30)
+    once = Recall(read_models, HashingEmbedder())
+    built, whole = stepwise.refresh_soon(story.story_id, now=True).result(timeout=30), once.refresh_soon(story.story_id).result(timeout=30)  # fmt: skip
+    assert built is not None and whole is not None
+    assert [r["id"] for r in built.rows] == [r["id"] for r in whole.rows] and built.rows == whole.rows
+    for query in ("山顶的灯塔", "铜灯 旧仓库", "渔村", "第4天"):
+        on_path = lambda node_id: True  # noqa: E731
+        got = built.search(query, None, 5, 10_000, on_path)
+        want = whole.search(query, None, 5, 10_000, on_path)
+        assert [(h.row["id"], h.score) for h in got] == [(h.row["id"], h.score) for h in want]
