@@ -211,6 +211,8 @@ class Recall:
         """Drop a story's index (the story was deleted)."""
         with self._lock:
             self._indexes.pop(story_id, None)
+            self._parents.pop(story_id, None)
+            self._contexts.pop(story_id, None)
 
     def _rebuild(self, story_id: UUID, now: bool = False) -> StoryIndex | None:
         current = self.index(story_id)
@@ -272,7 +274,9 @@ class Recall:
             self._indexes[story_id] = index
             self._indexes.move_to_end(story_id)
             while len(self._indexes) > self.max_stories:
-                self._indexes.popitem(last=False)
+                evicted, _ = self._indexes.popitem(last=False)
+                self._parents.pop(evicted, None)  # (what its next build would have read on from)
+                self._contexts.pop(evicted, None)
         return index
 
     def _rows(self, story_id: UUID, current: StoryIndex | None) -> list[dict[str, Any]]:
