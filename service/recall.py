@@ -46,6 +46,7 @@ MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns 
 BUILD_REST = 19.0
 RETRY_SECONDS = 30.0  # after the embedder failed, the wait before a story's vectors are tried again
 QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
+VOCABULARY_TERMS = 500_000  # terms numbered before the builds start on a new vocabulary
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,8 @@ class Recall:
         # parents (and how far they were read), and each passage as the dense retriever reads it
         self._parents: dict[UUID, tuple[int, dict[str, str]]] = {}
         self._contexts: dict[UUID, dict[tuple[str, str], str]] = {}
+        self._read_from: dict[UUID, int] = {}  # the read-model file (its generation) each index was built from
+        self._forgotten: dict[UUID, int] = {}  # how often each story was forgotten (a build under way stores nothing)
         self._next_build: dict[UUID, float] = {}  # when each story's index may be built next (monotonic)
         self._retry_at: dict[UUID, float] = {}  # when a story's vectors may be tried again after a failure
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
@@ -213,6 +216,7 @@ class Recall:
             self._indexes.pop(story_id, None)
             self._parents.pop(story_id, None)
             self._contexts.pop(story_id, None)
+            self._forgotten[story_id] = self._forgotten.get(story_id, 0) + 1
 
     def _rebuild(self, story_id: UUID, now: bool = False) -> StoryIndex | None:
         current = self.index(story_id)
@@ -235,6 +239,10 @@ class Recall:
         self._next_build[story_id] = max(self._next_build.get(story_id, 0.0), until)
 
     def _build(self, story_id: UUID, embed: bool = True) -> StoryIndex | None:
+        with self._lock:
+            forgotten = self._forgotten.get(story_id, 0)
+        if len(self._vocabulary) > VOCABULARY_TERMS:  # (numbers, codes: terms come and never go; indexes keep theirs)
+            self._vocabulary = Vocabulary()
         seq = self.store.archive_seq(story_id)
         current = self.index(story_id)
         fresh = current is not None and current.seq >= seq and (current.complete or not embed)
@@ -271,22 +279,32 @@ class Recall:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)
             return current
         with self._lock:
+            if self._forgotten.get(story_id, 0) != forgotten:  # deleted while this was built: not kept
+                self._parents.pop(story_id, None)
+                self._contexts.pop(story_id, None)
+                return None
             self._indexes[story_id] = index
             self._indexes.move_to_end(story_id)
             while len(self._indexes) > self.max_stories:
                 evicted, _ = self._indexes.popitem(last=False)
                 self._parents.pop(evicted, None)  # (what its next build would have read on from)
                 self._contexts.pop(evicted, None)
+                self._read_from.pop(evicted, None)
         return index
 
     def _rows(self, story_id: UUID, current: StoryIndex | None) -> list[dict[str, Any]]:
-        """The story's archive rows: those of its index, and those changed since it was built, read anew
-        (in the order of their last change, as `ReadModels.passages` gives them)."""
-        if current is None:
+        """The story's archive rows: those of its index still in the archive, and those changed since it
+        was built, read anew (in the order of their last change, as `ReadModels.passages` gives them);
+        all of them read anew for an index built from another read-model file."""
+        generation = self.store.generation
+        if current is None or self._read_from.get(story_id) != generation:
+            self._parents.pop(story_id, None)
+            self._contexts.pop(story_id, None)
+            self._read_from[story_id] = generation
             return self.store.passages(story_id)
         changed = self.store.passages(story_id, after_seq=current.seq)
-        ids = {row["id"] for row in changed}
-        return [row for row in current.rows if row["id"] not in ids] + changed
+        kept = self.store.passage_ids(story_id) - {row["id"] for row in changed}  # (a revision may leave fewer)
+        return [row for row in current.rows if row["id"] in kept] + changed
 
     def _parents_of(self, story_id: UUID) -> dict[str, str]:
         """The story's nodes → their parents, read since the last build (a node's parent never changes)."""

@@ -471,6 +471,18 @@ class ReadModels:
         )
         return {node: parent for node, parent in rows.fetchall()}
 
+    @property
+    def generation(self) -> int:
+        """Which file is read: bumped when a rebuilt one takes over (`reopen`)."""
+        return self._generation
+
+    def passage_ids(self, story_id: UUID) -> set[str]:
+        """The ids of the story's archived passages now (none while it is deleted)."""
+        if self._deleted(story_id):
+            return set()
+        rows = self.db.execute("select id from passages where story_id = ?", [str(story_id)]).fetchall()
+        return {row[0] for row in rows}
+
     def parents_since(self, story_id: UUID, after_seq: int) -> tuple[dict[str, str], int]:
         """The story's nodes changed after `after_seq` → their parents, and the last change among them
         (`after_seq` when none): what a map of `parents` read up to there lacks."""

@@ -10,7 +10,6 @@ the new passages are read again (bm25s reads every token of every passage in Pyt
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from projections.recall.terms import lexical_terms
 K1, B = 1.5, 0.75
 EMPTY = "\u2400"  # the term of a passage without any: it still has a row
 COUNTED = 600_000  # passages whose counted terms a vocabulary keeps (the least recently used go first)
+COUNTED_BYTES = 192 << 20  # ... and how much of them, their texts counted (in characters) with them
 
 
 class Vocabulary:
@@ -29,11 +29,15 @@ class Vocabulary:
     A passage is kept as one int32 record — its length in terms, its distinct terms' numbers, how often
     each occurs — by its text (so a text is counted as `lexical_terms` reads it, whoever asks)."""
 
-    def __init__(self, passages: int = COUNTED) -> None:
+    def __init__(self, passages: int = COUNTED, kept_bytes: int = COUNTED_BYTES) -> None:
         self._ids: dict[str, int] = {}
         self._counted: OrderedDict[str, bytes] = OrderedDict()
-        self._most = passages
+        self._most, self._most_bytes, self._bytes = passages, kept_bytes, 0
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """How many terms it has numbered (never fewer: a caller starts a new one past a bound)."""
+        return len(self._ids)
 
     def counted(self, text: str, terms: Sequence[str] | None = None) -> bytes:
         """The passage's record (`terms`: its `lexical_terms`, when the caller has them)."""
@@ -51,8 +55,10 @@ class Vocabulary:
                 counts[number] = counts.get(number, 0) + 1
             record = np.array([len(words), *counts.keys(), *counts.values()], dtype=np.int32).tobytes()
             self._counted[text] = record
-            while len(self._counted) > self._most:
-                self._counted.popitem(last=False)
+            self._bytes += len(record) + len(text)
+            while len(self._counted) > self._most or self._bytes > self._most_bytes:
+                gone, dropped = self._counted.popitem(last=False)
+                self._bytes -= len(dropped) + len(gone)
             return record
 
     def number(self, term: str) -> int | None:
@@ -78,26 +84,26 @@ class LexicalIndex:
     def _postings(self, records: list[bytes]) -> None:
         """Each term's passages and their scores (the term's row: `indptr[t]:indptr[t + 1]`), read from
         the passages' records with a few array operations."""
+        self._terms = np.zeros(0, np.int32)  # the vocabulary's numbers of this index's terms, sorted
         self._indptr, self._docs, self._scores = np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
         if not records:
             return
         sizes = np.fromiter(map(len, records), dtype=np.int64, count=len(records)) // 4
-        flat = np.frombuffer(b"".join(records), dtype=np.int32).astype(np.int64)
+        flat = np.frombuffer(b"".join(records), dtype=np.int32)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         lengths = flat[starts].astype(np.float64)
         distinct = (sizes - 1) // 2
         docs = np.repeat(np.arange(len(records), dtype=np.int32), distinct)
         within = np.arange(len(docs)) - np.repeat(np.cumsum(distinct) - distinct, distinct)
-        terms = flat[np.repeat(starts + 1, distinct) + within]
+        numbers = flat[np.repeat(starts + 1, distinct) + within]
         tf = flat[np.repeat(starts + 1 + distinct, distinct) + within].astype(np.float64)
-        df = np.bincount(terms)
+        self._terms, rows = np.unique(numbers, return_inverse=True)  # (rows: as many as the index's own terms)
+        df = np.bincount(rows, minlength=len(self._terms))
         n = len(records)
-        idf = np.zeros(len(df), dtype=np.float32)
-        present = np.flatnonzero(df)
-        idf[present] = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df[present].tolist()]  # (as bm25s: float32)
+        idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)  # (as bm25s keeps it: float32)
         norm = K1 * ((1 - B) + B * lengths[docs] / lengths.mean())
-        scores = (idf[terms].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
-        order = np.argsort(terms.astype(np.int32))  # (a term's passages in any order: each once)
+        scores = (idf[rows].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
+        order = np.argsort(rows)  # (a term's passages in any order: each once)
         self._docs, self._scores = docs[order], scores[order]
         self._indptr = np.concatenate(([0], np.cumsum(df)))
 
@@ -115,17 +121,16 @@ class LexicalIndex:
         rows = []
         for term in terms:
             number = self.vocabulary.number(term)
-            if (
-                number is not None
-                and number < len(self._indptr) - 1
-                and self._indptr[number + 1] > self._indptr[number]
-            ):
-                rows.append(number)
+            if number is None:
+                continue
+            row = int(np.searchsorted(self._terms, number))
+            if row < len(self._terms) and self._terms[row] == number:
+                rows.append(row)
         if not rows:
             return None
         scores = np.zeros(self.size, dtype=np.float32)
-        for number in rows:  # (a term asked twice counts twice, as bm25s counts it)
-            start, end = self._indptr[number], self._indptr[number + 1]
+        for row in rows:  # (a term asked twice counts twice, as bm25s counts it)
+            start, end = self._indptr[row], self._indptr[row + 1]
             np.add.at(scores, self._docs[start:end], self._scores[start:end])
         if allowed is not None:
             scores = np.where(allowed > 0, scores, 0.0)

@@ -389,21 +389,29 @@ def test_an_index_built_step_by_step_holds_what_one_built_at_once_holds(
     for i in range(12):  # builds between turns, a revision, a hidden turn and a branch among them
         _, reply = story.turn(f"第{i}天去了哪里？", f"“第{i}天去了{'码头' if i % 3 else '山顶的灯塔'}。”")
         replies.append(reply)
+        if i == 3:  # a reply of several passages, revised later to one
+            _, long = story.turn(
+                "讲讲那座灯塔。",
+                "。".join(f"“灯塔的第{n}层放着旧铜灯和一箱航海日志，墙上挂着褪色的海图" for n in range(40)),
+            )
+            replies.append(long)
         if i == 5:
             story.annotate(replies[2], "revise", "“第2天去了旧仓库，找那盏铜灯。”", "rewrite")
+            story.annotate(replies[4], "revise", "“灯塔好好的。”", "rewrite")
         if i == 7:
-            story.annotate(replies[4], "hide")
+            story.annotate(replies[5], "hide")
         if i == 9:
-            story.turn("另一条路？", "“去了渔村。”", parent=replies[8])
-            story.checkout(replies[9])
+            story.turn("另一条路？", "“去了渔村。”", parent=replies[9])
+            story.checkout(replies[10])
         runner.catch_up()
         stepwise.refresh_soon(story.story_id, now=True).result(timeout=30)
     once = Recall(read_models, HashingEmbedder())
     built, whole = stepwise.refresh_soon(story.story_id, now=True).result(timeout=30), once.refresh_soon(story.story_id).result(timeout=30)  # fmt: skip
     assert built is not None and whole is not None
     assert [r["id"] for r in built.rows] == [r["id"] for r in whole.rows] and built.rows == whole.rows
-    for query in ("山顶的灯塔", "铜灯 旧仓库", "渔村", "第4天"):
+    for query in ("山顶的灯塔", "铜灯 旧仓库", "航海日志", "渔村", "第4天"):
         on_path = lambda node_id: True  # noqa: E731
-        got = built.search(query, None, 5, 10_000, on_path)
-        want = whole.search(query, None, 5, 10_000, on_path)
-        assert [(h.row["id"], h.score) for h in got] == [(h.row["id"], h.score) for h in want]
+        vector = HashingEmbedder().encode([query], "query")[0]
+        got = built.search(query, vector, 5, 10_000, on_path)
+        want = whole.search(query, vector, 5, 10_000, on_path)
+        assert [(h.row["id"], h.score, h.found_by) for h in got] == [(h.row["id"], h.score, h.found_by) for h in want]
