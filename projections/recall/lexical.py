@@ -74,7 +74,7 @@ class LexicalIndex:
         """`terms`: the texts' `lexical_terms`, when the caller has them already; `vocabulary`: one shared
         with earlier builds (the passages they counted are not counted again)."""
         self.size = len(texts)
-        self.vocabulary = vocabulary or Vocabulary(max(len(texts), 1))
+        self.vocabulary = vocabulary if vocabulary is not None else Vocabulary(max(len(texts), 1))
         if terms is None:
             records = [self.vocabulary.counted(text) for text in texts]
         else:
@@ -97,8 +97,12 @@ class LexicalIndex:
         within = np.arange(len(docs)) - np.repeat(np.cumsum(distinct) - distinct, distinct)
         numbers = flat[np.repeat(starts + 1, distinct) + within]
         tf = flat[np.repeat(starts + 1 + distinct, distinct) + within].astype(np.float64)
-        self._terms, rows = np.unique(numbers, return_inverse=True)  # (rows: as many as the index's own terms)
-        df = np.bincount(rows, minlength=len(self._terms))
+        counts = np.bincount(numbers)  # (by the vocabulary's numbers: a passing array, bounded by its size)
+        self._terms = np.flatnonzero(counts).astype(np.int32)  # the index keeps rows for its own terms only
+        local = np.zeros(len(counts), dtype=np.int64)
+        local[self._terms] = np.arange(len(self._terms))
+        rows = local[numbers]
+        df = counts[self._terms]
         n = len(records)
         idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)  # (as bm25s keeps it: float32)
         norm = K1 * ((1 - B) + B * lengths[docs] / lengths.mean())

@@ -75,7 +75,7 @@ class StoryIndex:
             if row.get("kind") == "episode":
                 self.episode_rows.setdefault(row["node_id"], []).append(position)
         self.episode_positions = np.array(sorted(p for ps in self.episode_rows.values() for p in ps), dtype=np.int64)
-        vocabulary = vocabulary or Vocabulary(2 * len(self.rows) + 1)
+        vocabulary = vocabulary if vocabulary is not None else Vocabulary(2 * len(self.rows) + 1)
         self.lexical = LexicalIndex([row["text"] for row in self.rows], terms, vocabulary)
         self.lexical_context = (
             LexicalIndex(in_context, in_context_terms, vocabulary) if in_context is not None else None

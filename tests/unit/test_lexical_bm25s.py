@@ -38,3 +38,12 @@ def test_the_scores_are_bm25s_scores(passages: list[list[str]], query: list[str]
     assert (again is None) == (expected is None)
     if expected is not None:
         assert again is not None and np.allclose(again, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_a_vocabulary_given_is_the_one_built_with_and_counts_a_passage_once() -> None:
+    shared = Vocabulary()  # (empty at first: given all the same)
+    first = LexicalIndex(["fog over the ferry", "the lamp"], None, shared)
+    assert first.vocabulary is shared and len(shared) > 0
+    counted = dict(shared._counted)
+    LexicalIndex(["fog over the ferry", "the lamp", "a reef"], None, shared)
+    assert all(shared._counted[text] is record for text, record in counted.items())  # read, not counted again
