@@ -49,6 +49,18 @@ class Front:
         self.chat.append({"role": "assistant", "content": text})
         return text, headers
 
+    async def stop(self) -> None:
+        """Closes the client and the service it talks to (a restart's first half)."""
+        await self.client.close()
+        await self.api.client.close()
+
+    async def play(self, fake: FakeModelServer, *words: str) -> str:
+        """A turn for each of `words`, answered r1, r2…; the story's id."""
+        fake.script(*[Text(f"r{i}") for i in range(1, len(words) + 1)])
+        for said in words:
+            _, headers = await self.send(said)
+        return headers["x-changji-story"]
+
     async def complete(self, messages: list[dict[str, str]], stream: bool, **more: Any) -> tuple[str, dict[str, str]]:
         if stream:
             async with self.client.chat.completions.with_streaming_response.create(
@@ -351,12 +363,8 @@ async def test_a_cut_chat_goes_on_in_its_story_after_a_restart_whatever_its_syst
         return Front(api_for(client, TENANT))
 
     front = await served()
-    fake.script(*[Text(f"r{i}") for i in range(1, 5)])
-    for i in range(1, 5):
-        _, headers = await front.send(f"u{i}")
-    story = headers["x-changji-story"]
-    await front.client.close()
-    await front.api.client.close()
+    story = await front.play(fake, "u1", "u2", "u3", "u4")
+    await front.stop()
     front = await served()  # the proxy's memory of the chat is gone: what it knows is in the tree
     try:
         lore = f"{SYSTEM}\n[The lighthouse on the point has been dark for a year.]"  # the front end's lore came in
@@ -366,8 +374,7 @@ async def test_a_cut_chat_goes_on_in_its_story_after_a_restart_whatever_its_syst
         assert headers["x-changji-story"] == story and headers["x-changji-recorded"] == "true"
         path = await path_texts(front.api, story)
         assert path[-4:] == [("user", "u4"), ("reply", "r4"), ("user", "u5"), ("reply", "r5")] and len(path) == 11
-        await front.client.close()
-        await front.api.client.close()
+        await front.stop()
         front = await served()
         _, again = await front.complete(cut, stream=False)  # the same cut chat again, after a restart: a swipe
         assert again["x-changji-story"] == story
@@ -387,8 +394,7 @@ async def test_a_cut_chat_goes_on_in_its_story_after_a_restart_whatever_its_syst
         _, other = await front.complete(unrelated, stream=False)  # another card's: more than one exchange needed
         assert other["x-changji-story"] != story
     finally:
-        await front.client.close()
-        await front.api.client.close()
+        await front.stop()
 
 
 def front_chat(turns: int) -> list[dict[str, str]]:
@@ -523,10 +529,8 @@ async def test_two_cards_sharing_a_preset_are_two_stories(fake: FakeModelServer,
 async def test_a_cut_chat_that_opens_with_the_storys_first_words_goes_on_at_its_leaf(
     fake: FakeModelServer, front: Front
 ) -> None:
-    fake.script(*[Text(f"r{i}") for i in range(1, 8)])
-    for words in ("...", "u2", "u3", "...", "u5", "u6"):
-        _, headers = await front.send(words)
-    story = headers["x-changji-story"]
+    story = await front.play(fake, "...", "u2", "u3", "...", "u5", "u6")
+    fake.script(Text("r7"))
     before = len((await front.api.call("GET", f"/v1/stories/{story}/tree"))["nodes"])
     cut = [
         {"role": "system", "content": SYSTEM},
@@ -547,10 +551,7 @@ async def test_a_cut_chat_that_opens_with_the_storys_first_words_goes_on_at_its_
 async def test_a_cut_chat_asks_for_a_summary_and_a_continue_without_a_new_story(
     fake: FakeModelServer, front: Front
 ) -> None:
-    fake.script(*[Text(f"r{i}") for i in range(1, 6)])
-    for i in range(1, 6):
-        _, headers = await front.send(f"u{i}")
-    story = headers["x-changji-story"]
+    story = await front.play(fake, "u1", "u2", "u3", "u4", "u5")
     stories = len((await front.api.call("GET", "/v1/stories"))["items"])
     cut = [{"role": "system", "content": SYSTEM}, *front.chat[-6:]]
     fake.script(Text("A ferry crossing in fog."), Text(" And the lamp swings."))
@@ -569,10 +570,8 @@ async def test_a_cut_chat_asks_for_a_summary_and_a_continue_without_a_new_story(
 async def test_an_edit_of_the_first_reply_branches_though_the_rest_of_the_chat_repeats_the_leaf(
     fake: FakeModelServer, front: Front
 ) -> None:
-    fake.script(*[Text(f"r{i}") for i in range(1, 6)])
-    for i in range(1, 5):
-        _, headers = await front.send(f"u{i}")
-    story = headers["x-changji-story"]
+    story = await front.play(fake, "u1", "u2", "u3", "u4")
+    fake.script(Text("r5"))
     front.chat[1] = {"role": "assistant", "content": "r1, edited"}
     await front.send("u5")
     path = await path_texts(front.api, story)
@@ -583,10 +582,8 @@ async def test_an_edit_of_the_first_reply_branches_though_the_rest_of_the_chat_r
 async def test_a_cut_chat_that_keeps_the_greeting_and_opens_on_a_reply_is_recorded(
     fake: FakeModelServer, front: Front
 ) -> None:
-    fake.script(*[Text(f"r{i}") for i in range(1, 7)])
-    for i in range(1, 6):
-        _, headers = await front.send(f"u{i}")
-    story = headers["x-changji-story"]
+    story = await front.play(fake, "u1", "u2", "u3", "u4", "u5")
+    fake.script(Text("r6"))
     cut = [*front.messages()[:2], *front.chat[3:], {"role": "user", "content": "u6"}]  # greeting, then r2, u3…
     _, later = await front.complete(cut, stream=False)
     assert later["x-changji-recorded"] == "true" and later["x-changji-story"] == story
