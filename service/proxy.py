@@ -38,7 +38,7 @@ from domain.rules.reconcile import (
 )
 from domain.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
-from projections.context.relayed import CLIENT_PART_TYPE, TEXT_TYPE, ClientPart, text_name
+from projections.context.relayed import CLIENT_PART_TYPE, TEXT_TYPE, ClientPart
 from projections.read_models.store import ReadModels
 from service.proxy_requests import ChatDigests, ProxyRequest, RequestReader
 from service.views import StoryViews
@@ -294,16 +294,16 @@ class ChatProxy:
     def kept(self, part: ClientPart) -> str:
         """The blob of a request's client part: its texts and their manifest, each kept once (a front end
         sends much the same part turn after turn)."""
-        manifest = part.manifest()
-        for data, name, media in [*((t.encode(), text_name(t), TEXT_TYPE) for t in part.texts()),
-                                  (manifest, hashlib.sha256(manifest).hexdigest(), CLIENT_PART_TYPE)]:  # fmt: skip
+        name = ""
+        for data, media in [*((t.encode(), TEXT_TYPE) for t in part.texts()), (part.manifest(), CLIENT_PART_TYPE)]:
+            name = hashlib.sha256(data).hexdigest()  # (as the blob store names it)
             if name not in self._parts:
                 self._put_blob(data, media)
                 with self._remembering:
                     self._parts[name] = None
                     while len(self._parts) > KEPT_PARTS:
                         del self._parts[next(iter(self._parts))]
-        return hashlib.sha256(manifest).hexdigest()
+        return name  # (the manifest's: the last)
 
     def _continued(
         self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests, card: _Prompt
