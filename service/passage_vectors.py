@@ -15,7 +15,7 @@ from domain.ports import Embedder
 from storage.embedding_cache import EmbeddingCache
 
 EMBED_BATCH = 64
-CACHED_TEXTS = 100_000  # passages whose vector and terms are kept for the next build
+CACHED_TEXTS = 100_000  # passages whose vector is kept for the next build
 
 
 class PassageVectors:

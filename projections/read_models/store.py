@@ -464,13 +464,6 @@ class ReadModels:
         row = self.db.execute("select deleted from stories where id = ?", [str(story_id)]).fetchone()
         return bool(row and row[0])
 
-    def parents(self, story_id: UUID) -> dict[str, str]:
-        """Each node of the story → its parent (the root has none)."""
-        rows = self.db.execute(
-            "select id, parent_id from nodes where story_id = ? and parent_id is not null", [str(story_id)]
-        )
-        return {node: parent for node, parent in rows.fetchall()}
-
     @property
     def generation(self) -> int:
         """Which file is read: bumped when a rebuilt one takes over (`reopen`)."""
