@@ -35,6 +35,7 @@ from domain.rules.reconcile import (
     SplitRequest,
     decide,
     own_request,
+    repeated,
 )
 from domain.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
@@ -103,7 +104,7 @@ class ChatProxy:
             if not self._starts_like(story, split):  # (a cut chat, another chat: not read against the path)
                 continue
             path = self._path(story)
-            matched = _matched(split, _messages(path))
+            matched = repeated(split, _messages(path))
             enough = SAME_CARD if hint else self._enough(story, card, split)
             if matched >= enough and (best is None or matched > best[0]):
                 best = (matched, story, path)
@@ -396,17 +397,6 @@ def _bound(kept: dict[Any, Any]) -> None:
 
 def _messages(path: Sequence[NodeView]) -> list[ChatMessage]:
     return [ChatMessage("user" if node.kind == "user" else "assistant", node.text) for node in path]
-
-
-def _matched(split: SplitRequest, path: Sequence[ChatMessage]) -> int:
-    if not path or (split.greeting is not None and split.greeting.strip() != path[0].text.strip()):
-        return 0
-    count = 1
-    for message, node in zip(split.chat, path[1:], strict=False):
-        if message.role != node.role or message.text.strip() != node.text.strip():
-            break
-        count += 1
-    return count
 
 
 TRIM_WALK = 8  # the messages up from a story's leaf a cut chat's last ones are compared with

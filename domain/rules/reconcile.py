@@ -177,6 +177,14 @@ def _alternating(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
     return tuple(out)
 
 
+def repeated(request: SplitRequest, path: Sequence[ChatMessage]) -> int:
+    """How many messages of a story's path, the greeting first, the request repeats — 0 when it opens
+    with another greeting (which story a request continues: the furthest repeated)."""
+    if not path or (request.greeting is not None and request.greeting.strip() != path[0].text.strip()):
+        return 0
+    return _matched(request.chat, path)
+
+
 def _matched(chat: Sequence[ChatMessage], path: Sequence[ChatMessage]) -> int:
     """How many messages of the path, the greeting first, the request repeats unchanged (the greeting
     always: it is the story's own, and a front end may show it otherwise)."""
