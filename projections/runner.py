@@ -13,12 +13,16 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from projections.read_models.search_index import IndexerBeside
 from projections.read_models.store import ReadModels
 
 log = logging.getLogger(__name__)
 
 BATCH = 1000
-REBUILD_BATCH = 5000  # a replay from 0 folds bigger batches: fewer, larger transactions
+# a replay from 0 folds bigger batches, fewer and larger transactions: an eighth of the log each, within
+# these bounds (a transaction's cost is mostly the pages it touches, scattered by the random node ids;
+# smaller ones let the indexer beside the fold in sooner)
+REBUILD_BATCHES = (10_000, 50_000)
 INDEX_BATCH = 100  # texts per full-text indexing transaction, a few ms (the lock is let go between them)
 
 
@@ -42,6 +46,7 @@ class ProjectionRunner:
         self.store = store
         self.reader = reader
         self.position = store.position()
+        self.indexed_beside = 0  # texts the last rebuild's own indexing process indexed
         self._lock = threading.Lock()
 
     def max_position(self) -> int:
@@ -128,12 +133,26 @@ class ProjectionRunner:
             return self.position
 
     def rebuild(self, progress: Callable[[int], None] | None = None, search: bool = True) -> int:
-        """Drop the read models and replay the whole log into them, and then (`search`) the full-text
-        index (else whoever searches first, or the service's background indexing, brings it up)."""
+        """Drop the read models and replay the whole log into them, and (`search`) the full-text index
+        with them: by a process of its own beside the fold when the read models are a file, what it
+        left afterwards (else whoever searches first, or the service's background indexing, brings it
+        up). `indexed_beside` then counts the texts that process indexed."""
         self.store.drop()
         self.position = 0
-        with self.store.bulk_load():
-            position = self.catch_up(progress=progress, batch=REBUILD_BATCH)
+        indexer = IndexerBeside(self.store.path) if search and _plain_file(self.store.path) else None
+        try:
+            with self.store.bulk_load():
+                low, high = REBUILD_BATCHES
+                position = self.catch_up(progress=progress, batch=min(high, max(low, self.max_position() // 8)))
+                if indexer is not None:
+                    indexer.finish()  # (it finishes while the indexes are made)
+        finally:
+            self.indexed_beside = indexer.join() if indexer is not None else 0
         if search:
             self.index_search()
         return position
+
+
+def _plain_file(path: str) -> bool:
+    """A read-model file another process can open by its name (not in memory, not a URI)."""
+    return path not in ("", ":memory:") and not path.startswith("file:")

@@ -28,7 +28,7 @@ from eventsourcing.utils import resolve_topic
 _DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
 _LONG_NUMBER = b"0" * 19
 
-_new, _set = object.__new__, object.__setattr__
+_new, _set, _UNKNOWN = object.__new__, object.__setattr__, SafeUUID.unknown  # (an enum member read once)
 
 
 def uuid_of(text: str) -> UUID:
@@ -41,7 +41,7 @@ def uuid_of(text: str) -> UUID:
             return UUID(text)
         made: UUID = _new(UUID)
         _set(made, "int", value)
-        _set(made, "is_safe", SafeUUID.unknown)
+        _set(made, "is_safe", _UNKNOWN)
         return made
     return UUID(text)
 

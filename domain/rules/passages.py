@@ -31,6 +31,9 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 def passage_spans(text: str, limit: int = PASSAGE_CHARS) -> list[tuple[int, int]]:
     """Whole sentences packed into (start, end) slices of at most `limit` characters (their ends
     stripped of whitespace), in order; slices of whitespace only are left out."""
+    if len(text) <= limit:  # (most turns): one passage, whatever its sentences
+        start, end = _strip(text, 0, len(text))
+        return [(start, end)] if end > start else []
     out: list[tuple[int, int]] = []
     start = end = 0
     for s, e in sentence_spans(text):

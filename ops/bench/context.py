@@ -16,7 +16,9 @@ an equal window. Then, on the warm applications:
   `assemble_context(card, settings, walk_up(app.node, leaf), render_cache)` on the warm application;
 - cold start: a fresh `Changji` on the largest store assembling the context at its leaf;
 - append rate: events/s of `Changji.stories.append_node` (2 events each: the node and the LeafMoved);
-- rebuild rate: `ProjectionRunner.rebuild()` over the largest store's whole log / its wall time.
+- rebuild rate: `ProjectionRunner.rebuild()` over the largest store's whole log / its wall time (the
+  full-text index built beside the fold by a process of its own); then the read models alone, and the
+  full-text index after them in this process.
 
 Progress goes to stderr; the figures are one JSON object on the last line of stdout.
 """
@@ -231,18 +233,25 @@ def main() -> None:
                 log(f"  rebuilt {done[0]:,}/{total:,}")
 
         t0 = time.perf_counter()
-        position = runner.rebuild(progress=progress, search=False)
-        fold_s = time.perf_counter() - t0
-        runner.index_search()
+        position = runner.rebuild(progress=progress)  # the full-text index built beside, by a process of its own
         rebuild_s = time.perf_counter() - t0
-        assert position == total, (position, total)
+        assert position == total and runner.indexed_beside and not store.texts_to_index(), position
+        log(f"  rebuild: {total:,} events in {rebuild_s:.1f}s = {total / rebuild_s:,.0f} events/s "
+            f"(the full-text index beside it: {runner.indexed_beside:,} texts); again without the index…")  # fmt: skip
+        done[0] = 0
+        t0 = time.perf_counter()
+        runner.rebuild(progress=progress, search=False)
+        fold_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        runner.index_search()
+        search_s = time.perf_counter() - t0
         figures["rebuild_events"] = total
         figures["rebuild_s"] = rebuild_s
         figures["rebuild_events_per_s"] = total / rebuild_s  # the read models and the full-text index
-        figures["rebuild_fold_events_per_s"] = total / fold_s  # the read models alone (search indexed after)
-        figures["rebuild_search_s"] = rebuild_s - fold_s
-        log(f"  rebuild: {total:,} events in {rebuild_s:.1f}s = {total / rebuild_s:,.0f} events/s "
-            f"(read models {fold_s:.1f}s = {total / fold_s:,.0f} events/s, then the full-text index)")  # fmt: skip
+        figures["rebuild_fold_events_per_s"] = total / fold_s  # the read models alone
+        figures["rebuild_search_after_s"] = search_s  # the full-text index after the fold, in process
+        log(f"  rebuild, read models alone: {fold_s:.1f}s = {total / fold_s:,.0f} events/s; the full-text index "
+            f"after them, in process: {search_s:.1f}s")  # fmt: skip
         close = getattr(store, "close", None)
         close() if callable(close) else store.writer.conn.close()
         app.close()

@@ -30,10 +30,11 @@ from uuid import UUID
 
 import sqlite_utils
 
-from projections.read_models import archive
+from projections.read_models import archive, search_index
 from projections.read_models.rows import RowChanges, job_time
 from projections.read_models.scenes import SceneAt, SceneTables
-from projections.read_models.search_terms import index_terms, match_expression, story_term
+from projections.read_models.search_index import SEARCH
+from projections.read_models.search_terms import match_expression, story_term
 
 TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
@@ -41,14 +42,16 @@ TABLES = (
 )  # fmt: skip
 SCHEMA, SCHEMA_VERSION = "schema", 9  # bump when a table changes: the read models are then rebuilt
 PREVIEW_CHARS = 80  # of a node's text in the tree listing
+LOADING_CACHE_KIB = 256 * 1024  # the page cache of a replay from 0 (SQLite's default: 2 MiB)
 RUNNER = "main"
 REBUILT = "rebuilt"  # the position a rebuild into a new file reached: that file is complete up to there
-SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
-# the scene fold walks the first two; text upserts need the unique key of the third
+# the scene fold walks the first two; text upserts need the unique key of the third, and the indexer
+# beside a rebuild reads the texts by the fourth
 KEPT_WHILE_LOADING = (
     "idx_nodes_parent_id",
     "idx_scene_patches_node_id_seq",
     "idx_node_texts_node_id",
+    "idx_node_texts_seq",
     "idx_passages_node_id",
     "idx_passages_user_id",
 )  # fmt: skip (the archive replaces a reply's passages and flags them by these)
@@ -224,11 +227,16 @@ class ReadModels:
             ).fetchall():
                 db.execute(f"drop index {name}")
         db.execute("PRAGMA synchronous=OFF")
+        db.execute(f"PRAGMA cache_size=-{LOADING_CACHE_KIB}")
+        db.execute("PRAGMA wal_autocheckpoint=0")
         try:
             yield
         finally:
             db.execute("PRAGMA synchronous=NORMAL")
             self._create()
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("PRAGMA cache_size=-2000")
+            db.execute("PRAGMA wal_autocheckpoint=" + ("0" if self.log_limit_bytes is not None else "1000"))
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -308,27 +316,8 @@ class ReadModels:
     # --- the full-text index --------------------------------------------------------------------
 
     def index_texts(self, limit: int) -> int:
-        """Index up to `limit` texts changed since the index's position, oldest change first, in one
-        transaction; return how many (fewer than `limit`: the index is up to date)."""
-        db = self.writer
-        rows = db.execute(
-            "select rowid, story_id, text, seq from node_texts where seq > ? order by seq limit ?",
-            [self.position(SEARCH), limit],
-        ).fetchall()
-        if not rows:
-            return 0
-        with self._transaction():
-            db.conn.executemany("delete from node_texts_fts where rowid = ?", [(r[0],) for r in rows])
-            db.conn.executemany(
-                "insert into node_texts_fts (rowid, terms) values (?, ?)",
-                [(rowid, f"{story_term(story_id)} {index_terms(text)}") for rowid, story_id, text, _ in rows],
-            )
-            db.execute(
-                "insert into positions (name, position) values (?, ?)"
-                " on conflict(name) do update set position = excluded.position",
-                [SEARCH, rows[-1][3]],
-            )
-        return len(rows)
+        """Index up to `limit` texts changed since the index's position (`search_index.index_texts`)."""
+        return search_index.index_texts(self.writer.conn, limit)
 
     def texts_to_index(self) -> int:
         """How many texts changed since the full-text index last caught up."""

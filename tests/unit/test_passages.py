@@ -46,3 +46,10 @@ def test_passages_are_the_text_in_order_and_within_the_limit(text: str, limit: i
     assert all(0 < end - start <= limit for start, end in spans)
     assert all(a[1] <= b[0] for a, b in pairwise(spans))
     assert re.sub(r"\s", "", "".join(text[s:e] for s, e in spans)) == re.sub(r"\s", "", text)
+
+
+def test_a_text_as_long_as_the_limit_is_one_passage_and_one_more_character_is_two() -> None:
+    text = "甲。" * 5  # ten characters, five sentences
+    assert cut_passages(text, limit=10) == [text]
+    assert cut_passages(text + "乙", limit=10) == ["甲。" * 5, "乙"]
+    assert cut_passages(" \n\t ", limit=10) == []
