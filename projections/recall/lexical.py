@@ -122,14 +122,13 @@ class LexicalIndex:
         cut of the ranking (`top`) scores once."""
         if not self.size or not terms:
             return None
-        rows = []
-        for term in terms:
-            number = self.vocabulary.number(term)
-            if number is None:
-                continue
-            row = int(np.searchsorted(self._terms, number))
-            if row < len(self._terms) and self._terms[row] == number:
-                rows.append(row)
+        known = [n for n in map(self.vocabulary.number, terms) if n is not None]
+        numbers = np.array(known, dtype=self._terms.dtype)  # (of the terms' own type: a Python int searched
+        # for would have every term of the index copied to 64 bits first, 0.6 ms a query at 100k turns)
+        at = np.searchsorted(self._terms, numbers)
+        found = at < len(self._terms)
+        found[found] = self._terms[at[found]] == numbers[found]
+        rows = at[found].tolist()  # (in the query's order: a term asked twice counts twice)
         if not rows:
             return None
         scores = np.zeros(self.size, dtype=np.float32)
@@ -137,7 +136,7 @@ class LexicalIndex:
             start, end = self._indptr[row], self._indptr[row + 1]
             np.add.at(scores, self._docs[start:end], self._scores[start:end])
         if allowed is not None:
-            scores = np.where(allowed > 0, scores, 0.0)
+            scores *= allowed > 0  # (in place)
         return scores
 
 
