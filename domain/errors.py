@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from domain.language import Language
+
 
 class DomainError(Exception):
-    """Base of every rule the domain refuses to break."""
+    """Base of every rule the domain refuses to break. Its message is English (an API error's detail);
+    a refusal the main model is shown (a tool call's) carries the same in Chinese too (`zh`), so a
+    Chinese story's model is told why in Chinese (`told`)."""
 
     field: str | None = None
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(self, message: str, *, field: str | None = None, zh: str | None = None) -> None:
         super().__init__(message)
+        self.zh = zh
         if field is not None:
             self.field = field
+
+    def told(self, language: Language) -> str:
+        """The message in `language` (English where no Chinese was given)."""
+        return self.zh if language == "zh" and self.zh else str(self)
 
 
 class NotFoundError(DomainError):

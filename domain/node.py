@@ -37,6 +37,11 @@ from domain.values import (
     SummaryAuthor,
 )
 
+PHASE_ZH: dict[Phase, str] = {  # a reply's phase as a refusal tells a Chinese story's model
+    "final": "已定稿", "writing": "还在写", "waiting": "在等用户作答", "sealed": "已收笔", "stopped": "已停止",
+    "withdrawn": "已撤回",
+}  # fmt: skip
+
 ALLOWED_PARENTS: dict[NodeKind, tuple[NodeKind, ...]] = {
     "user": ("greeting", "reply"),
     "reply": ("user",),
@@ -115,11 +120,14 @@ class Node(Aggregate):
 
     def _writable(self, version: int) -> None:
         if self.phase != "writing":
-            raise DraftSealedError(f"the draft is {self.phase}; it cannot change")
+            raise DraftSealedError(
+                f"the draft is {self.phase}; it cannot change", zh=f"稿件{PHASE_ZH[self.phase]}，不能再改"
+            )
         if version != self.draft_version:
             raise DraftVersionConflictError(
                 f"version conflict: you read version {version}, the draft is at version {self.draft_version}; "
-                "nothing was changed — read the draft again"
+                "nothing was changed — read the draft again",
+                zh=f"版本冲突：你读到的是 v{version}，稿件现在是 v{self.draft_version}；什么都没有改——请重新读取稿件",
             )
 
     def write_draft(self, version: int, text: str, direct: bool = False) -> int:
@@ -152,7 +160,9 @@ class Node(Aggregate):
     def seal(self, version: int) -> None:
         self._writable(version)
         if not self.text.strip():
-            raise EmptyTextError("an empty draft cannot be sealed: write the reply first")
+            raise EmptyTextError(
+                "an empty draft cannot be sealed: write the reply first", zh="空稿不能收笔：请先写回复"
+            )
         self.trigger_event(ev.ReplySealed, version=version)
 
     def refuse(self, tool: str, reason: str) -> None:
@@ -160,7 +170,7 @@ class Node(Aggregate):
 
     def ask_user(self, ask_id: str, question: str, options: list[str]) -> None:
         if self.phase != "writing":
-            raise TurnStateError(f"the turn is {self.phase}; it cannot ask")
+            raise TurnStateError(f"the turn is {self.phase}; it cannot ask", zh=f"本拍{PHASE_ZH[self.phase]}，不能提问")
         self.trigger_event(ev.TurnAsked, ask_id=ask_id, question=question, options=options)
 
     def answer(self, answer: str) -> ev.TurnAsked:
@@ -179,12 +189,15 @@ class Node(Aggregate):
 
     def note_memory_search(self, query: str, found: list[dict[str, str]]) -> None:
         if self.phase != "writing":
-            raise TurnStateError(f"the turn is {self.phase}")
+            raise TurnStateError(f"the turn is {self.phase}", zh=f"本拍{PHASE_ZH[self.phase]}")
         self.trigger_event(ev.MemorySearched, query=query, found=found)
 
     def withdraw(self, target_id: UUID, reason: str) -> None:
         if self.phase != "writing" or self.draft_version:
-            raise TurnStateError("only a turn that has not written yet can turn into a revision")
+            raise TurnStateError(
+                "only a turn that has not written yet can turn into a revision",
+                zh="只有还没动笔的一拍才能改为修订上一条回复",
+            )
         self.trigger_event(ev.ReplyWithdrawn, target_id=target_id, reason=reason)
 
     def record_call(

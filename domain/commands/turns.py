@@ -238,7 +238,7 @@ class TurnCommands(CommandGroup):
             book, written = self.app.lore.write_lore(card, WrittenAt(story.id, reply.id), fields, gated, unsaved)
         except DomainError as refusal:
             reply.refuse(call.name, str(refusal))
-            return ToolOutcome(call.id, call.name, refused(str(refusal), language), ok=False)
+            return ToolOutcome(call.id, call.name, refused(refusal.told(language), language), ok=False)
         for aggregate in (book, card):
             if aggregate is not None and aggregate.pending_events and aggregate not in saves:
                 saves.append(aggregate)

@@ -99,16 +99,18 @@ def _args(call: ToolCall) -> dict[str, Any]:
     try:
         args = json.loads(call.arguments or "{}")
     except ValueError:
-        raise _BadArguments("arguments are not valid JSON; send one JSON object") from None
+        raise _BadArguments(
+            "arguments are not valid JSON; send one JSON object", zh="参数不是有效的 JSON；请发送一个 JSON 对象"
+        ) from None
     if not isinstance(args, dict):
-        raise _BadArguments("arguments must be a JSON object")
+        raise _BadArguments("arguments must be a JSON object", zh="参数必须是一个 JSON 对象")
     return args
 
 
 def _int(args: Mapping[str, Any], name: str, default: int | None = None) -> int:
     value = default if args.get(name) is None else args[name]  # strict-mode models send null for "unset"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _BadArguments(f"`{name}` must be an integer")
+        raise _BadArguments(f"`{name}` must be an integer", zh=f"`{name}` 必须是整数")
     return value
 
 
@@ -119,7 +121,7 @@ def _optional_int(args: Mapping[str, Any], name: str) -> int | None:
 def _str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
     value = default if args.get(name) is None else args[name]
     if not isinstance(value, str):
-        raise _BadArguments(f"`{name}` must be a string")
+        raise _BadArguments(f"`{name}` must be a string", zh=f"`{name}` 必须是字符串")
     return value
 
 
@@ -140,13 +142,19 @@ def lore_write_request(call: ToolCall) -> dict[str, Any]:
     title, content = _str(args, "title").strip(), _str(args, "content").strip()
     keys = args.get("keys")
     if not title or len(title) > MAX_LORE_TITLE:
-        raise _BadArguments(f"`title` must be 1–{MAX_LORE_TITLE} characters")
+        raise _BadArguments(
+            f"`title` must be 1–{MAX_LORE_TITLE} characters", zh=f"`title` 须为 1–{MAX_LORE_TITLE} 个字符"
+        )
     if not content or len(content) > MAX_LORE_CONTENT:
-        raise _BadArguments(f"`content` must be 1–{MAX_LORE_CONTENT} characters")
+        raise _BadArguments(
+            f"`content` must be 1–{MAX_LORE_CONTENT} characters", zh=f"`content` 须为 1–{MAX_LORE_CONTENT} 个字符"
+        )
     if not isinstance(keys, list) or not 1 <= len(keys) <= MAX_LORE_KEYS:
-        raise _BadArguments(f"`keys` must be a list of 1–{MAX_LORE_KEYS} words")
+        raise _BadArguments(
+            f"`keys` must be a list of 1–{MAX_LORE_KEYS} words", zh=f"`keys` 须为 1–{MAX_LORE_KEYS} 个关键词的列表"
+        )
     if not all(isinstance(k, str) and k.strip() for k in keys):
-        raise _BadArguments("every key must be a non-empty string")
+        raise _BadArguments("every key must be a non-empty string", zh="每个关键词都必须是非空字符串")
     return {"title": title, "content": content, "keys": tuple(k.strip() for k in keys)}
 
 
@@ -162,9 +170,11 @@ def memory_request(call: ToolCall) -> tuple[str, int] | None:
 def _memory_args(args: Mapping[str, Any]) -> tuple[str, int]:
     query, k = _str(args, "query").strip(), _int(args, "k", MEMORY_K)
     if not query or len(query) > MAX_MEMORY_QUERY:
-        raise _BadArguments(f"`query` must be 1–{MAX_MEMORY_QUERY} characters")
+        raise _BadArguments(
+            f"`query` must be 1–{MAX_MEMORY_QUERY} characters", zh=f"`query` 须为 1–{MAX_MEMORY_QUERY} 个字符"
+        )
     if not 1 <= k <= MAX_MEMORY_K:
-        raise _BadArguments(f"`k` must be 1–{MAX_MEMORY_K}")
+        raise _BadArguments(f"`k` must be 1–{MAX_MEMORY_K}", zh=f"`k` 须在 1–{MAX_MEMORY_K} 之间")
     return query, k
 
 
@@ -186,12 +196,12 @@ def run_tool(
         elif call.name == "lorebook_search":
             content, ends = _lore_search(call, lore or {}, texts), None
         elif handler is None:
-            raise _BadArguments(f"there is no tool named {call.name!r}")
+            raise _BadArguments(f"there is no tool named {call.name!r}", zh=f"没有名为 {call.name!r} 的工具")
         else:
             content, ends = handler(reply, previous, _args(call), call.id, texts)
     except DomainError as refusal:
-        reply.refuse(call.name, str(refusal))
-        return ToolOutcome(call.id, call.name, texts["refused"].format(reason=refusal), ok=False)
+        reply.refuse(call.name, str(refusal))  # (the event keeps the reason in English, as any error's)
+        return ToolOutcome(call.id, call.name, texts["refused"].format(reason=refusal.told(language)), ok=False)
     return ToolOutcome(call.id, call.name, content, ok=True, ends=ends)
 
 
@@ -234,13 +244,13 @@ def _seal(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, te
 def _ask(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
     question, options = _str(args, "question"), args.get("options")
     if not question.strip():
-        raise _BadArguments("`question` must not be empty")
+        raise _BadArguments("`question` must not be empty", zh="`question` 不能为空")
     if (
         not isinstance(options, list)
         or not 2 <= len(options) <= 4
         or not all(isinstance(o, str) and o.strip() for o in options)
     ):
-        raise _BadArguments("`options` must be 2–4 non-empty strings")
+        raise _BadArguments("`options` must be 2–4 non-empty strings", zh="`options` 须为 2–4 个非空字符串")
     reply.ask_user(call_id, question, options)
     return texts["asked"], "asked"
 
@@ -249,7 +259,7 @@ def _previous_read(
     reply: Node, previous: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts
 ) -> Result:
     if previous is None:
-        raise _BadArguments("there is no earlier reply on this path to read")
+        raise _BadArguments("there is no earlier reply on this path to read", zh="这条路径上没有更早的回复可读")
     reply.note_previous_read(previous.id, previous.revisions)
     return texts["previous"].format(version=previous.revisions, chars=len(previous.text), text=previous.text), None
 
@@ -258,15 +268,21 @@ def _previous_edit(
     reply: Node, previous: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts
 ) -> Result:
     if previous is None:
-        raise _BadArguments("there is no earlier reply on this path to revise")
+        raise _BadArguments("there is no earlier reply on this path to revise", zh="这条路径上没有更早的回复可修订")
     version = _int(args, "version")
     if reply.previous_read.get(previous.id) != previous.revisions:
-        raise DraftEditError("call previous_draft_read first (the reply may have changed since)")
+        raise DraftEditError(
+            "call previous_draft_read first (the reply may have changed since)",
+            zh="请先调用 previous_draft_read（那条回复可能已经改过）",
+        )
     if version != previous.revisions:
-        raise DraftEditError(f"version conflict: the previous reply is at v{previous.revisions}, not v{version}")
+        raise DraftEditError(
+            f"version conflict: the previous reply is at v{previous.revisions}, not v{version}",
+            zh=f"版本冲突：上一条回复在 v{previous.revisions}，不是 v{version}",
+        )
     text = apply_edits(previous.text, parse_edits(args.get("edits")))
     if not text.strip():
-        raise EmptyTextError("a revision cannot empty the reply")
+        raise EmptyTextError("a revision cannot empty the reply", zh="修订不能把回复清空")
     reply.withdraw(previous.id, "revised the previous reply")
     previous.revise(text, "previous_draft_edit")
     return texts["revised"].format(version=previous.revisions), "revised"
@@ -285,10 +301,12 @@ def _memory_search(
 ) -> str:
     query, _ = _memory_args(args)
     if call_id not in memory:
-        raise _MemoryUnavailable("the story's memory cannot be searched here")
+        raise _MemoryUnavailable("the story's memory cannot be searched here", zh="这里无法检索剧情记忆")
     found = memory[call_id]
     if found is None:
-        raise _MemoryUnavailable("the memory search failed; go on without it, or try again")
+        raise _MemoryUnavailable(
+            "the memory search failed; go on without it, or try again", zh="记忆检索失败；可以不用它接着写，或再试一次"
+        )
     reply.note_memory_search(query, [{"node_id": str(r.node_id), "kind": r.kind, "line": r.line} for r in found])
     if not found:
         return texts["memory_none"].format(query=query)
@@ -299,10 +317,13 @@ def _memory_search(
 def _lore_search(call: ToolCall, lore: Mapping[str, Sequence[LoreFound] | None], texts: ToolTexts) -> str:
     asked = lore_request(call)
     if asked is None:
-        raise _BadArguments(f"`query` must be 1–{MAX_MEMORY_QUERY} characters and `limit` 1–{MAX_LORE_K}")
+        raise _BadArguments(
+            f"`query` must be 1–{MAX_MEMORY_QUERY} characters and `limit` 1–{MAX_LORE_K}",
+            zh=f"`query` 须为 1–{MAX_MEMORY_QUERY} 个字符，`limit` 须在 1–{MAX_LORE_K} 之间",
+        )
     found = lore.get(call.id)
     if found is None:
-        raise _MemoryUnavailable("the lorebook cannot be searched here")
+        raise _MemoryUnavailable("the lorebook cannot be searched here", zh="这里无法检索设定集")
     if not found:
         return texts["lore_none"].format(query=asked[0])
     lines = "\n".join(texts["lore_line"].format(title=title, content=content) for title, content in found)

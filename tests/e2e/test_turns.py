@@ -104,12 +104,13 @@ async def test_turn_reports_version_conflicts_as_tool_results_and_still_complete
         ("draft_edit", False),
         ("draft_seal", True),
     ]
-    assert "version conflict" in turn["tools"][1]["result"]
+    assert "版本冲突" in turn["tools"][1]["result"]  # what the model is told, in the story's language
     assert turn["reply"]["text"] == "第一稿。"
     conflict = messages_of(fake.requests[2], "tool")[-2:]
-    assert all("version conflict" in m["content"] for m in conflict)
+    assert all("版本冲突" in m["content"] for m in conflict)
     history = await draft(engine, turn["reply"]["id"])
     assert [r["tool"] for r in history["refusals"]] == ["draft_write", "draft_edit"]
+    assert all("version conflict" in r["reason"] for r in history["refusals"])  # the events' reasons: English
     assert [v["version"] for v in history["versions"]] == [1]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
@@ -124,8 +125,8 @@ def test_stale_version_is_refused_with_a_draft_refused_event_and_no_change(
     outcome: list[ToolOutcome] = []
     new = turn.new_events(lambda: outcome.append(turn.run(name, arguments)))
     assert not outcome[0].ok
-    assert "version conflict" in outcome[0].content
-    assert kinds(new) == ["DraftRefused"]
+    assert "版本冲突" in outcome[0].content  # the model is told in the story's language
+    assert kinds(new) == ["DraftRefused"] and "version conflict" in new[0].reason  # the event keeps it in English
     assert new[0].tool == name
     assert (turn.reply.text, turn.reply.draft_version, turn.reply.phase) == ("雾散了。", 1, "writing")
 
@@ -154,21 +155,21 @@ def test_bad_edit_batch_is_refused_whole(turn: Turn, edits: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("arguments", "reason"),
+    ("arguments", "reason", "told"),
     [
-        ('{"version": 0, "content": ', "not valid JSON"),
-        ("[0, 1]", "JSON object"),
-        ('{"version": "0", "content": "x"}', "`version` must be an integer"),
-        ('{"version": true, "content": "x"}', "`version` must be an integer"),
-        ('{"version": 0}', "`content` must be a string"),
-        ('{"version": 0, "content": 5}', "`content` must be a string"),
+        ('{"version": 0, "content": ', "not valid JSON", "不是有效的 JSON"),
+        ("[0, 1]", "JSON object", "JSON 对象"),
+        ('{"version": "0", "content": "x"}', "`version` must be an integer", "`version` 必须是整数"),
+        ('{"version": true, "content": "x"}', "`version` must be an integer", "`version` 必须是整数"),
+        ('{"version": 0}', "`content` must be a string", "`content` 必须是字符串"),
+        ('{"version": 0, "content": 5}', "`content` must be a string", "`content` 必须是字符串"),
     ],
     ids=["truncated-json", "array", "version-string", "version-bool", "no-content", "content-number"],
 )
-def test_malformed_arguments_are_refused_not_raised(turn: Turn, arguments: str, reason: str) -> None:
+def test_malformed_arguments_are_refused_not_raised(turn: Turn, arguments: str, reason: str, told: str) -> None:
     outcome = turn.run("draft_write", arguments)
     assert not outcome.ok
-    assert reason in outcome.content
+    assert told in outcome.content
     assert outcome.content.startswith("未执行")
     refusals = [e for e in turn.events() if isinstance(e, ev.DraftRefused)]
     assert [(r.tool, reason in r.reason) for r in refusals] == [("draft_write", True)]
@@ -320,9 +321,9 @@ def test_previous_draft_edit_revises_the_previous_reply_and_withdraws_this_one(t
 @pytest.mark.parametrize(
     ("version", "edits", "reason"),
     [
-        (1, [{"old": "风很大", "new": "风停了"}], "version conflict"),
-        (0, [{"old": "雨", "new": "雪"}], "not found"),
-        (0, [{"old": PREVIOUS, "new": " "}], "cannot empty"),
+        (1, [{"old": "风很大", "new": "风停了"}], "版本冲突"),
+        (0, [{"old": "雨", "new": "雪"}], "找不到"),
+        (0, [{"old": PREVIOUS, "new": " "}], "清空"),
     ],
     ids=["stale-version", "missing-quote", "emptied"],
 )
@@ -460,11 +461,11 @@ def test_memory_search_answers_what_the_engine_found_and_records_it_word_for_wor
 
 
 @pytest.mark.parametrize(
-    ("memory", "refusal"),
-    [(None, "cannot be searched"), ({"call_1": None}, "failed"), ({"call_1": []}, None)],
+    ("memory", "refusal", "told"),
+    [(None, "cannot be searched", "无法检索"), ({"call_1": None}, "failed", "检索失败"), ({"call_1": []}, None, None)],
 )
 def test_memory_search_without_memory_or_after_a_failed_search_is_refused(
-    turn: Turn, memory: dict[str, Any] | None, refusal: str | None
+    turn: Turn, memory: dict[str, Any] | None, refusal: str | None, told: str | None
 ) -> None:
     reply = turn.reply
     outcome = run_tool(reply, None, ToolCall("call_1", "memory_search", '{"query": "灯塔"}'), memory)
@@ -472,5 +473,63 @@ def test_memory_search_without_memory_or_after_a_failed_search_is_refused(
         assert outcome.ok and "没有找到" in outcome.content
         assert kinds(list(reply.collect_events())) == ["MemorySearched"]
     else:
-        assert not outcome.ok and refusal in outcome.content
-        assert kinds(list(reply.collect_events())) == ["DraftRefused"]
+        assert not outcome.ok and told is not None and told in outcome.content  # the story's language
+        events = list(reply.collect_events())
+        assert kinds(events) == ["DraftRefused"] and refusal in events[0].reason  # the event's, as an error's
+
+
+# --- refusals in the story's language --------------------------------------------------------
+
+# (setup calls, then the refused one): every way a tool call is refused that the model can meet
+REFUSALS: dict[str, tuple[list[tuple[str, Any]], tuple[str, Any]]] = {
+    "not-json": ([], ("draft_write", '{"version": 0, "content": ')),
+    "not-an-object": ([], ("draft_write", "[0]")),
+    "version-not-an-integer": ([], ("draft_write", {"version": "0", "content": "雾。"})),
+    "content-not-a-string": ([], ("draft_write", {"version": 0, "content": 5})),
+    "stale-version": ([("draft_write", {"version": 0, "content": "雾。"})], ("draft_append", {"version": 0, "content": "灯。"})),
+    "edits-not-a-list": ([("draft_write", {"version": 0, "content": "雾。"})], ("draft_edit", {"version": 1, "edits": "x"})),
+    "edit-malformed": ([("draft_write", {"version": 0, "content": "雾。"})], ("draft_edit", {"version": 1, "edits": [{"old": 1}]})),
+    "edit-quotes-nothing": ([("draft_write", {"version": 0, "content": "雾。"})], ("draft_edit", {"version": 1, "edits": [{"old": "", "new": "云"}]})),
+    "quote-missing": ([("draft_write", {"version": 0, "content": "雾。"})], ("draft_edit", {"version": 1, "edits": [{"old": "雨", "new": "云"}]})),
+    "quote-repeated": ([("draft_write", {"version": 0, "content": "雾，雾。"})], ("draft_edit", {"version": 1, "edits": [{"old": "雾", "new": "云"}]})),
+    "edits-overlap": ([("draft_write", {"version": 0, "content": "雾散了。"})], ("draft_edit", {"version": 1, "edits": [{"old": "雾散", "new": "云"}, {"old": "散了", "new": "开"}]})),
+    "seal-empty": ([], ("draft_seal", {"version": 0})),
+    "sealed": ([("draft_write", {"version": 0, "content": "雾。"}), ("draft_seal", {"version": 1})], ("draft_write", {"version": 1, "content": "灯。"})),
+    "question-empty": ([], ("ask", {"question": " ", "options": ["甲", "乙"]})),
+    "options-bad": ([], ("ask", {"question": "去哪？", "options": ["甲"]})),
+    "previous-unread": ([], ("previous_draft_edit", {"version": 0, "edits": [{"old": "风很大", "new": "风停了"}]})),
+    "previous-stale": ([("previous_draft_read", {})], ("previous_draft_edit", {"version": 3, "edits": [{"old": "风很大", "new": "风停了"}]})),
+    "previous-emptied": ([("previous_draft_read", {})], ("previous_draft_edit", {"version": 0, "edits": [{"old": PREVIOUS, "new": " "}]})),
+    "revision-after-writing": ([("draft_write", {"version": 0, "content": "雾。"}), ("previous_draft_read", {})], ("previous_draft_edit", {"version": 0, "edits": [{"old": "风很大", "new": "风停了"}]})),
+    "memory-k": ([], ("memory_search", {"query": "灯塔", "k": 99})),
+    "memory-unavailable": ([], ("memory_search", {"query": "灯塔"})),
+    "lore-arguments": ([], ("lorebook_search", {"query": ""})),
+    "lore-unavailable": ([], ("lorebook_search", {"query": "灯塔"})),
+    "no-such-tool": ([], ("draft_burn", {})),
+}  # fmt: skip
+
+
+def _words(text: str) -> list[str]:
+    """English words of a refusal outside `quoted names`, tool names and quoted story text."""
+    bare = re.sub(r"`[^`]*`|“[^”]*”|'[^']*'|\{[^}]*\}|previous_draft_\w+|v\d+|JSON", " ", text)
+    return re.findall(r"[A-Za-z]{3,}", bare)
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_the_model_is_told_why_in_the_story_language(turn: Turn, case: str, language: str) -> None:
+    setup, (name, arguments) = REFUSALS[case]
+    for step in setup:
+        assert turn.run(*step).ok, step
+    reply, previous = turn.reply, turn.previous
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    outcome = run_tool(reply, previous, ToolCall("call_9", name, raw), language=language)  # type: ignore[arg-type]
+    assert not outcome.ok
+    refusal = [e for e in reply.collect_events() if isinstance(e, ev.DraftRefused)]
+    assert len(refusal) == 1 and _words(refusal[0].reason), refusal  # the event keeps it in English
+    if language == "zh":
+        head, _, reason = outcome.content.partition("：")
+        assert head == "未执行" and any("\u4e00" <= c <= "\u9fff" for c in reason), outcome.content
+        assert _words(reason) == [] and reason != refusal[0].reason, outcome.content
+    else:
+        assert outcome.content.startswith("Not done: ") and outcome.content[len("Not done: ") :] == refusal[0].reason
