@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 # the full-text index catches up this long after a fold, in the background (a search does at once):
 # turns in quick succession then share one indexing transaction, and none waits for it
 INDEX_DELAY = 1.0
+BULK_REPLAY = 20_000  # events in the log from which empty read models are replayed as a rebuild is
 
 
 class ReadSide:
@@ -37,9 +39,11 @@ class ReadSide:
         poll_interval: float = 1.0,
         index_delay: float = INDEX_DELAY,
         data_dir: Path | None = None,
+        bulk_replay: int = BULK_REPLAY,
     ) -> None:
-        """`data_dir`: where rebuilt read-model files are offered (None: none are looked for)."""
-        self.runner = runner
+        """`data_dir`: where rebuilt read-model files are offered (None: none are looked for);
+        `bulk_replay`: events in the log from which empty read models are replayed in bulk at the start."""
+        self.runner, self.bulk_replay = runner, bulk_replay
         self.poll_interval, self.index_delay, self.data_dir = poll_interval, index_delay, data_dir
         self._adopted: list[Callable[[str, str], None]] = []
         self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
@@ -159,10 +163,26 @@ class ReadSide:
 
     async def start(self) -> None:
         """Fold everything already in the log, then poll for events written by other processes (and
-        for rebuilt read models offered meanwhile)."""
+        for rebuilt read models offered meanwhile). Read models that hold nothing yet (a new file, or a
+        layout changed by an upgrade) while the log holds much are replayed as a rebuild is, in bulk."""
         await self.adopt_offered()
+        if self.runner.position == 0 and self.runner.max_position() >= self.bulk_replay:
+            await asyncio.get_running_loop().run_in_executor(self._projector, self._replay)
         await self.sync()
         self._poller = asyncio.create_task(self._poll())
+
+    def _replay(self) -> None:
+        total, done, said = self.runner.max_position(), [0], [time.monotonic()]
+        log.info("read models empty: replaying %s events in bulk before serving", f"{total:,}")
+
+        def progress(step: int) -> None:
+            done[0] += step
+            if time.monotonic() - said[0] >= 5:
+                said[0] = time.monotonic()
+                log.info("replayed %s of %s events", f"{done[0]:,}", f"{total:,}")
+
+        position = self.runner.rebuild(progress=progress)
+        log.info("read models replayed up to %s", f"{position:,}")
 
     async def _poll(self) -> None:
         while True:

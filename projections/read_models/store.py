@@ -155,7 +155,8 @@ class ReadModels:
                 },
                 pk="id", if_not_exists=True,
             )  # fmt: skip
-            db.table("nodes").create_index(["story_id", "parent_id"], if_not_exists=True)
+            db.table("nodes").create_index(["story_id", "seq"], if_not_exists=True)  # a story's nodes since
+            db.execute("drop index if exists idx_nodes_story_id_parent_id")  # (no query read it; files had it)
             db.table("nodes").create_index(["parent_id"], if_not_exists=True)
             db.table("node_texts").create(  # `id` is the full-text index's rowid: an explicit key keeps it
                 {"id": int, "node_id": str, "story_id": str, "text": str, "seq": int}, pk="id", if_not_exists=True
