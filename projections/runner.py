@@ -136,21 +136,35 @@ class ProjectionRunner:
         """Drop the read models and replay the whole log into them, and (`search`) the full-text index
         with them: by a process of its own beside the fold when the read models are a file, what it
         left afterwards (else whoever searches first, or the service's background indexing, brings it
-        up). `indexed_beside` then counts the texts that process indexed."""
+        up). `indexed_beside` then counts the texts that process indexed (a text changed twice may
+        count twice)."""
         self.store.drop()
         self.position = 0
-        indexer = IndexerBeside(self.store.path) if search and _plain_file(self.store.path) else None
+        indexer = self._indexer() if search else None
         try:
             with self.store.bulk_load():
                 low, high = REBUILD_BATCHES
                 position = self.catch_up(progress=progress, batch=min(high, max(low, self.max_position() // 8)))
                 if indexer is not None:
                     indexer.finish()  # (it finishes while the indexes are made)
-        finally:
-            self.indexed_beside = indexer.join() if indexer is not None else 0
+        except BaseException:
+            if indexer is not None:
+                indexer.stop()  # (the file is not finished: no use indexing the rest of it)
+            raise
+        self.indexed_beside = indexer.join() if indexer is not None else 0
+        self.store.checkpoint()  # (the load and the indexer beside it left everything in the log)
         if search:
             self.index_search()
         return position
+
+    def _indexer(self) -> IndexerBeside | None:
+        if not _plain_file(self.store.path):
+            return None
+        try:
+            return IndexerBeside(self.store.path)
+        except (OSError, ValueError) as exc:  # (no interpreter to start, or no processes left)
+            log.warning("the full-text index is built after the rebuild, not beside it: %s", exc)
+            return None
 
 
 def _plain_file(path: str) -> bool:

@@ -1,7 +1,8 @@
 """The main model's tools: what each call does to the reply's draft, and what the model is told back.
 
 Pure decisions on aggregates already loaded; `application.play_round` loads, calls and saves. Every
-call leaves an event: the operation itself, or `DraftRefused` with the reason the model is shown.
+call leaves an event: the operation itself, or `DraftRefused` with the reason in English (the model
+is told it in the story's language: `DomainError.told`).
 `memory_search` reads the story's memory, which the engine searched before the round was played
 (`memory_request` says what to search); the passages it was shown are recorded (`MemorySearched`).
 """

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from projections.read_models.positions import position, set_position, transaction
 from projections.read_models.search_terms import index_terms, story_term
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 SEARCH = "search"  # the position of the full-text index: the last node_texts.seq it holds
 BESIDE_BATCH = 2000  # texts per transaction of the indexer beside a rebuild
 BESIDE_PAUSE = 0.05  # seconds it waits for the fold to commit more texts
+BESIDE_FINISH = 600.0  # seconds it is given to index what is left once the fold is done (then it is stopped)
+# the indexer's process: this module, found as the parent finds it (its folder after the rest of the
+# path, the folder it starts in left out: a checkout there would be imported instead)
+_CHILD = "import sys; sys.path.append(sys.argv[1]); from projections.read_models.search_index import main; main()"
 
 
 def index_texts(conn: sqlite3.Connection, limit: int) -> int:
@@ -36,40 +41,28 @@ def index_texts(conn: sqlite3.Connection, limit: int) -> int:
     (isolation_level None) and is the only indexer of its file."""
     rows = conn.execute(
         "select rowid, story_id, text, seq from node_texts where seq > ? order by seq limit ?",
-        [search_position(conn), limit],
+        [position(conn, SEARCH), limit],
     ).fetchall()
     if not rows:
         return 0
     terms = [(rowid, f"{story_term(story_id)} {index_terms(text)}") for rowid, story_id, text, _ in rows]
-    conn.execute("BEGIN IMMEDIATE")  # (the terms are worked out first: the lock is held for the writes alone)
-    try:
+    with transaction(conn):  # (the terms are worked out first: the lock is held for the writes alone)
         conn.executemany("delete from node_texts_fts where rowid = ?", [(r[0],) for r in rows])
         conn.executemany("insert into node_texts_fts (rowid, terms) values (?, ?)", terms)
-        conn.execute(
-            "insert into positions (name, position) values (?, ?)"
-            " on conflict(name) do update set position = excluded.position",
-            [SEARCH, rows[-1][3]],
-        )
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+        set_position(conn, SEARCH, rows[-1][3])
     return len(rows)
-
-
-def search_position(conn: sqlite3.Connection) -> int:
-    row = conn.execute("select position from positions where name = ?", [SEARCH]).fetchone()
-    return int(row[0]) if row else 0
 
 
 def index_beside(path: str, done: Callable[[float], bool], batch: int = BESIDE_BATCH) -> int:
     """Index the texts of the read-model file at `path` as a fold commits them, until `done(pause)`
     (which may wait up to `pause` seconds for it) is true and every text committed before is indexed;
-    return how many were indexed."""
+    return how many texts were indexed (a text changed again after it was indexed counts again). Its
+    commits neither sync nor checkpoint, as the fold's do not (the rebuild checkpoints at the end)."""
     conn = sqlite3.connect(path, isolation_level=None)
     indexed = 0
     try:
-        conn.execute("PRAGMA busy_timeout=60000")  # (the fold's transactions are large)
+        for pragma in ("busy_timeout=60000", "synchronous=OFF", "wal_autocheckpoint=0"):
+            conn.execute(f"PRAGMA {pragma}")
         finished = False
         while True:
             step = index_texts(conn, batch)
@@ -82,6 +75,12 @@ def index_beside(path: str, done: Callable[[float], bool], batch: int = BESIDE_B
         conn.close()
 
 
+def main() -> None:
+    """The indexer's process (its arguments: this package's folder, the read-model file): index until the
+    input is closed; print the count."""
+    print(index_beside(sys.argv[2], _stdin_closed), flush=True)
+
+
 def _stdin_closed(pause: float) -> bool:
     """True once the parent closed this process's input (waiting up to `pause` seconds for it)."""
     readable, _, _ = select.select([sys.stdin], [], [], pause)
@@ -90,31 +89,44 @@ def _stdin_closed(pause: float) -> bool:
 
 class IndexerBeside:
     """The full-text index of a read-model file built by a process of its own while the caller folds
-    into that file (`python -m projections.read_models.search_index PATH`: it indexes until its input
-    is closed, then prints how many texts it indexed). `finish()` once the last batch is committed,
-    then `join()`: that count. A process that fails counts 0, and the caller's own indexing
-    afterwards finds the texts it left."""
+    into that file: it indexes until its input is closed, then prints how many texts it indexed.
+    `finish()` once the last batch is committed, then `join()`: that count; `stop()` instead, when the
+    fold failed. A process that cannot start raises OSError (the caller indexes alone); one that fails,
+    or takes longer than `BESIDE_FINISH` to finish, counts 0, and the caller's own indexing afterwards
+    finds the texts it left."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, finish_seconds: float = BESIDE_FINISH) -> None:
         root = str(Path(__file__).resolve().parents[2])  # (where this package is, installed or not)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self._finish_seconds = finish_seconds
         self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            [sys.executable, "-P", "-c", _CHILD, root, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
 
     def finish(self) -> None:
-        if self._process.stdin is not None and not self._process.stdin.closed:
+        if self._process.stdin is not None:
             self._process.stdin.close()
+            self._process.stdin = None  # (communicate then leaves it alone)
 
     def join(self) -> int:
         self.finish()
-        with self._process:  # (closes its pipes, waits for it)
-            out = self._process.stdout.read() if self._process.stdout is not None else b""
+        try:
+            out, _ = self._process.communicate(timeout=self._finish_seconds)
+        except subprocess.TimeoutExpired:
+            log.warning(
+                "the full-text indexer beside the rebuild took over %.0f s to finish; stopped", self._finish_seconds
+            )
+            self.stop()
+            return 0
         if self._process.returncode != 0:
             log.warning("the full-text indexer beside the rebuild stopped (exit code %s)", self._process.returncode)
             return 0
-        return int(out.decode().strip() or 0)
+        try:
+            return int(out.decode(errors="replace").strip().rsplit("\n", 1)[-1])
+        except ValueError:  # (something else wrote to its output: the count is the last line)
+            return 0
 
-
-if __name__ == "__main__":
-    print(index_beside(sys.argv[1], _stdin_closed))
+    def stop(self) -> None:
+        """End the process now (what it committed stays: each of its batches is one transaction)."""
+        self.finish()
+        self._process.kill()
+        self._process.communicate()

@@ -22,7 +22,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from uuid import UUID
 
 import sqlite_utils
 
-from projections.read_models import archive, search_index
+from projections.read_models import archive, positions, search_index
 from projections.read_models.rows import RowChanges, job_time
 from projections.read_models.scenes import SceneAt, SceneTables
 from projections.read_models.search_index import SEARCH
@@ -42,7 +42,10 @@ TABLES = (
 )  # fmt: skip
 SCHEMA, SCHEMA_VERSION = "schema", 9  # bump when a table changes: the read models are then rebuilt
 PREVIEW_CHARS = 80  # of a node's text in the tree listing
-LOADING_CACHE_KIB = 256 * 1024  # the page cache of a replay from 0 (SQLite's default: 2 MiB)
+# a replay from 0: no sync or checkpoint at its commits, a page cache of 256 MiB (SQLite's default: 2
+# MiB), a minute's wait for a writer beside it; and the connection's settings for serving
+LOADING = ("synchronous=OFF", f"cache_size=-{256 * 1024}", "wal_autocheckpoint=0", "busy_timeout=60000")
+SERVING = ("synchronous=NORMAL", "cache_size=-2000", "busy_timeout=5000")
 RUNNER = "main"
 REBUILT = "rebuilt"  # the position a rebuild into a new file reached: that file is complete up to there
 # the scene fold walks the first two; text upserts need the unique key of the third, and the indexer
@@ -87,11 +90,7 @@ class ReadModels:
 
     def mark_rebuilt(self) -> None:
         """Record that this file was rebuilt up to its position (a file `reopen` may switch to)."""
-        self.writer.execute(
-            "insert into positions (name, position) values (?, ?) on conflict(name) do update set position ="
-            " excluded.position",
-            [REBUILT, self.position()],
-        )
+        positions.set_position(self.writer.conn, REBUILT, self.position())
 
     def _open_writer(self) -> None:
         self.writer = self._connect()
@@ -128,8 +127,8 @@ class ReadModels:
             self.path, check_same_thread=False, isolation_level=None, uri=self.path.startswith("file:")
         )
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=5000")
+        for pragma in SERVING:
+            conn.execute(f"PRAGMA {pragma}")
         return sqlite_utils.Database(conn)
 
     @property
@@ -217,8 +216,9 @@ class ReadModels:
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
         """For a replay from position 0: secondary indexes are dropped while loading and built once at
-        the end, which is much faster than maintaining them row by row. (The full-text index is empty
-        after `drop`; `index_texts` fills it afterwards.)"""
+        the end, which is much faster than maintaining them row by row; commits neither sync nor
+        checkpoint meanwhile (`checkpoint()` after it), and a writer beside it (the full-text indexer)
+        is waited for longer. (The full-text index is empty after `drop`; `index_texts` fills it.)"""
         db = self.writer
         with self._transaction():
             for (name,) in db.execute(
@@ -227,17 +227,21 @@ class ReadModels:
                 KEPT_WHILE_LOADING,
             ).fetchall():
                 db.execute(f"drop index {name}")
-        db.execute("PRAGMA synchronous=OFF")
-        db.execute(f"PRAGMA cache_size=-{LOADING_CACHE_KIB}")
-        db.execute("PRAGMA wal_autocheckpoint=0")
+        for pragma in LOADING:
+            db.execute(f"PRAGMA {pragma}")
         try:
             yield
         finally:
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._create()
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.execute("PRAGMA cache_size=-2000")
-            db.execute("PRAGMA wal_autocheckpoint=" + ("0" if self.log_limit_bytes is not None else "1000"))
+            try:
+                self._create()
+            finally:  # (the connection serves on as before, whatever happened)
+                for pragma in (*SERVING, f"wal_autocheckpoint={0 if self.log_limit_bytes is not None else 1000}"):
+                    db.execute(f"PRAGMA {pragma}")
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the file and empty it (after a bulk load, which leaves it all
+        in the log)."""
+        self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -248,8 +252,7 @@ class ReadModels:
         return int(row[0]) if row else 1
 
     def position(self, name: str = RUNNER) -> int:
-        row = self.writer.execute("select position from positions where name = ?", [name]).fetchone()
-        return int(row[0]) if row else 0
+        return positions.position(self.writer.conn, name)
 
     def apply(self, batch: Iterable[tuple[int, Any]], name: str = RUNNER) -> int:
         """Fold a batch of (notification id, event) into the tables and advance the position, atomically."""
@@ -263,24 +266,12 @@ class ReadModels:
         with self._transaction():
             self._write(changes)
             self.jobs_added.update(row["kind"] for row in changes.job_rows.values())
-            self.writer.execute(
-                "insert into positions (name, position) values (?, ?)"
-                " on conflict(name) do update set position = excluded.position",
-                [name, last],
-            )
+            positions.set_position(self.writer.conn, name, last)
         return last
 
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self) -> AbstractContextManager[None]:
         """One explicit transaction (the connection autocommits otherwise)."""
-        conn = self.writer.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        return positions.transaction(self.writer.conn)
 
     def _node_row(self, node_id: str) -> dict[str, Any]:
         cursor = self.writer.execute("select * from nodes where id = ?", [node_id])

@@ -128,7 +128,7 @@ class LexicalIndex:
         at = np.searchsorted(self._terms, numbers)
         found = at < len(self._terms)
         found[found] = self._terms[at[found]] == numbers[found]
-        rows = at[found].tolist()  # (in the query's order: a term asked twice counts twice)
+        rows = at[found].tolist()  # (in the query's order)
         if not rows:
             return None
         scores = np.zeros(self.size, dtype=np.float32)

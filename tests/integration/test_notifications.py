@@ -53,7 +53,8 @@ def test_the_bulk_reader_decodes_what_the_mapper_decodes(sqlite_changji: Changji
     [
         -(2**63) - 1,  # 19 digits, past 64 bits signed: orjson would read a float
         2**64,  # 20 digits, past 64 bits unsigned
-        2**64 - 1,  # the largest orjson reads exactly (the reader's way or the mapper's: the same)
+        10**18 + 1,  # 19 digits but one: orjson reads it exactly (the reader's own way)
+        -(10**18) - 1,
         float("nan"),  # orjson refuses these: the mapper reads them
         float("-inf"),
         "NaN Infinity 1234567890123456789012",  # inside a string, nothing odd
@@ -71,6 +72,30 @@ def test_a_card_holding_one_odd_value_is_decoded_as_the_mapper_decodes_it(sqlite
         assert repr(vars(event)) == repr(vars(expected)), position  # (repr: NaN is not equal to itself)
         if type(event).__name__ == "CardCreated":
             assert type(event.data["extensions"]["odd"]) is type(odd)
+
+
+class CountingMapper:
+    """The application's mapper, counting the events it is asked to decode."""
+
+    def __init__(self, mapper: Any) -> None:
+        self.mapper, self.decoded = mapper, 0
+        self.transcoder, self.compressor, self.cipher = mapper.transcoder, mapper.compressor, mapper.cipher
+
+    def to_domain_event(self, stored: Any) -> Any:
+        self.decoded += 1
+        return self.mapper.to_domain_event(stored)
+
+
+def test_ordinary_events_are_decoded_by_the_reader_itself_and_odd_ones_by_the_mapper(sqlite_changji: Changji) -> None:
+    story = StoryBuilder.start(sqlite_changji, a_card(extensions={"long": 10**20}), **SMALL)  # one odd event
+    story.turns(3, "第{i}问：NaN、Infinity 与 123456789012345678", "第{i}答")  # in a text: ordinary
+    story.turn("一串很长的数字 1234567890123456789012", "嗯。")  # 19 digits or more anywhere: the mapper's way
+    reader = SQLiteNotifications.of(sqlite_changji)
+    assert reader is not None
+    counting = CountingMapper(sqlite_changji.mapper)
+    events = SQLiteNotifications(reader.path, counting, reader.table).read(1, 1000)
+    assert len(events) > 12 and counting.decoded == 2  # the card's and the long number's
+    assert type(events[0][1]).__name__ == "CardCreated" and events[0][1].data["extensions"]["long"] == 10**20
 
 
 def test_no_bulk_reader_for_an_event_store_in_memory() -> None:

@@ -533,3 +533,23 @@ def test_the_model_is_told_why_in_the_story_language(turn: Turn, case: str, lang
         assert _words(reason) == [] and reason != refusal[0].reason, outcome.content
     else:
         assert outcome.content.startswith("Not done: ") and outcome.content[len("Not done: ") :] == refusal[0].reason
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"title": "", "content": "灯塔守夜人姓陈。", "keys": ["灯塔"]},
+        {"title": "守夜人", "content": "", "keys": ["灯塔"]},
+        {"title": "守夜人", "content": "灯塔守夜人姓陈。", "keys": []},
+        {"title": "守夜人", "content": "灯塔守夜人姓陈。", "keys": ["灯塔", " "]},
+        "not json",
+    ],
+    ids=["no-title", "no-content", "no-keys", "empty-key", "not-json"],
+)
+def test_a_refused_lore_write_is_told_in_the_story_language_too(turn: Turn, arguments: Any) -> None:
+    played = turn.round("", ("lorebook_write", arguments))
+    (outcome,) = played.outcomes
+    head, _, reason = outcome.content.partition("：")
+    assert not outcome.ok and head == "未执行" and _words(reason) == [], outcome.content
+    refusal = [e for e in turn.events() if isinstance(e, ev.DraftRefused)]
+    assert [r.tool for r in refusal] == ["lorebook_write"] and _words(refusal[0].reason)
