@@ -15,7 +15,7 @@ import json
 import re
 import threading
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -202,21 +202,9 @@ def _tail(text: str, start: int) -> tuple[list[Any], list[int], dict[str, Any] |
     added: list[Any] = []
     ends: list[int] = []
     i = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
-    ascii_only, counted, counted_to = text.isascii(), start, 0
     if text[i] == ",":
         first = i + 1
-        while True:
-            i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
-            _, i = _DECODER.raw_decode(text, i)  # (where each message ends; orjson reads them below)
-            last = i
-            if ascii_only:
-                ends.append(start + i)
-            else:
-                counted, counted_to = counted + len(text[counted_to:i].encode()), i
-                ends.append(counted)
-            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
-            if text[i] != ",":
-                break
+        i, last = _messages(text, i, start, ends)
         added = orjson.loads("[" + text[first:last] + "]")  # as a whole body's reading reads them
     if text[i] != "]":
         return added, ends, None
@@ -231,10 +219,28 @@ def _tail(text: str, start: int) -> tuple[list[Any], list[int], dict[str, Any] |
     return added, ends, rest
 
 
+def _messages(text: str, i: int, base: int, ends: MutableSequence[int]) -> tuple[int, int]:
+    """Past the messages of a list, from the `[` or `,` at `i`: the byte offset just past each one is
+    appended to `ends` (`base`: the bytes before `text`), and where the next character after them is
+    and where the last message ends (in `text`) are returned. Only where each ends is read here."""
+    ascii_only, counted, counted_to = text.isascii(), base, 0
+    while True:
+        i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+        _, i = _DECODER.raw_decode(text, i)
+        last = i
+        if ascii_only:
+            ends.append(base + i)
+        else:
+            counted, counted_to = counted + len(text[counted_to:i].encode()), i
+            ends.append(counted)
+        i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+        if text[i] != ",":
+            return i, last
+
+
 def _scan(raw: bytes) -> tuple[list[str], array[int]] | None:
     """The keys before `messages` in a body, and the byte offset just past each message (None: not read)."""
     text = raw.decode()
-    ascii_only = raw.isascii()
     keys: list[str] = []
     ends: array[int] = array("q")
     try:
@@ -255,18 +261,7 @@ def _scan(raw: bytes) -> tuple[list[str], array[int]] | None:
             i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
             if text[i] != ",":
                 return None
-        counted, counted_to = 0, 0
-        while True:
-            i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
-            _, i = _DECODER.raw_decode(text, i)
-            if ascii_only:
-                ends.append(i)
-            else:
-                counted, counted_to = counted + len(text[counted_to:i].encode()), i
-                ends.append(counted)
-            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
-            if text[i] != ",":
-                break
+        i, _ = _messages(text, i, 0, ends)
         if text[i] != "]":
             return None
         later = _later_keys(text, i + 1)
