@@ -15,7 +15,10 @@ indexing speeds are then not measured (reported as -1).
 
 `bm25ctx`: BM25 over each passage after the end of the one before it (as the dense retriever embeds
 it); `bm25+ctx`: the two BM25 rankings fused; `bm25+ctx+<embedder>`: the three, as a story's index
-fuses them (the headline `hybrid_*`). `bm25+<embedder>+next` / `+prev`: the hybrid's hits each followed by the next (previous) passage on
+fuses them (the headline `hybrid_*`). `_100k`: the same rankings with BM25's exact share of a query's
+postings (`EXACT_POSTINGS`, its rarest terms' read over every passage, the rest scoring the best of
+those) scaled to the conversation as it stands to a 100k-turn story's 200k passages: a query's
+postings grow with the archive and the share does not, so this is the ranking such a story gets. `bm25+<embedder>+next` / `+prev`: the hybrid's hits each followed by the next (previous) passage on
 the path, counted within the same k — whether a hit should bring its neighbouring turn.
 
 Metric (the LoCoMo paper's, `task_eval/evaluation.py`): per question, the fraction of its evidence
@@ -46,13 +49,14 @@ from _common import LOCOMO_CATEGORIES, LocomoConversation, emit, locomo, log, pa
 from domain.rules.passages import cut_passages, passage_spans
 from projections.recall.dense_text import with_previous
 from projections.recall.fusion import fuse
-from projections.recall.lexical import LexicalIndex
+from projections.recall.lexical import EXACT_POSTINGS, LexicalIndex
 from projections.recall.vectors import VectorIndex
 from providers.embedders import E5Embedder, HashingEmbedder, e5_available
 from service.passage_vectors import PassageVectors
 from storage.embedding_cache import EmbeddingCache
 
 KS = (5, 10, 25)
+PASSAGES_100K = 200_000  # a story's archive at 100k turns (two passages a turn)
 Ranker = Callable[[int, int], list[int]]  # (question index, k) → passage positions, best first
 
 
@@ -156,6 +160,9 @@ def evaluate(
             "bm25": [lexical.search(q, top) for q in questions],
             "bm25ctx": [lexical_context.search(q, top) for q in questions],
         }
+        budget = max(1, EXACT_POSTINGS * len(corpus.texts) // PASSAGES_100K)  # (as at 100k turns: see the top)
+        rankings["bm25_100k"] = [lexical.search(q, top, exact_postings=budget) for q in questions]
+        rankings["bm25ctx_100k"] = [lexical_context.search(q, top, exact_postings=budget) for q in questions]
         rankings["bm25+ctx"] = [
             [(hit.position, hit.score) for hit in fuse({"bm25": b, "bm25_context": c})]
             for b, c in zip(rankings["bm25"], rankings["bm25ctx"], strict=True)
@@ -173,10 +180,13 @@ def evaluate(
                 [(hit.position, hit.score) for hit in fuse({"bm25": b, name: d})]
                 for b, d in zip(rankings["bm25"], rankings[name], strict=True)
             ]
-            rankings[f"bm25+ctx+{name}"] = [  # what a story's index fuses (`projections/recall/story_index.py`)
-                [(hit.position, hit.score) for hit in fuse({"bm25": b, "bm25_context": c, name: d})]
-                for b, c, d in zip(rankings["bm25"], rankings["bm25ctx"], rankings[name], strict=True)
-            ]
+            for suffix in ("", "_100k"):  # what a story's index fuses (`projections/recall/story_index.py`)
+                rankings[f"bm25+ctx+{name}{suffix}"] = [
+                    [(hit.position, hit.score) for hit in fuse({"bm25": b, "bm25_context": c, name: d})]
+                    for b, c, d in zip(
+                        rankings[f"bm25{suffix}"], rankings[f"bm25ctx{suffix}"], rankings[name], strict=True
+                    )
+                ]
             for side, step in (("next", 1), ("prev", -1)):  # each hit brings its neighbour, at equal passages
                 rankings[f"bm25+{name}+{side}"] = [
                     with_neighbours(ranked, step, len(corpus.texts)) for ranked in rankings[f"bm25+{name}"]
@@ -266,6 +276,7 @@ def main() -> None:
         "bm25", "bm25ctx", "bm25+ctx", *embedders,
         *(f"bm25+{n}{side}" for n in embedders for side in ("", "+next", "+prev")),
         *(f"bm25+ctx+{n}" for n in embedders),
+        "bm25_100k", "bm25ctx_100k", *(f"bm25+ctx+{n}_100k" for n in embedders),
     ]  # fmt: skip
     figures: dict[str, float | int] = {}
     for unit, build in (("turn", turn_corpus), ("message", message_corpus)):
@@ -278,6 +289,7 @@ def main() -> None:
                 f"{prefix}hybrid_recall_at_5": scores.overall(default, 5),
                 f"{prefix}hybrid_recall_at_10": scores.overall(default, 10),
                 f"{prefix}hybrid_recall_at_25": scores.overall(default, 25),
+                f"{prefix}hybrid_100k_recall_at_10": scores.overall(f"{default}_100k", 10),
                 f"{prefix}bm25_recall_at_10": scores.overall("bm25", 10),
                 f"{prefix}dense_recall_at_10": scores.overall(dense, 10),
                 f"{prefix}passages": sum(len(c.texts) for c in corpora),

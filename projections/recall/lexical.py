@@ -6,7 +6,16 @@ An index is built whole and never changed, as bm25s's are; what makes a rebuild 
 `Vocabulary` it is built with: terms are numbered once, and each passage's terms are counted once, for
 every index built with the same vocabulary — a story's index is rebuilt as its archive grows, and only
 the new passages are read again (bm25s reads every token of every passage in Python at each build:
-0.6 s for the two indexes of a 10k-turn story)."""
+0.6 s for the two indexes of a 10k-turn story).
+
+A search (`ranked`) reads at most `EXACT_POSTINGS` postings over every passage, the query's rarest
+terms first; its commoner terms then score only the best passages those found (`Ranked.top`): Moffat
+and Zobel's "continue" strategy, with the accumulators kept to the ones a cut can reach. A query's
+cost is then bounded whatever the archive's length — a turn's words are some 25 terms, and at 100k turns
+their postings come to half a million, most of them a few common words'. Where all the query's
+postings fit (any story up to some ten thousand turns), the ranking is exact; beyond it, the best
+passages by every term are found among the best by the rarer ones (`tests/unit/test_lexical_ranked.py`
+measures how many of the exact ranking's best it keeps)."""
 
 from __future__ import annotations
 
@@ -22,6 +31,8 @@ K1, B = 1.5, 0.75
 EMPTY = "\u2400"  # the term of a passage without any: it still has a row
 COUNTED = 600_000  # passages whose counted terms a vocabulary keeps (the least recently used go first)
 COUNTED_BYTES = 192 << 20  # ... and how much of them, their texts counted (in characters) with them
+EXACT_POSTINGS = 65_536  # a query's postings read over every passage (its rarest terms first; at least one)
+RESCORED, RESCORED_MIN = 4, 160  # ... its other terms score the best RESCORED × k by those, at least RESCORED_MIN
 
 
 class Vocabulary:
@@ -107,28 +118,23 @@ class LexicalIndex:
         idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)  # (as bm25s keeps it: float32)
         norm = K1 * ((1 - B) + B * lengths[docs] / lengths.mean())
         scores = (idf[rows].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
-        order = np.argsort(rows)  # (a term's passages in any order: each once)
+        order = np.argsort(rows, kind="stable")  # (a term's passages in order: `Ranked.top` looks them up)
         self._docs, self._scores = docs[order], scores[order]
         self._indptr = np.concatenate(([0], np.cumsum(df)))
 
-    def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """(passage position, score) for the best `k` passages with a positive score; `allowed` is a
-        0/1 mask over the passages (None: all)."""
-        return top(self.scored(lexical_terms(query), allowed), k)
+    def search(
+        self, query: str, k: int, allowed: np.ndarray | None = None, exact_postings: int = EXACT_POSTINGS
+    ) -> list[tuple[int, float]]:
+        """(passage position, score) for the best `k` passages with a positive score, as `ranked` ranks
+        them; `allowed` is a mask over the passages (nonzero: allowed; None: all)."""
+        ranking = self.ranked(lexical_terms(query), allowed, exact_postings)
+        return ranking.top(k) if ranking is not None else []
 
     def scored(self, terms: Sequence[str], allowed: np.ndarray | None = None) -> np.ndarray | None:
-        """Every passage's score for the query's terms (0 where not `allowed`); None when no term is in
-        the passages. Scoring reads the postings of the query's terms: a caller that needs more than one
-        cut of the ranking (`top`) scores once."""
-        if not self.size or not terms:
-            return None
-        known = [n for n in map(self.vocabulary.number, terms) if n is not None]
-        numbers = np.array(known, dtype=self._terms.dtype)  # (of the terms' own type: a Python int searched
-        # for would have every term of the index copied to 64 bits first, 0.6 ms a query at 100k turns)
-        at = np.searchsorted(self._terms, numbers)
-        found = at < len(self._terms)
-        found[found] = self._terms[at[found]] == numbers[found]
-        rows = at[found].tolist()  # (in the query's order)
+        """Every passage's exact score for the query's terms (0 where not `allowed`, a mask as `ranked`
+        takes it); None when no term is in the passages. It reads every posting of the query's terms
+        (`ranked` reads a bounded share)."""
+        rows = self._rows(terms)
         if not rows:
             return None
         scores = np.zeros(self.size, dtype=np.float32)
@@ -138,6 +144,96 @@ class LexicalIndex:
         if allowed is not None:
             scores *= allowed > 0  # (in place)
         return scores
+
+    def ranked(
+        self, terms: Sequence[str], allowed: np.ndarray | None = None, exact_postings: int = EXACT_POSTINGS
+    ) -> Ranked | None:
+        """The query's ranking, to be cut (`Ranked.top`): the passages its rarest terms are in, scored by
+        them (`exact_postings` of them at most, and the rarest term whatever its length), and the rest of
+        its terms kept to score the best of those; None when no term is in the passages. `allowed`: a
+        mask over the passages (nonzero: allowed; None: all)."""
+        rows = self._rows(terms)
+        if not rows:
+            return None
+        asked: dict[int, int] = {}
+        for row in rows:
+            asked[row] = asked.get(row, 0) + 1
+        distinct, times = np.fromiter(asked, np.int64, len(asked)), list(asked.values())
+        lengths = self._indptr[distinct + 1] - self._indptr[distinct]
+        by_length = np.argsort(lengths, kind="stable")
+        read = max(1, int(np.searchsorted(np.cumsum(lengths[by_length]), exact_postings, side="right")))
+        scores = np.zeros(self.size, dtype=np.float32)
+        for i in by_length[:read].tolist():
+            start, end = self._indptr[distinct[i]], self._indptr[distinct[i] + 1]
+            weights = self._scores[start:end]
+            np.add.at(scores, self._docs[start:end], weights if times[i] == 1 else weights * times[i])
+        positions = np.flatnonzero(scores > 0)  # (of a boolean: a quarter of the time of the float array's)
+        if allowed is not None:
+            positions = positions[allowed[positions] > 0]
+        later = [(int(distinct[i]), times[i]) for i in by_length[read:].tolist()]
+        postings = int(lengths[by_length[:read]].sum())
+        return Ranked(self, positions.astype(self._docs.dtype), scores[positions], later, postings)
+
+    def _rows(self, terms: Sequence[str]) -> list[int]:
+        """The index's rows of the query's terms that it has, in the query's order (repeats kept)."""
+        if not self.size or not terms:
+            return []
+        known = [n for n in map(self.vocabulary.number, terms) if n is not None]
+        numbers = np.array(known, dtype=self._terms.dtype)  # (of the terms' own type: a Python int searched
+        # for would have every term of the index copied to 64 bits first, 0.6 ms a query at 100k turns)
+        at = np.searchsorted(self._terms, numbers)
+        found = at < len(self._terms)
+        found[found] = self._terms[at[found]] == numbers[found]
+        rows: list[int] = at[found].tolist()
+        return rows
+
+    def _row_scores(self, row: int, positions: np.ndarray) -> np.ndarray:
+        """The row's term's score in each of the passages at `positions` (0 where it is not in one)."""
+        start, end = self._indptr[row], self._indptr[row + 1]
+        docs = self._docs[start:end]
+        at = np.minimum(np.searchsorted(docs, positions), len(docs) - 1)  # (both of one type: no copy)
+        return np.where(docs[at] == positions, self._scores[start:end][at], np.float32(0))
+
+
+class Ranked:
+    """A query's ranking before its cut: the passages its rarer terms found (`positions`), their scores
+    by those terms, the commoner terms (row, times asked) that score the best of them at the cut, and how
+    many postings were read over every passage (`postings`)."""
+
+    def __init__(
+        self,
+        index: LexicalIndex,
+        positions: np.ndarray,
+        scores: np.ndarray,
+        later: list[tuple[int, int]],
+        postings: int,
+    ) -> None:
+        self.index, self.positions, self.scores, self.later, self.postings = index, positions, scores, later, postings
+
+    @property
+    def exact(self) -> bool:
+        """Whether every term was read over every passage (the cut is then exact BM25)."""
+        return not self.later
+
+    def top(self, k: int) -> list[tuple[int, float]]:
+        """(position, score) of the best `k`, best first (ties by position); a commoner term adds its
+        score to the best `RESCORED` × k by the rarer ones."""
+        if k <= 0 or not len(self.positions):
+            return []
+        positions, scores = self.positions, self.scores
+        if self.later:
+            reach = max(RESCORED * k, RESCORED_MIN)
+            if reach < len(positions):
+                best = np.argpartition(-scores, reach - 1)[:reach]
+                positions, scores = positions[best], scores[best]
+            in_order = np.argsort(positions)  # (sorted keys: each lookup starts where the last one ended)
+            positions, scores = positions[in_order], scores[in_order]
+            for row, times in self.later:
+                scores += self.index._row_scores(row, positions) * np.float32(times)
+        k = min(k, len(positions))
+        best = np.argpartition(-scores, k - 1)[:k] if k < len(positions) else np.arange(len(positions))
+        order = np.lexsort((positions[best], -scores[best]))
+        return [(int(positions[i]), float(scores[i])) for i in best[order]]
 
 
 def top(scores: np.ndarray | None, k: int) -> list[tuple[int, float]]:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from projections.recall.fusion import fuse
-from projections.recall.lexical import LexicalIndex, Vocabulary, top
+from projections.recall.lexical import LexicalIndex, Vocabulary
 from projections.recall.terms import lexical_terms
 from projections.recall.vectors import VectorIndex
 
@@ -98,22 +98,22 @@ class StoryIndex:
         summaries at all, turns only)."""
         if not self.rows or k <= 0:
             return []
-        allowed = (self.depths < before_depth).astype(np.float32)
+        allowed = self.depths < before_depth
         if shown_episodes is None:
-            allowed[self.episode_positions] = 0.0
+            allowed[self.episode_positions] = False
         else:
             for node_id in shown_episodes:
-                allowed[self.episode_rows.get(node_id, [])] = 0.0
+                allowed[self.episode_rows.get(node_id, [])] = False
         if not allowed.any():
             return []
         terms = lexical_terms(query)  # the query read once, each index scored once: only the cut goes deeper
-        scores = self.lexical.scored(terms, allowed)
-        context = self.lexical_context.scored(terms, allowed) if self.lexical_context is not None else None
+        lexical = self.lexical.ranked(terms, allowed)
+        context = self.lexical_context.ranked(terms, allowed) if self.lexical_context is not None else None
         wanted = CANDIDATES
         while True:  # branches and regenerates share words: read deeper until enough are on the path
-            rankings = {"bm25": self._on_path(top(scores, wanted), on_path)}
+            rankings = {"bm25": self._on_path(lexical.top(wanted) if lexical else [], on_path)}
             if self.lexical_context is not None:
-                rankings["bm25_context"] = self._on_path(top(context, wanted), on_path)
+                rankings["bm25_context"] = self._on_path(context.top(wanted) if context else [], on_path)
             if self.vectors is not None and query_vector is not None:
                 dense = self.vectors.search(query_vector, wanted, allowed)
                 rankings["dense"] = self._on_path(dense, on_path)
