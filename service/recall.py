@@ -324,7 +324,14 @@ class Recall:
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None = (),
     ) -> list[Hit]:
-        """`search`, given up after `seconds` (the turn goes on without recall; the search finishes unseen)."""
+        """`search`, given up after `seconds` (the turn goes on without recall; the search finishes unseen)
+        where it may wait on an embedder in this process (a query not embedded ahead); any other search
+        runs right here, as it cannot wait on anything: the hop to the search thread and back cost more
+        than a search of a 1k-turn story."""
+        index = self.index(story_id)
+        embedder = self.embedder if index is not None and index.vectors is not None else None
+        if embedder is None or embedder.remote or self._has_query_vector(query):
+            return self.search(story_id, query, k, before_depth, on_path, shown_episodes)
         future = self._queries.submit(self.search, story_id, query, k, before_depth, on_path, shown_episodes)
         try:
             return future.result(timeout=seconds)

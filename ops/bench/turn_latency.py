@@ -1,6 +1,6 @@
 """A bring-your-own turn over HTTP at 1k, 10k, 30k and 100k turns of history, one client at a time.
 
-    python ops/bench/turn_latency.py [--quick] [--sizes 1000,10000,30000,100000] [--turns 300]
+    python ops/bench/turn_latency.py [--quick] [--sizes 1000,10000,30000,100000] [--turns 300] [--profile]
 
 For each size: a story built directly with `Changji` (compacted as it grew, with branches: `_common`),
 its read models caught up, `changji serve` on it (CHANGJI_EMBEDDER=none: recall by its two BM25
@@ -13,7 +13,8 @@ Figures: `turn_p50_ms_<size>`, `turn_p99_ms_<size>`, the per-request medians, `c
 `server_rss_mb_<size>` (resident memory after the turns), `startup_s_<size>` (process start to
 healthy), `ready_s_<size>` (healthy to jobs settled and the recall index built), and
 `turn_p50_ratio` / `turn_p99_ratio`: the largest size over the smallest (goal ≤ 1.3).
---quick: 1k and 10k, 100 turns.
+--quick: 1k and 10k, 100 turns. `--profile`: py-spy samples the thread holding the GIL in each server
+while the client plays (as `http_load.py --profile` does), summarized on stderr per size.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, log, median_ms, parse_args, percentile, texts
-from http_load import build_variant, free_port, rss_mb, stop, wait_healthy, wait_settled
+from http_load import build_variant, free_port, py_spy, rss_mb, stop, summarize_pyspy, wait_healthy, wait_settled
 
 FULL: dict[str, Any] = {"sizes": (1_000, 10_000, 30_000, 100_000), "turns": 300}
 QUICK: dict[str, Any] = {"sizes": (1_000, 10_000), "turns": 100}
@@ -43,6 +45,7 @@ def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", help="story sizes in turns, comma-separated")
     parser.add_argument("--turns", type=int, help="measured turns per size")
     parser.add_argument("--drive", metavar="CONFIG_JSON", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", action="store_true", help="profile each server under py-spy while it serves")
 
 
 async def drive(config: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +102,7 @@ def wait_indexed(base: str, key: str, story_id: str, timeout: float = 600.0) -> 
     raise RuntimeError(f"the recall index was not built within {timeout:.0f}s")
 
 
-def measure(size: int, tmp: Path, turns: int) -> dict[str, Any]:
+def measure(size: int, tmp: Path, turns: int, spy: str | None = None) -> dict[str, Any]:
     data_dir = tmp / f"story-{size}"
     story = build_variant("compacted", data_dir, size)
     port = free_port()
@@ -120,11 +123,23 @@ def measure(size: int, tmp: Path, turns: int) -> dict[str, Any]:
             log(f"[{size}] up in {healthy - started:.1f}s, settled and indexed {ready - healthy:.1f}s later; "
                 f"{turns} turns…")  # fmt: skip
             config = {"base": base, "turns": turns, **story}
+            raw = tmp / f"py-spy-{size}.txt"
+            profiler = None
+            if spy:
+                profiler = subprocess.Popen(
+                    [spy, "record", "--pid", str(proc.pid), "--gil", "--format", "raw", "--rate", "200",
+                     "--output", str(raw)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
             out = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--drive", json.dumps(config)],
                 stdout=subprocess.PIPE, timeout=1800, check=True,
             )  # fmt: skip
             result: dict[str, Any] = json.loads(out.stdout.decode().strip().splitlines()[-1])
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)  # (py-spy writes its samples as it stops)
+                profiler.wait(timeout=60)
+                summarize_pyspy(raw, str(size))
             result["rss_mb"] = rss_mb(proc.pid)
             result["startup_s"], result["ready_s"] = healthy - started, ready - healthy
         except BaseException:
@@ -144,10 +159,13 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(plan["sizes"])
     turns = args.turns or plan["turns"]
     figures: dict[str, Any] = {"turns": turns}
+    spy = py_spy() if args.profile else None
+    if args.profile and spy is None:
+        raise SystemExit("--profile needs py-spy (pip install py-spy, or set $PY_SPY)")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="changji-bench-latency-") as tmp:
         for size in sizes:
-            result = measure(size, Path(tmp), turns)
+            result = measure(size, Path(tmp), turns, spy)
             name = f"{size // 1000}k" if size % 1000 == 0 else str(size)
             figures[f"turn_p50_ms_{name}"] = median_ms(result["turn"])
             figures[f"turn_p99_ms_{name}"] = percentile(result["turn"], 99) * 1000

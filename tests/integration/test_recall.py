@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -169,6 +170,33 @@ def test_a_recall_that_takes_too_long_is_given_up_and_the_turn_goes_on(
     ctx = views.context(story.tenant, story.story_id, None)
     assert time.perf_counter() - started < 0.9 and recalled(ctx) == []
     assert ctx.messages[-1].content.endswith("银币宝藏呢？")
+
+
+@pytest.mark.parametrize("embedder", [None, HashingEmbedder(), SlowEmbedder()])
+def test_a_search_that_cannot_wait_on_an_embedder_runs_on_the_callers_thread(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels, embedder: HashingEmbedder | None
+) -> None:
+    """No hop to the search thread unless a local embedder has a query to encode: by words alone, or
+    with the query's vector known (a slow embedder then prepared ahead, as the context's handler does)."""
+    recall = Recall(read_models, embedder)
+    story = StoryBuilder.start(sqlite_changji)
+    story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
+    filler(story, 5)
+    indexed(runner, recall, story)
+    if embedder is not None:
+        asyncio.run(recall.prepare(story.story_id, "银币宝藏"))
+    threads: set[str] = set()
+
+    def on_path(_node: str) -> bool:
+        threads.add(threading.current_thread().name)
+        return True
+
+    hits = recall.search_within(5.0, story.story_id, "银币宝藏", 3, 10**6, on_path)
+    assert hits and threads == {threading.current_thread().name}
+    if isinstance(embedder, SlowEmbedder):  # a query it has not seen goes to the search thread, time-limited
+        threads.clear()
+        assert recall.search_within(5.0, story.story_id, "旧银币", 3, 10**6, on_path)
+        assert threads and threading.current_thread().name not in threads
 
 
 def test_a_deleted_storys_index_is_gone(sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall) -> None:
