@@ -140,12 +140,20 @@ def assemble_context(
         window = extend_window(window, [], key._replace(budget=key.budget - extra))
     outside = window.cut_at is not None or window.boundary is not None
     if recall is not None and recalling and outside:
-        window = extend_window(window, [], key._replace(budget=key.budget - extra - share))
+        wide = window  # (fitted without the share: what the window takes back of it, it takes from here)
+        window = extend_window(wide, [], key._replace(budget=key.budget - extra - share))
         shown = frozenset(str(node.id) for node, _ in layers.episodes)
         hits = recall(window.kept[0][NODE].depth, shown)
         if len(cache.recall_lines) > RECALL_LINES:
             cache.recall_lines.clear()  # (refilled by the passages that come back)
         block = recall_block(hits, char, user, share, cache.count_line, fill_macros, texts, cache.recall_lines)
+        taken = (block.tokens if block.tokens is not None else cache.count_raw(block.text)) if block else 0
+        if taken < share:  # the share the block left is the window's again: older turns word for word
+            window = extend_window(wide, [], key._replace(budget=key.budget - extra - taken))
+            start = window.kept[0][NODE].depth
+            if block is not None and any(int(hit.row["depth"]) >= start for hit in hits):
+                hits = [hit for hit in hits if int(hit.row["depth"]) < start]  # (now in the window itself)
+                block = recall_block(hits, char, user, taken, cache.count_line, fill_macros, texts, cache.recall_lines)
         if block is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
             extra += block.tokens if block.tokens is not None else cache.count_raw(block.text)

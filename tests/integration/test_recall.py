@@ -86,6 +86,36 @@ def test_an_old_turn_comes_back_for_the_users_words_and_nothing_in_the_window(
     assert words.span is not None and last[words.span[0] : words.span[1]] == "那箱银币宝藏现在在哪里？"
 
 
+@pytest.mark.parametrize("question", ["潮汐表放在哪？", "那箱银币宝藏现在在哪里？"])
+def test_the_share_the_recall_block_leaves_goes_back_to_the_window(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels, question: str
+) -> None:
+    """Nothing recalled: the context is the one without recall; a short block: the window takes the rest
+    of the share back, turn by turn, and whatever it takes back in is not recalled as well."""
+    words = Recall(read_models, None)  # (BM25 alone: only passages sharing the question's words)
+    views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
+    share = 400
+    contexts, found = {}, None
+    for k in (10, 0):
+        story = StoryBuilder.start(sqlite_changji, **{**TIGHT, "recall_tokens": share, "recall_k": k})
+        _, treasure = story.turn("地下室里有什么？", "“一箱旧银币，是守塔人的宝藏。”")
+        filler(story, 20)
+        story.user(question)
+        indexed(runner, words, story)
+        contexts[k] = views.context(story.tenant, story.story_id, None)
+        found = found if k == 0 else treasure
+    on, off = contexts[10], contexts[0]
+    budget = on.budget
+    assert on.tokens <= budget and off.tokens <= budget and off.cut_turns > 0
+    block = next((b for b in on.explain if b.what == "recall"), None)
+    if question.startswith("潮汐"):
+        assert block is None and on.messages == off.messages and on.tokens == off.tokens
+    else:
+        assert block is not None and found in recalled(on) and block.tokens < share
+        assert budget - on.tokens < share - block.tokens  # (the share's unused part: the window's again)
+        assert on.cut_turns < off.cut_turns + 20 and not set(recalled(on)) & verbatim(on)
+
+
 def test_an_abandoned_branch_is_never_recalled(
     sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
 ) -> None:
