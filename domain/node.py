@@ -20,7 +20,7 @@ from domain.errors import (
     TurnStateError,
 )
 from domain.jobs import SETTLED, made_due, results_of
-from domain.rules.drafting import Edit, apply_edits, read_range, search
+from domain.rules.drafting import APPEND_SEPARATOR, Edit, apply_edits, read_range, search
 from domain.values import (
     DIGEST_SECTIONS,
     CallPurpose,
@@ -135,7 +135,7 @@ class Node(Aggregate):
         self.trigger_event(ev.DraftWritten, version=version + 1, text=text, direct=direct)
         return self.draft_version
 
-    def append_draft(self, version: int, text: str, separator: str = "\n\n", direct: bool = False) -> int:
+    def append_draft(self, version: int, text: str, separator: str = APPEND_SEPARATOR, direct: bool = False) -> int:
         self._writable(version)
         self.trigger_event(
             ev.DraftAppended, version=version + 1, text=text, separator=separator if self.text else "", direct=direct

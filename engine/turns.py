@@ -107,6 +107,7 @@ class TurnHandle:
     finished: bool = False  # DONE was emitted
     late_stop: asyncio.Future[Any] | None = None  # the stop recorded for a turn cancelled before it ran
     calling_since: float | None = None  # perf_counter() while a model call is in flight
+    drafted: bool = False  # the draft has text (as it stood when the turn began, or as its deltas showed it)
 
 
 class TurnRunner:
@@ -301,6 +302,7 @@ class TurnRunner:
         else:
             reply = await self.runs.load(self.app.node, handle.reply_id)
         emit(TurnEvent("turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}))
+        handle.drafted = bool(reply.text)
         context = opened.context if opened is not None and answer is None else None
         if context is None:
             await self._prepare(tenant_id, story_id, reply.parent_id)
@@ -429,15 +431,19 @@ class TurnRunner:
 
         def on_call(index: int, name: str, fragment: str) -> bool:
             """The reply's words inside a draft_write / draft_append call, streamed as they arrive: a
-            delta that names its tool (the first of a draft_write starts the shown draft over). True
-            when a delta went out."""
+            delta that names its tool (the first of a draft_write starts the shown draft over; the first
+            of a draft_append onto a draft with text opens with the separator the call will join them
+            with — its own, when it came before the content, else the tool's default). True when a
+            delta went out."""
             if name not in STREAMED_TOOLS:
                 return False
             content = contents.setdefault(index, ContentStream())
             first = not content.at_all
             text = content.feed(fragment)
             if text:
-                content.at_all = True
+                if first and name == "draft_append" and handle.drafted:
+                    text = content.separator() + text
+                content.at_all = handle.drafted = True
                 emit(TurnEvent("delta", {"text": text, "tool": name, "call": index, "first": first}))
             return bool(text)
 

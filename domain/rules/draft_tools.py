@@ -18,7 +18,7 @@ from domain.errors import DomainError, DraftEditError, EmptyTextError
 from domain.language import Language
 from domain.node import Node
 from domain.ports import ToolCall
-from domain.rules.drafting import apply_edits, parse_edits
+from domain.rules.drafting import APPEND_SEPARATOR, apply_edits, parse_edits
 from domain.values import Recollection
 
 Ending = Literal["sealed", "asked", "revised"]
@@ -215,7 +215,9 @@ def _write(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, t
 
 
 def _append(reply: Node, _: Node | None, args: Mapping[str, Any], call_id: str, texts: ToolTexts) -> Result:
-    version = reply.append_draft(_int(args, "version"), _str(args, "content"), _str(args, "separator", "\n\n"))
+    version = reply.append_draft(
+        _int(args, "version"), _str(args, "content"), _str(args, "separator", APPEND_SEPARATOR)
+    )
     return texts["appended"].format(version=version, chars=len(reply.text)), None
 
 

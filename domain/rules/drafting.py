@@ -8,6 +8,8 @@ from itertools import pairwise
 
 from domain.errors import DraftEditError
 
+APPEND_SEPARATOR = "\n\n"  # what a draft_append joins its text with when the call names no separator
+
 SEARCH_CONTEXT = 40
 
 

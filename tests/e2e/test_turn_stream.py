@@ -10,7 +10,7 @@ from typing import Any
 from api.keys import SERVICE
 from providers.fake_server import FakeModelServer, Text
 from tests.builders import Api
-from tests.fake_model import SSE, EventStream, MakeEngine, ask, calls, draft, node, seal, wait_until, write
+from tests.fake_model import SSE, EventStream, MakeEngine, append, ask, calls, draft, node, seal, wait_until, write
 
 SLOW = [f"第{i}句。" for i in range(1, 21)]  # 20 chunks, 0.1 s apart: about 2 s if nobody stops it
 
@@ -49,6 +49,25 @@ async def test_turn_stream_sends_turn_deltas_tools_sealed_done_in_order(
         assert json.loads(payload[len("data: ") :]) == data
         assert blank == "\n"
     assert (await node(engine, turn["reply_id"]))["phase"] == "sealed"
+
+
+async def test_the_streamed_draft_joins_its_appends_as_the_sealed_text_does(
+    fake: FakeModelServer, engine: Api, engine_story: dict[str, Any]
+) -> None:
+    """Each append onto a draft with text opens with its separator: the tool's default, or the call's own
+    when the model gave it before the content; an append onto an empty draft opens with nothing."""
+    fake.script(
+        calls(append(0, "门开了。")),  # (onto the empty draft: nothing before it)
+        calls(append(1, "雾散了。"), ("draft_append", {"version": 2, "separator": "——", "content": "灯亮了。"})),
+        calls(seal(3)),
+    )
+    async with engine.client.post(
+        f"/v1/stories/{engine_story['id']}/turns", json={"text": "你好。"}, headers={**engine.headers, **SSE}
+    ) as response:
+        events = await EventStream(response).all()
+    shown = "".join(d["text"] for k, d in events if k == "delta" and d.get("tool"))
+    sealed = next(d for k, d in events if k == "sealed")
+    assert sealed["text"] == "门开了。\n\n雾散了。——灯亮了。" and shown == sealed["text"]
 
 
 async def test_turn_stream_delivers_each_text_chunk_as_a_delta(

@@ -37,3 +37,16 @@ def test_any_content_cut_anywhere_comes_out_whole(content: str, cuts: list[int],
     arguments = json.dumps({"version": 0, "content": content}, ensure_ascii=ascii_only)
     decoded = streamed(arguments, [c for c in cuts if c <= len(arguments)])
     assert decoded == content  # (st.text() makes no lone surrogates; an emoji escaped is a surrogate pair)
+
+
+def test_the_separator_is_the_calls_own_when_it_came_before_the_content() -> None:
+    before = ContentStream()
+    before.feed('{"version": 2, "separator": "\\n—\\"", "content": "灯')
+    assert before.separator() == '\n—"'
+    after = ContentStream()  # (said after the words began: the stream cannot wait for it)
+    after.feed('{"version": 2, "content": "灯亮了。", "separator": " "}')
+    assert after.separator() == "\n\n"
+    quoted = ContentStream()  # a separator spelled inside the content is the content's
+    quoted.feed('{"content": "\\"separator\\": \\"x\\"')
+    assert quoted.separator() == "\n\n"
+    assert ContentStream().separator() == "\n\n"
