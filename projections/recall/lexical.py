@@ -167,12 +167,13 @@ class LexicalIndex:
             start, end = self._indptr[distinct[i]], self._indptr[distinct[i] + 1]
             weights = self._scores[start:end]
             np.add.at(scores, self._docs[start:end], weights if times[i] == 1 else weights * times[i])
-        positions = np.flatnonzero(scores > 0)  # (of a boolean: a quarter of the time of the float array's)
+        kept = scores > 0  # (the passages the terms read are in: the cut reads these alone)
         if allowed is not None:
-            positions = positions[allowed[positions] > 0]
+            kept &= allowed if allowed.dtype == np.bool_ else allowed > 0
+        found = np.flatnonzero(kept)
         later = [(int(distinct[i]), times[i]) for i in by_length[read:].tolist()]
         postings = int(lengths[by_length[:read]].sum())
-        return Ranked(self, positions.astype(self._docs.dtype), scores[positions], later, postings)
+        return Ranked(self, found.astype(self._docs.dtype), scores[found], later, postings)
 
     def _rows(self, terms: Sequence[str]) -> list[int]:
         """The index's rows of the query's terms that it has, in the query's order (repeats kept)."""
@@ -196,9 +197,9 @@ class LexicalIndex:
 
 
 class Ranked:
-    """A query's ranking before its cut: the passages its rarer terms found (`positions`), their scores
-    by those terms, the commoner terms (row, times asked) that score the best of them at the cut, and how
-    many postings were read over every passage (`postings`)."""
+    """A query's ranking before its cut: the passages its rarer terms are in (`positions`, allowed ones
+    only, in order), their scores by those terms, the commoner terms (row, times asked) that score the
+    best of them at the cut, and how many postings were read over every passage (`postings`)."""
 
     def __init__(
         self,
@@ -218,28 +219,31 @@ class Ranked:
     def top(self, k: int) -> list[tuple[int, float]]:
         """(position, score) of the best `k`, best first (ties by position); a commoner term adds its
         score to the best `RESCORED` × k by the rarer ones."""
-        if k <= 0 or not len(self.positions):
-            return []
         positions, scores = self.positions, self.scores
-        if self.later:
-            reach = max(RESCORED * k, RESCORED_MIN)
-            if reach < len(positions):
-                best = np.argpartition(-scores, reach - 1)[:reach]
-                positions, scores = positions[best], scores[best]
-            in_order = np.argsort(positions)  # (sorted keys: each lookup starts where the last one ended)
-            positions, scores = positions[in_order], scores[in_order]
-            for row, times in self.later:
-                scores += self.index._row_scores(row, positions) * np.float32(times)
-        k = min(k, len(positions))
-        best = np.argpartition(-scores, k - 1)[:k] if k < len(positions) else np.arange(len(positions))
-        order = np.lexsort((positions[best], -scores[best]))
-        return [(int(positions[i]), float(scores[i])) for i in best[order]]
+        if not self.later or k <= 0:
+            return top(scores, k, positions)
+        reach = max(RESCORED * k, RESCORED_MIN)
+        if reach < len(scores):
+            best = np.sort(_best(scores, reach))  # (in order: each term's lookups start where the last ended)
+            positions, scores = positions[best], scores[best]
+        else:
+            scores = scores.copy()
+        for row, times in self.later:
+            scores += self.index._row_scores(row, positions) * np.float32(times)
+        return top(scores, k, positions)
 
 
-def top(scores: np.ndarray | None, k: int) -> list[tuple[int, float]]:
-    """(position, score) of the best `k` positive scores, best first."""
-    if scores is None or k <= 0:
+def _best(scores: np.ndarray, k: int) -> np.ndarray:
+    """Where the `k` highest scores are (0 < k < len(scores)), in no order."""
+    return np.argpartition(scores, len(scores) - k)[len(scores) - k :]  # (no negated copy of the scores)
+
+
+def top(scores: np.ndarray | None, k: int, positions: np.ndarray | None = None) -> list[tuple[int, float]]:
+    """(position, score) of the best `k` positive scores, best first (ties by position); `positions`:
+    the passages the scores are of (None: the scores are every passage's, by position)."""
+    if scores is None or k <= 0 or not len(scores):
         return []
-    k = min(k, len(scores))
-    best = np.argpartition(-scores, k - 1)[:k]
-    return sorted(((int(i), float(scores[i])) for i in best if scores[i] > 0), key=lambda hit: -hit[1])
+    best = _best(scores, k) if k < len(scores) else range(len(scores))
+    at = positions if positions is not None else range(len(scores))
+    hits = ((int(at[i]), float(scores[i])) for i in best if scores[i] > 0)
+    return sorted(hits, key=lambda hit: (-hit[1], hit[0]))

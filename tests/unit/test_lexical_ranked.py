@@ -19,7 +19,7 @@ def _index(passages: list[list[str]]) -> LexicalIndex:
 
 
 def _exact_top(index: LexicalIndex, query: list[str], k: int, allowed: np.ndarray | None = None) -> list[int]:
-    """The exact ranking's best `k` positions, ties by position (as `Ranked.top` breaks them)."""
+    """The exact ranking's best `k` positions, ties by position (as `Ranked.top` orders them)."""
     scores = index.scored(query, allowed)
     if scores is None:
         return []
@@ -46,9 +46,16 @@ def test_within_the_share_the_cut_is_exact_bm25(
         return
     assert ranking is not None and ranking.exact
     got = ranking.top(k)
-    assert [p for p, _ in got] == expected
-    exact = index.scored(query)
+    exact = index.scored(query, allowed)
     assert exact is not None and all(np.isclose(score, exact[p], rtol=1e-5) for p, score in got)
+    assert np.allclose([s for _, s in got], [exact[p] for p in expected], rtol=1e-5)  # (ties at the cut: any)
+    assert got == sorted(got, key=lambda hit: (-hit[1], hit[0])) and all(allowed[p] for p, _ in got)
+    assert [p for p, _ in got][: _untied(exact, expected)] == expected[: _untied(exact, expected)]
+
+
+def _untied(scores: np.ndarray, best: list[int]) -> int:
+    """How many of `best` (in order) score above the last one's score: those are the same in every cut."""
+    return sum(scores[p] > scores[best[-1]] + 1e-6 for p in best) if best else 0
 
 
 @settings(max_examples=150, deadline=None)
