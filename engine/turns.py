@@ -107,7 +107,7 @@ class TurnHandle:
     finished: bool = False  # DONE was emitted
     late_stop: asyncio.Future[Any] | None = None  # the stop recorded for a turn cancelled before it ran
     calling_since: float | None = None  # perf_counter() while a model call is in flight
-    drafted: bool = False  # the draft has text (as it stood when the turn began, or as its deltas showed it)
+    shown: str = ""  # the draft as the stream has shown it (as recorded when the turn began, then its deltas)
 
 
 class TurnRunner:
@@ -302,7 +302,7 @@ class TurnRunner:
         else:
             reply = await self.runs.load(self.app.node, handle.reply_id)
         emit(TurnEvent("turn", {"reply_id": str(reply.id), "user_id": str(reply.parent_id), "model": self.model.model}))
-        handle.drafted = bool(reply.text)
+        handle.shown = reply.text
         context = opened.context if opened is not None and answer is None else None
         if context is None:
             await self._prepare(tenant_id, story_id, reply.parent_id)
@@ -332,6 +332,10 @@ class TurnRunner:
             )
             for outcome in played.outcomes:
                 emit(TurnEvent("tool", {"name": outcome.name, "ok": outcome.ok, "result": outcome.content}))
+            if played.reply.text != handle.shown and played.ends != "sealed":  # (a sealed event carries the text)
+                # the streamed words are not what was recorded (a refused call, an edit): the draft as it is
+                emit(TurnEvent("delta", {"text": played.reply.text, "tool": "draft", "call": None, "first": True}))
+            handle.shown = played.reply.text
             if played.ends is not None:
                 await self.folds.sync(played.position)  # the client's next read sees the whole turn
                 return self._ended(played, emit)
@@ -431,21 +435,25 @@ class TurnRunner:
 
         def on_call(index: int, name: str, fragment: str) -> bool:
             """The reply's words inside a draft_write / draft_append call, streamed as they arrive: a
-            delta that names its tool (the first of a draft_write starts the shown draft over; the first
-            of a draft_append onto a draft with text opens with the separator the call will join them
-            with — its own, when it came before the content, else the tool's default). True when a
-            delta went out."""
+            delta that names its tool (the first of a draft_write starts the shown draft over — an empty
+            one too, once its content has ended; the first of a draft_append onto a draft with text
+            opens with the separator the call will join them with — its own, when it came before the
+            content, else the tool's default). True when a delta went out."""
             if name not in STREAMED_TOOLS:
                 return False
             content = contents.setdefault(index, ContentStream())
             first = not content.at_all
             text = content.feed(fragment)
-            if text:
-                if first and name == "draft_append" and handle.drafted:
+            emptied = first and not text and content.done and name == "draft_write"  # (an empty draft shown)
+            if text or emptied:
+                if first and name == "draft_write":
+                    handle.shown = ""
+                elif first and handle.shown:
                     text = content.separator() + text
-                content.at_all = handle.drafted = True
+                content.at_all = True
+                handle.shown += text
                 emit(TurnEvent("delta", {"text": text, "tool": name, "call": index, "first": first}))
-            return bool(text)
+            return bool(text) or emptied
 
         loop = asyncio.get_running_loop()
         fold = loop.call_later(FOLD_WHILE_WAITING, self.folds.sync_soon, saved) if saved is not None else None

@@ -39,6 +39,7 @@ from projections.context.window import (
     Rendered,
     Summarized,
     Verbatim,
+    Window,
     WindowCache,
     WindowKey,
     extend_window,
@@ -131,29 +132,41 @@ def assemble_context(
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
     recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
     share = settings.recall_tokens if recalling else 0
-    if settings.fill_window and window.cut_at is None and load is not None:  # room left: fill it word for word
-        room = key.budget - scene_tokens - share
-        window, layers = unfold_episodes(window, layers, room, summary_tokens, load, cache, windows)
-    summaries = counted(layers)
-    extra = scene_tokens + sum(summary.tokens for summary in summaries)
-    if extra:  # the scene and the summaries change as the story goes: fitted after the cached window
-        window = extend_window(window, [], key._replace(budget=key.budget - extra))
+    fitted, unfolding = (window, layers), settings.fill_window and window.cut_at is None and load is not None
+
+    def filled(reserved: int) -> tuple[Window, Layers, list[_CountedSummary], int]:
+        """The window, its summary layers and their tokens (with the scene's) with `reserved` tokens
+        left for recall: summarized turns shown word for word again while they fit (`fill_window`)."""
+        turns, upper = fitted
+        if unfolding:
+            assert load is not None
+            room = key.budget - scene_tokens - reserved  # room left: fill it word for word
+            turns, upper = unfold_episodes(turns, upper, room, summary_tokens, load, cache, windows)
+        counted_layers = counted(upper)
+        besides = scene_tokens + sum(summary.tokens for summary in counted_layers)
+        if besides:  # the scene and the summaries change as the story goes: fitted after the cached window
+            turns = extend_window(turns, [], key._replace(budget=key.budget - besides))
+        return turns, upper, counted_layers, besides
+
+    window, layers, summaries, extra = filled(share)
     outside = window.cut_at is not None or window.boundary is not None
     if recall is not None and recalling and outside:
-        wide = window  # (fitted without the share: what the window takes back of it, it takes from here)
+        wide = window  # (the share not yet taken from the window)
         window = extend_window(wide, [], key._replace(budget=key.budget - extra - share))
         shown = frozenset(str(node.id) for node, _ in layers.episodes)
         hits = recall(window.kept[0][NODE].depth, shown)
         if len(cache.recall_lines) > RECALL_LINES:
             cache.recall_lines.clear()  # (refilled by the passages that come back)
         block = recall_block(hits, char, user, share, cache.count_line, fill_macros, texts, cache.recall_lines)
-        taken = (block.tokens if block.tokens is not None else cache.count_raw(block.text)) if block else 0
+        taken = block.tokens if block is not None and block.tokens is not None else 0
         if taken < share:  # the share the block left is the window's again: older turns word for word
-            window = extend_window(wide, [], key._replace(budget=key.budget - extra - taken))
-            start = window.kept[0][NODE].depth
-            if block is not None and any(int(hit.row["depth"]) >= start for hit in hits):
-                hits = [hit for hit in hits if int(hit.row["depth"]) < start]  # (now in the window itself)
-                block = recall_block(hits, char, user, taken, cache.count_line, fill_macros, texts, cache.recall_lines)
+            if unfolding:
+                window, layers, summaries, extra = filled(taken)
+            window = extend_window(window if unfolding else wide, [], key._replace(budget=key.budget - extra - taken))
+            start, shown = window.kept[0][NODE].depth, frozenset(str(node.id) for node, _ in layers.episodes)
+            kept = [h for h in hits if int(h.row["depth"]) < start and not (h.episode and h.row["node_id"] in shown)]
+            if block is not None and len(kept) < len(hits):  # (those now in the window or its summaries)
+                block = recall_block(kept, char, user, taken, cache.count_line, fill_macros, texts, cache.recall_lines)
         if block is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
             extra += block.tokens if block.tokens is not None else cache.count_raw(block.text)

@@ -10,7 +10,20 @@ from typing import Any
 from api.keys import SERVICE
 from providers.fake_server import FakeModelServer, Text
 from tests.builders import Api
-from tests.fake_model import SSE, EventStream, MakeEngine, append, ask, calls, draft, node, seal, wait_until, write
+from tests.fake_model import (
+    SSE,
+    EventStream,
+    MakeEngine,
+    append,
+    ask,
+    calls,
+    draft,
+    edit,
+    node,
+    seal,
+    wait_until,
+    write,
+)
 
 SLOW = [f"第{i}句。" for i in range(1, 21)]  # 20 chunks, 0.1 s apart: about 2 s if nobody stops it
 
@@ -51,6 +64,23 @@ async def test_turn_stream_sends_turn_deltas_tools_sealed_done_in_order(
     assert (await node(engine, turn["reply_id"]))["phase"] == "sealed"
 
 
+def shown_draft(events: list[tuple[str, dict[str, Any]]]) -> str:
+    """The draft as a player following the stream shows it: a first delta of a `draft_write` (or a
+    `draft`, the draft as recorded) starts it over, every other tool delta adds to it."""
+    shown = ""
+    for kind, data in events:
+        if kind == "delta" and data.get("tool"):
+            shown = data["text"] if data["first"] and data["tool"] in ("draft_write", "draft") else shown + data["text"]
+    return shown
+
+
+async def streamed(engine: Api, story: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    async with engine.client.post(
+        f"/v1/stories/{story['id']}/turns", json={"text": "你好。"}, headers={**engine.headers, **SSE}
+    ) as response:
+        return await EventStream(response).all()
+
+
 async def test_the_streamed_draft_joins_its_appends_as_the_sealed_text_does(
     fake: FakeModelServer, engine: Api, engine_story: dict[str, Any]
 ) -> None:
@@ -61,13 +91,30 @@ async def test_the_streamed_draft_joins_its_appends_as_the_sealed_text_does(
         calls(append(1, "雾散了。"), ("draft_append", {"version": 2, "separator": "——", "content": "灯亮了。"})),
         calls(seal(3)),
     )
-    async with engine.client.post(
-        f"/v1/stories/{engine_story['id']}/turns", json={"text": "你好。"}, headers={**engine.headers, **SSE}
-    ) as response:
-        events = await EventStream(response).all()
-    shown = "".join(d["text"] for k, d in events if k == "delta" and d.get("tool"))
+    events = await streamed(engine, engine_story)
     sealed = next(d for k, d in events if k == "sealed")
-    assert sealed["text"] == "门开了。\n\n雾散了。——灯亮了。" and shown == sealed["text"]
+    assert sealed["text"] == "门开了。\n\n雾散了。——灯亮了。" == shown_draft(events)
+    assert not any(d.get("tool") == "draft" for _, d in events)  # (nothing to set right)
+
+
+async def test_words_streamed_but_not_recorded_are_set_right_after_their_round(
+    fake: FakeModelServer, engine: Api, engine_story: dict[str, Any]
+) -> None:
+    """A refused write's streamed words, an empty write, an edit: after the round, one `draft` delta
+    holds the draft as recorded, and the shown draft is the sealed one."""
+    fake.script(
+        calls(write(7, "甲。")),  # refused (a stale version): its words went out all the same
+        calls(write(0, "乙。"), write(1, "")),  # the second empties the draft
+        calls(append(2, "丙。"), edit(3, ("丙", "丁"))),
+        calls(seal(4)),
+    )
+    events = await streamed(engine, engine_story)
+    fixes = [d["text"] for k, d in events if k == "delta" and d.get("tool") == "draft"]
+    assert fixes == ["", "丁。"]  # (after the refused write, and after the edit; the empty write showed itself)
+    sealed = next(d for k, d in events if k == "sealed")
+    assert sealed["text"] == "丁。" == shown_draft(events)
+    refused = [d for k, d in events if k == "tool" and not d["ok"]]
+    assert [d["name"] for d in refused] == ["draft_write"]
 
 
 async def test_turn_stream_delivers_each_text_chunk_as_a_delta(

@@ -114,3 +114,27 @@ def test_an_episode_is_recalled_when_the_context_does_not_hold_it(
     ctx = views.context(story.tenant, story.story_id, None)
     assert "（摘要）" not in ctx.messages[-1].content
     assert StorySettings().recall_summaries is False  # the default: turns only
+
+
+def test_a_summarized_story_unfolds_into_the_share_nothing_recalled_took(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    """With the window filling its budget (the default), a recall that finds nothing leaves the context
+    as it is without recall: the episodes shown word for word again take the share back."""
+    words = Recall(read_models, None)  # (BM25 alone: nothing shares the question's words)
+    views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
+    contexts = {}
+    for k in (10, 0):
+        story = StoryBuilder.start(sqlite_changji, **{**SETTINGS, "fill_window": True, "recall_k": k})
+        story.turn("地下室里有什么？", "“一箱旧银币宝藏，是守塔人留下的。”")
+        for _ in range(30):
+            _, reply = story.turn(*FILLER)
+            compact_if_due(sqlite_changji, reply)
+        story.user("潮汐表放在哪？")
+        runner.catch_up()
+        words.refresh_soon(story.story_id).result(timeout=30)
+        contexts[k] = views.context(story.tenant, story.story_id, None)
+    on, off = contexts[10], contexts[0]
+    assert any(b.what in ("episode", "digest") for b in off.explain)  # (summarized, and not all unfolded)
+    assert not any(b.what == "recall" for b in on.explain)
+    assert on.messages == off.messages and on.tokens == off.tokens <= on.budget
