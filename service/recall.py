@@ -151,11 +151,24 @@ class Recall:
         but those in `shown_episodes`; None: none), from the index as it is now; a fresh index is asked
         for when the archive moved on."""
         index = self.index(story_id)
+        vector = self._query_vector(query) if index is not None and index.vectors is not None else None
+        return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
+
+    def _search(
+        self,
+        story_id: UUID,
+        index: StoryIndex | None,
+        query: str,
+        vector: np.ndarray | None,
+        k: int,
+        before_depth: int,
+        on_path: Callable[[str], bool],
+        shown_episodes: Collection[str] | None,
+    ) -> list[Hit]:
         if index is None or not index.complete or index.seq < self.store.archive_seq(story_id):
             self.refresh_soon(story_id)
         if index is None or not query.strip():
             return []
-        vector = self._query_vector(query) if index.vectors is not None else None
         return index.search(query, vector, k, before_depth, on_path, shown_episodes)
 
     async def prepare(self, story_id: UUID, query: str) -> None:
@@ -325,13 +338,15 @@ class Recall:
         shown_episodes: Collection[str] | None = (),
     ) -> list[Hit]:
         """`search`, given up after `seconds` (the turn goes on without recall; the search finishes unseen)
-        where it may wait on an embedder in this process (a query not embedded ahead); any other search
-        runs right here, as it cannot wait on anything: the hop to the search thread and back cost more
+        where it would wait on an embedder in this process (a query not embedded ahead); any other search
+        runs right here, with the index and the query's vector it was judged by — it waits on no model
+        (a read of the archive's position aside), and the hop to the search thread and back cost more
         than a search of a 1k-turn story."""
         index = self.index(story_id)
-        embedder = self.embedder if index is not None and index.vectors is not None else None
-        if embedder is None or embedder.remote or self._has_query_vector(query):
-            return self.search(story_id, query, k, before_depth, on_path, shown_episodes)
+        known = self._known_query_vector(query) if index is not None and index.vectors is not None else (None,)
+        if known is not None or self.embedder is None or self.embedder.remote:  # (nothing to wait on)
+            vector = known[0] if known is not None else None  # (a remote embedder's: never waited for here)
+            return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
         future = self._queries.submit(self.search, story_id, query, k, before_depth, on_path, shown_episodes)
         try:
             return future.result(timeout=seconds)

@@ -131,14 +131,20 @@ def measure(size: int, tmp: Path, turns: int, spy: str | None = None) -> dict[st
                      "--output", str(raw)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
-            out = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--drive", json.dumps(config)],
-                stdout=subprocess.PIPE, timeout=1800, check=True,
-            )  # fmt: skip
+            try:
+                out = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), "--drive", json.dumps(config)],
+                    stdout=subprocess.PIPE, timeout=1800, check=True,
+                )  # fmt: skip
+            finally:
+                if profiler is not None:
+                    profiler.send_signal(signal.SIGINT)  # (py-spy writes its samples as it stops)
+                    try:
+                        profiler.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        profiler.kill()
             result: dict[str, Any] = json.loads(out.stdout.decode().strip().splitlines()[-1])
-            if profiler is not None:
-                profiler.send_signal(signal.SIGINT)  # (py-spy writes its samples as it stops)
-                profiler.wait(timeout=60)
+            if profiler is not None and raw.exists():
                 summarize_pyspy(raw, str(size))
             result["rss_mb"] = rss_mb(proc.pid)
             result["startup_s"], result["ready_s"] = healthy - started, ready - healthy

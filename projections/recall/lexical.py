@@ -9,10 +9,12 @@ the new passages are read again (bm25s reads every token of every passage in Pyt
 0.6 s for the two indexes of a 10k-turn story).
 
 A search (`ranked`) reads at most `EXACT_POSTINGS` postings over every passage, the query's rarest
-terms first; its commoner terms then score only the best passages those found (`Ranked.top`): Moffat
-and Zobel's "continue" strategy, with the accumulators kept to the ones a cut can reach. A query's
-cost is then bounded whatever the archive's length — a turn's words are some 25 terms, and at 100k turns
-their postings come to half a million, most of them a few common words'. Where all the query's
+terms first (and on past that while they find fewer passages than the cut rescores); its commoner
+terms then score only the best passages those found (`Ranked.top`): Moffat and Zobel's "continue"
+strategy, with the accumulators kept to the ones a cut can reach. The postings a query reads are then
+bounded whatever the archive's length (a few vector passes over a mask of every passage remain) — a
+turn's words are some 25 terms, and at 100k turns their postings come to half a million, most of them
+a few common words'. Where all the query's
 postings fit (any story up to some ten thousand turns), the ranking is exact; beyond it, the best
 passages by every term are found among the best by the rarer ones (`tests/unit/test_lexical_ranked.py`
 measures how many of the exact ranking's best it keeps)."""
@@ -139,8 +141,7 @@ class LexicalIndex:
             return None
         scores = np.zeros(self.size, dtype=np.float32)
         for row in rows:  # (a term asked twice counts twice, as bm25s counts it)
-            start, end = self._indptr[row], self._indptr[row + 1]
-            np.add.at(scores, self._docs[start:end], self._scores[start:end])
+            self._add(scores, row)
         if allowed is not None:
             scores *= allowed > 0  # (in place)
         return scores
@@ -161,19 +162,27 @@ class LexicalIndex:
         distinct, times = np.fromiter(asked, np.int64, len(asked)), list(asked.values())
         lengths = self._indptr[distinct + 1] - self._indptr[distinct]
         by_length = np.argsort(lengths, kind="stable")
+        order: list[int] = by_length.tolist()
         read = max(1, int(np.searchsorted(np.cumsum(lengths[by_length]), exact_postings, side="right")))
         scores = np.zeros(self.size, dtype=np.float32)
-        for i in by_length[:read].tolist():
-            start, end = self._indptr[distinct[i]], self._indptr[distinct[i] + 1]
-            weights = self._scores[start:end]
-            np.add.at(scores, self._docs[start:end], weights if times[i] == 1 else weights * times[i])
-        kept = scores > 0  # (the passages the terms read are in: the cut reads these alone)
-        if allowed is not None:
-            kept &= allowed if allowed.dtype == np.bool_ else allowed > 0
-        found = np.flatnonzero(kept)
-        later = [(int(distinct[i]), times[i]) for i in by_length[read:].tolist()]
+        for i in order[:read]:
+            self._add(scores, int(distinct[i]), times[i])
+        mask = None if allowed is None else allowed if allowed.dtype == np.bool_ else allowed > 0
+        found = _found(scores, mask)
+        while len(found) < RESCORED_MIN and read < len(order):  # too few allowed passages (the rarest terms'
+            # all in the verbatim window, say): the next-rarest term is read over every passage too
+            self._add(scores, int(distinct[order[read]]), times[order[read]])
+            read += 1
+            found = _found(scores, mask)
+        later = [(int(distinct[i]), times[i]) for i in order[read:]]
         postings = int(lengths[by_length[:read]].sum())
         return Ranked(self, found.astype(self._docs.dtype), scores[found], later, postings)
+
+    def _add(self, scores: np.ndarray, row: int, times: int = 1) -> None:
+        """The row's term's score added to every passage it is in, `times` over."""
+        start, end = self._indptr[row], self._indptr[row + 1]
+        weights = self._scores[start:end]
+        np.add.at(scores, self._docs[start:end], weights if times == 1 else weights * np.float32(times))
 
     def _rows(self, terms: Sequence[str]) -> list[int]:
         """The index's rows of the query's terms that it has, in the query's order (repeats kept)."""
@@ -217,8 +226,9 @@ class Ranked:
         return not self.later
 
     def top(self, k: int) -> list[tuple[int, float]]:
-        """(position, score) of the best `k`, best first (ties by position); a commoner term adds its
-        score to the best `RESCORED` × k by the rarer ones."""
+        """(position, score) of the best `k`, best first (of equal scores the first by position; which
+        of them make the cut is the partition's); a commoner term adds its score to the best
+        `RESCORED` × k by the rarer ones."""
         positions, scores = self.positions, self.scores
         if not self.later or k <= 0:
             return top(scores, k, positions)
@@ -233,14 +243,20 @@ class Ranked:
         return top(scores, k, positions)
 
 
+def _found(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """Where the scores are positive (and allowed): the passages the terms read are in."""
+    return np.flatnonzero(scores > 0 if allowed is None else (scores > 0) & allowed)
+
+
 def _best(scores: np.ndarray, k: int) -> np.ndarray:
     """Where the `k` highest scores are (0 < k < len(scores)), in no order."""
     return np.argpartition(scores, len(scores) - k)[len(scores) - k :]  # (no negated copy of the scores)
 
 
 def top(scores: np.ndarray | None, k: int, positions: np.ndarray | None = None) -> list[tuple[int, float]]:
-    """(position, score) of the best `k` positive scores, best first (ties by position); `positions`:
-    the passages the scores are of (None: the scores are every passage's, by position)."""
+    """(position, score) of the best `k` positive scores, best first (of equal scores the first by
+    position; which of them make the cut is the partition's); `positions`: the passages the scores are
+    of (None: the scores are every passage's, by position)."""
     if scores is None or k <= 0 or not len(scores):
         return []
     best = _best(scores, k) if k < len(scores) else range(len(scores))

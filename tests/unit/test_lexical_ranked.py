@@ -60,49 +60,74 @@ def _untied(scores: np.ndarray, best: list[int]) -> int:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(PASSAGE, min_size=1, max_size=40), st.lists(WORDS, min_size=2, max_size=6), st.integers(1, 8))
-def test_past_the_share_rarer_terms_find_and_every_score_is_exact(
+def test_too_few_passages_found_reads_on_to_the_exact_ranking(
     passages: list[list[str]], query: list[str], k: int
 ) -> None:
+    """Fewer passages than the cut rescores (`RESCORED_MIN`) by the rarer terms: the next ones are read
+    too, here to the end — the ranking is the exact one."""
     index = _index(passages)
-    ranking = index.ranked(query, exact_postings=1)  # (only the rarest term is read over every passage)
-    exact = index.scored(query)
-    if exact is None:
+    ranking = index.ranked(query, exact_postings=1)
+    if index.scored(query) is None:
         assert ranking is None
         return
-    assert ranking is not None
-    asked = list(dict.fromkeys(index._rows(query)))  # (in the query's order: of two alike, the first)
-    rows = sorted(asked, key=lambda r: index._indptr[r + 1] - index._indptr[r])
-    rarest = rows[0]
-    assert ranking.postings == index._indptr[rarest + 1] - index._indptr[rarest]
-    assert ranking.exact == (len(rows) == 1)
-    holding = set(index._docs[index._indptr[rarest] : index._indptr[rarest + 1]].tolist())
-    got = ranking.top(k)
-    assert got and {p for p, _ in got} <= holding  # (found by the rarest term)
-    assert all(np.isclose(score, exact[p], rtol=1e-5) for p, score in got)  # (scored by every term)
+    assert ranking is not None and ranking.exact
+    assert np.allclose([s for _, s in ranking.top(k)], [s for _, s in top(index.scored(query), k)], rtol=1e-5)
+
+
+def _archive(size: int, rare_every: int, seed: int = 7) -> tuple[LexicalIndex, list[str]]:
+    """`size` passages of 8 of 20 common words; one in `rare_every` holds "lantern" too, and one of
+    those the whole query."""
+    rng = np.random.default_rng(seed)
+    common = [f"w{i}" for i in range(20)]
+    passages = [list(rng.choice(common, 8)) for _ in range(size)]
+    for i in range(0, size, rare_every):
+        passages[i] = ["lantern", *passages[i][:7]]
+    query = ["lantern", "harbour", *common[:6]]
+    passages[rare_every * 3] = list(query)
+    return _index(passages), query
+
+
+def test_past_the_share_the_rarer_terms_find_and_every_score_is_exact() -> None:
+    index, query = _archive(3_000, 10)  # (300 passages hold the rarer words: more than the cut rescores)
+    allowed = np.arange(3_000) % 3 != 1  # (a third left out, as the verbatim window and other branches are)
+    exact = index.scored(query, allowed)
+    ranking = index.ranked(query, allowed, exact_postings=400)
+    assert exact is not None and ranking is not None and not ranking.exact
+    holding = {i for i in range(0, 3_000, 10)} | {30}
+    got = ranking.top(10)
+    assert len(got) == 10 and all(allowed[p] and p in holding for p, _ in got)
+    assert all(np.isclose(score, exact[p], rtol=1e-5) for p, score in got)  # (every term's score)
     assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
-    best_holding = sorted(holding, key=lambda p: (-exact[p], p))[: len(got)]
-    assert np.allclose(sorted((s for _, s in got), reverse=True), [exact[p] for p in best_holding], rtol=1e-5)
+    assert got[0][0] == 30 == _exact_top(index, query, 1, allowed)[0]  # (the passage with every word)
 
 
 def test_a_long_archive_reads_the_same_share_of_postings() -> None:
     """The postings read over every passage stop growing with the archive once the share is full: a
-    query's cost is bounded, and the best passages are still the exact ranking's."""
-    rng = np.random.default_rng(7)
-    common = [f"w{i}" for i in range(20)]
+    query's cost is bounded, and the best passage is still the exact ranking's."""
     read = {}
     for size in (2_000, 20_000):
-        passages = [list(rng.choice(common, 8)) for _ in range(size)]
-        passages[size // 2] = ["lantern", "harbour", *common[:6]]  # the one passage with the rare words
-        passages[size // 3] = ["harbour", *common[:7]]
-        index = _index(passages)
-        query = ["lantern", "harbour", *common[:6]]
+        index, query = _archive(size, 50)
         ranking = index.ranked(query, exact_postings=5_000)
         assert ranking is not None
         read[size] = ranking.postings
         got = ranking.top(3)
-        assert got[0][0] == size // 2 and got[0][0] == _exact_top(index, query, 1)[0]
-        assert top(index.scored(query), 1)[0][1] == np.float32(got[0][1])
-    assert read[2_000] > 2_000 and read[20_000] <= 5_000  # (the small archive read whole: exact)
+        assert got[0][0] == 150 == _exact_top(index, query, 1)[0]
+        assert np.isclose(top(index.scored(query), 1)[0][1], got[0][1], rtol=1e-5)
+    assert read[2_000] > 2_000 and read[20_000] <= 5_000  # (the small one found too few: read whole, exact)
+
+
+def test_rarer_terms_found_only_where_nothing_is_allowed_read_on() -> None:
+    """The rarest word only in passages left out (the verbatim window): the ranking reads on, and the
+    allowed passages the other words are in are found."""
+    index, query = _archive(3_000, 10)
+    allowed = np.ones(3_000, dtype=bool)
+    allowed[[i for i in range(0, 3_000, 10)] + [30]] = False  # every passage holding "lantern"
+    ranking = index.ranked(query, allowed, exact_postings=400)
+    assert ranking is not None and ranking.postings > 400
+    got = ranking.top(10)
+    assert len(got) == 10 and all(allowed[p] for p, _ in got)
+    exact = index.scored(query, allowed)
+    assert exact is not None and all(np.isclose(score, exact[p], rtol=1e-5) for p, score in got)
 
 
 def test_a_term_asked_twice_counts_twice_whether_read_first_or_later() -> None:

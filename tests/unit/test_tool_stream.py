@@ -46,7 +46,7 @@ def test_the_separator_is_the_calls_own_when_it_came_before_the_content() -> Non
     after = ContentStream()  # (said after the words began: the stream cannot wait for it)
     after.feed('{"version": 2, "content": "灯亮了。", "separator": " "}')
     assert after.separator() == "\n\n"
-    quoted = ContentStream()  # a separator spelled inside the content is the content's
-    quoted.feed('{"content": "\\"separator\\": \\"x\\"')
+    quoted = ContentStream()  # a separator spelled inside another field's string is that string's
+    quoted.feed('{"note": "\\"separator\\": \\"x\\"", "content": "灯')
     assert quoted.separator() == "\n\n"
     assert ContentStream().separator() == "\n\n"
