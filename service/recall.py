@@ -151,7 +151,8 @@ class Recall:
         but those in `shown_episodes`; None: none), from the index as it is now; a fresh index is asked
         for when the archive moved on."""
         index = self.index(story_id)
-        vector = self._query_vector(query) if index is not None and index.vectors is not None else None
+        wanted = index is not None and index.vectors is not None and query.strip()
+        vector = self._query_vector(query) if wanted else None
         return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
 
     def _search(
