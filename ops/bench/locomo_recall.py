@@ -17,8 +17,10 @@ indexing speeds are then not measured (reported as -1).
 it); `bm25+ctx`: the two BM25 rankings fused; `bm25+ctx+<embedder>`: the three, as a story's index
 fuses them (the headline `hybrid_*`). `_100k`: the same rankings with BM25's exact share of a query's
 postings (`EXACT_POSTINGS`, its rarest terms' read over every passage, the rest scoring the best of
-those) scaled to the conversation as it stands to a 100k-turn story's 200k passages: a query's
-postings grow with the archive and the share does not, so this is the ranking such a story gets. `bm25+<embedder>+next` / `+prev`: the hybrid's hits each followed by the next (previous) passage on
+those) and the fewest passages it reads on to find (`RESCORED_MIN`) scaled to the conversation as it
+stands to a 100k-turn story's 200k passages: a query's postings grow with the archive and the share
+does not, so this is close to the ranking such a story gets (the cut still rescores 4 × k, a larger
+part of a conversation's passages than of such a story's). `bm25+<embedder>+next` / `+prev`: the hybrid's hits each followed by the next (previous) passage on
 the path, counted within the same k — whether a hit should bring its neighbouring turn.
 
 Metric (the LoCoMo paper's, `task_eval/evaluation.py`): per question, the fraction of its evidence
@@ -49,7 +51,7 @@ from _common import LOCOMO_CATEGORIES, LocomoConversation, emit, locomo, log, pa
 from domain.rules.passages import cut_passages, passage_spans
 from projections.recall.dense_text import with_previous
 from projections.recall.fusion import fuse
-from projections.recall.lexical import EXACT_POSTINGS, LexicalIndex
+from projections.recall.lexical import EXACT_POSTINGS, RESCORED_MIN, LexicalIndex
 from projections.recall.vectors import VectorIndex
 from providers.embedders import E5Embedder, HashingEmbedder, e5_available
 from service.passage_vectors import PassageVectors
@@ -161,8 +163,9 @@ def evaluate(
             "bm25ctx": [lexical_context.search(q, top) for q in questions],
         }
         budget = max(1, EXACT_POSTINGS * len(corpus.texts) // PASSAGES_100K)  # (as at 100k turns: see the top)
-        rankings["bm25_100k"] = [lexical.search(q, top, exact_postings=budget) for q in questions]
-        rankings["bm25ctx_100k"] = [lexical_context.search(q, top, exact_postings=budget) for q in questions]
+        least = max(1, RESCORED_MIN * len(corpus.texts) // PASSAGES_100K)
+        rankings["bm25_100k"] = [lexical.search(q, top, None, budget, least) for q in questions]
+        rankings["bm25ctx_100k"] = [lexical_context.search(q, top, None, budget, least) for q in questions]
         rankings["bm25+ctx"] = [
             [(hit.position, hit.score) for hit in fuse({"bm25": b, "bm25_context": c})]
             for b, c in zip(rankings["bm25"], rankings["bm25ctx"], strict=True)

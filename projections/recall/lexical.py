@@ -125,11 +125,16 @@ class LexicalIndex:
         self._indptr = np.concatenate(([0], np.cumsum(df)))
 
     def search(
-        self, query: str, k: int, allowed: np.ndarray | None = None, exact_postings: int = EXACT_POSTINGS
+        self,
+        query: str,
+        k: int,
+        allowed: np.ndarray | None = None,
+        exact_postings: int = EXACT_POSTINGS,
+        least: int = RESCORED_MIN,
     ) -> list[tuple[int, float]]:
         """(passage position, score) for the best `k` passages with a positive score, as `ranked` ranks
         them; `allowed` is a mask over the passages (nonzero: allowed; None: all)."""
-        ranking = self.ranked(lexical_terms(query), allowed, exact_postings)
+        ranking = self.ranked(lexical_terms(query), allowed, exact_postings, least)
         return ranking.top(k) if ranking is not None else []
 
     def scored(self, terms: Sequence[str], allowed: np.ndarray | None = None) -> np.ndarray | None:
@@ -147,12 +152,17 @@ class LexicalIndex:
         return scores
 
     def ranked(
-        self, terms: Sequence[str], allowed: np.ndarray | None = None, exact_postings: int = EXACT_POSTINGS
+        self,
+        terms: Sequence[str],
+        allowed: np.ndarray | None = None,
+        exact_postings: int = EXACT_POSTINGS,
+        least: int = RESCORED_MIN,
     ) -> Ranked | None:
         """The query's ranking, to be cut (`Ranked.top`): the passages its rarest terms are in, scored by
-        them (`exact_postings` of them at most, and the rarest term whatever its length), and the rest of
-        its terms kept to score the best of those; None when no term is in the passages. `allowed`: a
-        mask over the passages (nonzero: allowed; None: all)."""
+        them (`exact_postings` of them at most, and the rarest term whatever its length; more while they
+        find fewer than `least` allowed passages), and the rest of its terms kept to score the best of
+        those (at least `least` of them); None when no term is in the passages. `allowed`: a mask over
+        the passages (nonzero: allowed; None: all)."""
         rows = self._rows(terms)
         if not rows:
             return None
@@ -169,14 +179,14 @@ class LexicalIndex:
             self._add(scores, int(distinct[i]), times[i])
         mask = None if allowed is None else allowed if allowed.dtype == np.bool_ else allowed > 0
         found = _found(scores, mask)
-        while len(found) < RESCORED_MIN and read < len(order):  # too few allowed passages (the rarest terms'
+        while len(found) < least and read < len(order):  # too few allowed passages (the rarest terms'
             # all in the verbatim window, say): the next-rarest term is read over every passage too
             self._add(scores, int(distinct[order[read]]), times[order[read]])
             read += 1
             found = _found(scores, mask)
         later = [(int(distinct[i]), times[i]) for i in order[read:]]
         postings = int(lengths[by_length[:read]].sum())
-        return Ranked(self, found.astype(self._docs.dtype), scores[found], later, postings)
+        return Ranked(self, found.astype(self._docs.dtype), scores[found], later, postings, least)
 
     def _add(self, scores: np.ndarray, row: int, times: int = 1) -> None:
         """The row's term's score added to every passage it is in, `times` over."""
@@ -217,8 +227,10 @@ class Ranked:
         scores: np.ndarray,
         later: list[tuple[int, int]],
         postings: int,
+        least: int = RESCORED_MIN,
     ) -> None:
         self.index, self.positions, self.scores, self.later, self.postings = index, positions, scores, later, postings
+        self.least = least  # the fewest the commoner terms score (when there are as many)
 
     @property
     def exact(self) -> bool:
@@ -232,7 +244,7 @@ class Ranked:
         positions, scores = self.positions, self.scores
         if not self.later or k <= 0:
             return top(scores, k, positions)
-        reach = max(RESCORED * k, RESCORED_MIN)
+        reach = max(RESCORED * k, self.least)
         if reach < len(scores):
             best = np.sort(_best(scores, reach))  # (in order: each term's lookups start where the last ended)
             positions, scores = positions[best], scores[best]

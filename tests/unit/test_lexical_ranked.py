@@ -99,6 +99,10 @@ def test_past_the_share_the_rarer_terms_find_and_every_score_is_exact() -> None:
     assert all(np.isclose(score, exact[p], rtol=1e-5) for p, score in got)  # (every term's score)
     assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
     assert got[0][0] == 30 == _exact_top(index, query, 1, allowed)[0]  # (the passage with every word)
+    fewer = index.ranked(query, allowed, exact_postings=1, least=1)  # ("harbour", in one passage, is enough)
+    assert fewer is not None and fewer.postings == 1 and len(fewer.later) == len(set(query)) - 1
+    (only, score), *rest = fewer.top(10)  # (the one passage found, scored by every word)
+    assert only == 30 and not rest and np.isclose(score, got[0][1], rtol=1e-5)
 
 
 def test_a_long_archive_reads_the_same_share_of_postings() -> None:
