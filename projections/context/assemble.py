@@ -158,7 +158,7 @@ def assemble_context(
         if len(cache.recall_lines) > RECALL_LINES:
             cache.recall_lines.clear()  # (refilled by the passages that come back)
         block = recall_block(hits, char, user, share, cache.count_line, fill_macros, texts, cache.recall_lines)
-        taken = block.tokens if block is not None and block.tokens is not None else 0
+        taken = _block_tokens(block, cache) if block is not None else 0
         if taken < share:  # the share the block left is the window's again: older turns word for word
             if unfolding:
                 window, layers, summaries, extra = filled(taken)
@@ -169,7 +169,7 @@ def assemble_context(
                 block = recall_block(kept, char, user, taken, cache.count_line, fill_macros, texts, cache.recall_lines)
         if block is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
-            extra += block.tokens if block.tokens is not None else cache.count_raw(block.text)
+            extra += _block_tokens(block, cache)
     assembly = _Assembly(cache, budget)
     assembly.open(system, summaries, window.cut_at, layers.covered_depth, window.kept)
     body = window.kept[:-1] if ends_with_user else window.kept  # the leaf's own words are added last, below
@@ -183,6 +183,11 @@ def assemble_context(
         assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers, window.kept),
         language=texts.language,
     )
+
+
+def _block_tokens(block: TailBlock, cache: RenderCache) -> int:
+    """A tail block's tokens: as it counted itself, else its text counted."""
+    return block.tokens if block.tokens is not None else cache.count_raw(block.text)
 
 
 def _system_prompt(card: CardData, user: str, texts: ContextTexts, constants: ConstantLore | None) -> str:
