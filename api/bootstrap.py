@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from api.auth import Authenticator
 from api.settings import RETIRED_ENV, Settings
 from domain.application import Changji
+from domain.events import StoryDeleted
 from domain.ports import ChatModel, Embedder, TokenCounter
 from engine.turns import TurnRunner
 from projections.read_models.store import ReadModels
@@ -28,6 +29,7 @@ from schedulers.workers.compaction import CompactWorker
 from schedulers.workers.scribe import ScribeWorker
 from service.executor import Executor
 from service.imports import Importer
+from service.log_follower import LogFollower
 from service.memory import MemorySearch
 from service.proxy import ChatProxy
 from service.read_side import ReadSide
@@ -152,7 +154,8 @@ def bootstrap(
         read_side.on_adopted(checkpointer.replace)
     # where every commit waits for the disk, a command on the loop would hold it that long
     inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
-    executor = Executor(read_side, inline_commands=inline)
+    follower = LogFollower(app, SQLiteNotifications.of(app))  # (others' writes: other workers, the CLI)
+    executor = Executor(read_side, inline_commands=inline, follower=follower)
     counter = counter or default_counter()
     keys = keys or ServiceDB(settings.service_db_path)
     main_model = main_model or _model(settings, "main")
@@ -164,6 +167,7 @@ def bootstrap(
         else None
     )
     recall = Recall(store, embedder, saved=saved)
+    follower.on(StoryDeleted, lambda deleted: recall.forget(deleted.originator_id))  # (deleted by another worker)
     views = StoryViews(app, store, counter, recall, blobs=keys.blob)
     turns = (
         TurnRunner(

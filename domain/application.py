@@ -9,7 +9,7 @@ are cached without deep copies, so a command that fails evicts what it touched (
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -18,6 +18,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Recording, Transcoding
+from eventsourcing.utils import get_topic
 
 from domain import events as ev
 from domain.card import Card
@@ -33,10 +34,10 @@ from domain.commands.stories import StoryCommands
 from domain.commands.turns import TurnCommands
 from domain.errors import (
     CardNotFoundError,
+    ConcurrentWriteError,
     NodeNotFoundError,
     NotFoundError,
     StoryNotFoundError,
-    VersionConflictError,
 )
 from domain.language import Language
 from domain.node import Node
@@ -47,6 +48,8 @@ A = TypeVar("A", bound=Aggregate)
 RERENDERING = (ev.NodeHidden, ev.NodeUnhidden, ev.ReplyRevised)
 SUMMARIZING = (ev.EpisodeSummarized, ev.DigestFolded, ev.SummaryEdited)
 FINISHED_REPLY = (ev.ReplySealed, ev.ReplyPosted)
+_RERENDERING = frozenset(get_topic(cls) for cls in RERENDERING)
+_SUMMARIZING = frozenset(get_topic(cls) for cls in SUMMARIZING)
 
 DEFAULT_ENV = {
     "AGGREGATE_CACHE_MAXSIZE": "200000",
@@ -93,6 +96,7 @@ class Changji(Application[UUID]):
         self._summarized: dict[UUID, list[tuple[UUID, int]]] = {}  # story → (node, depth) of each summary, in order
         self._recent: deque[tuple[int, DomainEventProtocol[UUID]]] = deque(maxlen=self.recent_size)
         self._settings: dict[UUID, _MergedSettings] = {}
+        self.commits = 0  # transactions this process committed (a command that saved nothing yet may be run again)
         self.cards = CardCommands(self)
         self.stories = StoryCommands(self)
         self.nodes = NodeCommands(self)
@@ -264,7 +268,7 @@ class Changji(Application[UUID]):
         except RecordConflictError:
             for aggregate in aggregates:
                 self._evict(aggregate.id)
-            raise VersionConflictError("another write changed this first; reload and retry") from None
+            raise ConcurrentWriteError("another write changed this first; reload and retry") from None
         for aggregate in aggregates:
             if isinstance(aggregate, Node):
                 self._remember(aggregate.view)
@@ -284,9 +288,14 @@ class Changji(Application[UUID]):
             processing.aggregates[aggregate.id] = aggregate
         recordings = self._record(processing)
         self._take_snapshots(processing)
+        self.commits += 1
         self._recent.extend((r.notification.id, r.domain_event) for r in recordings)
         self.notify(processing.events)
         return recordings
+
+    def saved_here(self, notification_id: int) -> bool:
+        """Whether this process saved the event at that position, among the last `recent_size` it saved."""
+        return any(position == notification_id for position, _ in reversed(self._recent))
 
     def recent(self, after: int, until: int) -> list[tuple[int, DomainEventProtocol[UUID]]] | None:
         """The events with notification ids after..until, as this process saved them, if it saved
@@ -298,6 +307,51 @@ class Changji(Application[UUID]):
         if not batch or batch[0][0] != after + 1 or batch[-1][0] != until or len(batch) != until - after:
             return None
         return batch
+
+    # --- following what other processes save ---------------------------------------------------
+
+    def follow(self, originator_id: UUID, version: int, topic: str, event: Callable[[], Any]) -> None:
+        """Bring this process's caches in step with an event in the store: one another process saved
+        (another worker on the same event store, a CLI import), or one this process saved itself, which
+        changes nothing. Events are followed in the order of the log. `event()` decodes the stored
+        event, called only where it is needed.
+
+        A cached aggregate one version behind takes the event (as a load would have folded it); one
+        further behind is evicted (the next load reads it whole); one already at the version or past it
+        is left alone. What `commit` keeps for this process's own saves is kept for these too: the
+        render epochs of a story whose nodes render differently, the summaries recorded on its nodes."""
+        aggregate = self._cached(originator_id)
+        view = self._views.get(originator_id)
+        if aggregate is not None and version <= aggregate.version:
+            return  # (saved here, or followed already)
+        if aggregate is None and view is not None and version <= view.version:
+            return
+        if aggregate is not None and version == aggregate.version + 1:
+            event().mutate(aggregate)
+            if isinstance(aggregate, Node):
+                self._remember(aggregate.view)
+        else:
+            if aggregate is not None:
+                self._evict(originator_id)
+            self._views.pop(originator_id, None)
+        if topic in _RERENDERING or topic in _SUMMARIZING:
+            node = self.node_aggregate(originator_id)  # (loaded when it was not cached)
+            assert node.story_id is not None
+            if topic in _RERENDERING:
+                self._epochs[node.story_id] = self._epochs.get(node.story_id, 0) + 1
+            elif (node.id, node.depth) not in (summarized := self._summarized.setdefault(node.story_id, [])):
+                summarized.append((node.id, node.depth))
+
+    def _cached(self, aggregate_id: UUID) -> Aggregate | None:
+        """The aggregate as this process holds it, if it does."""
+        cache = self.repository.cache
+        if cache is None:
+            return None
+        try:
+            aggregate = cache.get(aggregate_id)
+        except KeyError:
+            return None
+        return aggregate if isinstance(aggregate, Aggregate) else None
 
     def render_epoch(self, story_id: UUID) -> int:
         """Bumped whenever a node of the story renders differently (hidden, unhidden, revised), so

@@ -63,6 +63,11 @@ class VersionConflictError(DomainError):
     """The caller's expected version is stale, or another writer got there first."""
 
 
+class ConcurrentWriteError(VersionConflictError):
+    """Another writer saved an aggregate this command had loaded, between the load and the save (the
+    command decided on what it read before: nothing was saved, and running it again decides anew)."""
+
+
 class InvalidParentError(DomainError):
     """The node kind cannot be attached under that parent (turns alternate user/reply)."""
 

@@ -47,6 +47,7 @@ class ProjectionRunner:
         self.reader = reader
         self.position = store.position()
         self.indexed_beside = 0  # texts the last rebuild's own indexing process indexed
+        self._counted_at = -1  # the position at which the job rows were last counted
         self._lock = threading.Lock()
 
     def max_position(self) -> int:
@@ -67,15 +68,21 @@ class ProjectionRunner:
         if not self._lock.acquire(blocking=wait):
             return self.position
         try:
+            self.position = self.store.position()  # (other processes may fold into the same file)
             if until is not None and self.position < until:
                 self._fold_recent(until)
-            return self._catch_up(until, progress, batch) if wait else self.position
+            position = self._catch_up(until, progress, batch) if wait else self.position
+            if position != self._counted_at:  # (new job rows, perhaps folded by another process)
+                self.store.count_jobs()
+                self._counted_at = position
+            return position
         finally:
             self._lock.release()
 
     def _fold_recent(self, until: int) -> None:
         """Up to `until` straight from the events the source just saved, when it still holds exactly
-        the next ones (no other process wrote in between): no reading back, no decoding."""
+        the next ones (no other process wrote in between, and none folded past them): no reading back,
+        no decoding."""
         recent = getattr(self.source, "recent", None)
         batch = recent(self.position, until) if recent is not None else None
         if batch:

@@ -101,7 +101,8 @@ class JobSystem:
         read_side.on_synced(self._new_rows)
 
     def _new_rows(self) -> None:
-        """After a catch-up: new job rows a worker can do now → sweep now, not at the next tick."""
+        """After a catch-up: new job rows a worker can do now (folded by this process or another one
+        serving the same files) → sweep now, not at the next tick."""
         added = sum(self.store.jobs_added[kind] for kind in self.eager_kinds)
         if added != self._rows_seen:
             self._rows_seen = added

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, Protocol, TypeVar
 
+from service.log_follower import LogFollower
 from service.read_side import ReadSide
 
 P = ParamSpec("P")
@@ -34,11 +35,16 @@ W = TypeVar("W", bound=int | Positioned)
 
 
 class Executor:
-    def __init__(self, read_side: ReadSide, inline_commands: bool = True, readers: int = 2) -> None:
+    def __init__(
+        self, read_side: ReadSide, inline_commands: bool = True, readers: int = 2, follower: LogFollower | None = None
+    ) -> None:
         """`inline_commands`: `command` may run on the event loop when the writer thread is idle — set
-        where commits do not wait for the disk (see `command`)."""
+        where commits do not wait for the disk (see `command`). `follower`: what other processes saved
+        is followed before each domain call, and a command that lost a race to one runs again
+        (`service/log_follower.py`)."""
         self.read_side = read_side
         self.inline_commands = inline_commands
+        self.follower = follower
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="changji-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="changji-reader")
         self._writing = threading.Lock()  # held by whichever thread runs a domain command
@@ -61,7 +67,7 @@ class Executor:
         opening the context, which is incremental); commands of any other kind keep to the thread."""
         if self.inline_commands and self._queued == 0 and self._writing.acquire(blocking=False):
             try:
-                return fn(*args, **kwargs)
+                return self._run(fn, *args, **kwargs)
             finally:
                 self._writing.release()
         return await self._on_writer(fn, *args, **kwargs)
@@ -81,13 +87,19 @@ class Executor:
 
         def locked() -> T:
             with self._writing:
-                return fn(*args, **kwargs)
+                return self._run(fn, *args, **kwargs)
 
         self._queued += 1  # only ever changed on the event loop
         try:
             return await asyncio.get_running_loop().run_in_executor(self._writer, locked)
         finally:
             self._queued -= 1
+
+    def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A domain call, holding `_writing`: after what other processes saved, where they may."""
+        if self.follower is None:
+            return fn(*args, **kwargs)
+        return self.follower.run(fn, *args, **kwargs)
 
     async def stop(self) -> None:
         self._writer.shutdown(wait=True)

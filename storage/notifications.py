@@ -29,6 +29,7 @@ _DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
 _LONG_NUMBER = b"0" * 19
 
 _new, _set, _UNKNOWN = object.__new__, object.__setattr__, SafeUUID.unknown  # (an enum member read once)
+StoredRow = tuple[int, str, int, str, bytes]  # notification id, originator id (hex), version, topic, state
 
 
 def uuid_of(text: str) -> UUID:
@@ -81,13 +82,22 @@ class SQLiteNotifications:
 
     def read(self, start: int, limit: int, stop: int | None = None) -> list[tuple[int, Any]]:
         """Up to `limit` events from notification id `start` on (up to `stop`), in order."""
+        return [(row[0], self.event(row)) for row in self.rows(start, limit, stop)]
+
+    def rows(self, start: int, limit: int, stop: int | None = None) -> list[StoredRow]:
+        """The stored rows themselves (nothing decoded): (notification id, originator id as stored,
+        originator version, topic, state)."""
         sql = f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.table} WHERE rowid >= ?"
         args: list[int] = [start]
         if stop is not None:
             sql += " AND rowid <= ?"
             args.append(stop)
-        rows = self._connection().execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
-        return [(row[0], self._event(row[1], row[2], row[3], row[4])) for row in rows]
+        rows: list[StoredRow] = self._connection().execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
+        return rows
+
+    def event(self, row: StoredRow) -> Any:
+        """The domain event of a stored row."""
+        return self._event(row[1], row[2], row[3], row[4])
 
     def _event(self, originator_id: str, version: int, topic: str, state: bytes) -> Any:
         if _LONG_NUMBER in state.translate(_DIGITS):  # (a card's extensions may hold anything JSON can)

@@ -31,3 +31,12 @@ def set_position(conn: sqlite3.Connection, name: str, value: int) -> None:
         " excluded.position",
         [name, value],
     )
+
+
+def add(conn: sqlite3.Connection, name: str, value: int) -> None:
+    """Add to a running count kept in the table."""
+    conn.execute(
+        "insert into positions (name, position) values (?, ?) on conflict(name) do update set position ="
+        " position + excluded.position",
+        [name, value],
+    )

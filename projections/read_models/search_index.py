@@ -38,15 +38,18 @@ _CHILD = "import sys; sys.path.append(sys.argv[1]); from projections.read_models
 def index_texts(conn: sqlite3.Connection, limit: int) -> int:
     """Index up to `limit` texts changed since the index's position, oldest change first, in one
     transaction; return how many (fewer than `limit`: the index is up to date). `conn` autocommits
-    (isolation_level None) and is the only indexer of its file."""
+    (isolation_level None). Several processes may index one file: the writes land only if the
+    index's position is still where the rows were read from."""
+    start = position(conn, SEARCH)
     rows = conn.execute(
-        "select rowid, story_id, text, seq from node_texts where seq > ? order by seq limit ?",
-        [position(conn, SEARCH), limit],
+        "select rowid, story_id, text, seq from node_texts where seq > ? order by seq limit ?", [start, limit]
     ).fetchall()
     if not rows:
         return 0
     terms = [(rowid, f"{story_term(story_id)} {index_terms(text)}") for rowid, story_id, text, _ in rows]
     with transaction(conn):  # (the terms are worked out first: the lock is held for the writes alone)
+        if position(conn, SEARCH) != start:  # another process indexed these meanwhile: the caller asks again
+            return len(rows)
         conn.executemany("delete from node_texts_fts where rowid = ?", [(r[0],) for r in rows])
         conn.executemany("insert into node_texts_fts (rowid, terms) values (?, ?)", terms)
         set_position(conn, SEARCH, rows[-1][3])

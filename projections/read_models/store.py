@@ -47,6 +47,7 @@ PREVIEW_CHARS = 80  # of a node's text in the tree listing
 LOADING = ("synchronous=OFF", f"cache_size=-{256 * 1024}", "wal_autocheckpoint=0", "busy_timeout=60000")
 SERVING = ("synchronous=NORMAL", "cache_size=-2000", "busy_timeout=5000")
 RUNNER = "main"
+JOBS_FOLDED = "jobs folded:"  # + a job kind: how many job rows of the kind were folded (a running count)
 REBUILT = "rebuilt"  # the position a rebuild into a new file reached: that file is complete up to there
 # the scene fold walks the first two; text upserts need the unique key of the third, and the indexer
 # beside a rebuild reads the texts by the fourth
@@ -82,7 +83,7 @@ class ReadModels:
         self.log_limit_bytes = log_limit_bytes
         self._local = threading.local()
         self._generation = 0  # bumped by `reopen`: each thread's reading connection follows
-        self.jobs_added: Counter[str] = Counter()  # job rows folded by this process, per kind: sweep now
+        self.jobs_added: Counter[str] = Counter()  # job rows folded per kind, as of the runner's last catch-up
         self._open_writer()
         if self._schema() not in (None, SCHEMA_VERSION):
             self.drop()  # an older layout: start over; the runner replays every event from position 0
@@ -254,20 +255,42 @@ class ReadModels:
     def position(self, name: str = RUNNER) -> int:
         return positions.position(self.writer.conn, name)
 
-    def apply(self, batch: Iterable[tuple[int, Any]], name: str = RUNNER) -> int:
-        """Fold a batch of (notification id, event) into the tables and advance the position, atomically."""
+    def apply(self, batch: Sequence[tuple[int, Any]], name: str = RUNNER) -> int:
+        """Fold a batch of (notification id, event) into the tables and advance the position, atomically;
+        return the position the tables are at.
+
+        Several processes may fold into one file (the workers of one service): only what lies beyond
+        the position is folded, and the writes land only if the position is still where the fold
+        began, checked inside the transaction (which holds the file's write lock); else nothing is
+        written and the position another process reached is returned (the caller reads on from it).
+        The fold itself runs before the transaction, so the lock is held for the writes alone."""
+        position = self.position(name)
+        start = next((i for i, (seq, _) in enumerate(batch) if seq > position), len(batch))
+        if start == len(batch) or batch[start][0] != position + 1:
+            return position
         changes = RowChanges(self._lookup, self._node_row)
-        last = None
-        for seq, event in batch:
+        for seq, event in batch[start:]:
             changes.fold(event, seq)
-            last = seq
-        if last is None:
-            return self.position(name)
         with self._transaction():
+            now = self.position(name)
+            if now != position:  # another process folded meanwhile
+                return now
             self._write(changes)
-            self.jobs_added.update(row["kind"] for row in changes.job_rows.values())
+            added = Counter(row["kind"] for row in changes.job_rows.values())
+            for kind, count in added.items():
+                positions.add(self.writer.conn, JOBS_FOLDED + kind, count)
+            last = int(batch[-1][0])
             positions.set_position(self.writer.conn, name, last)
         return last
+
+    def count_jobs(self) -> Counter[str]:
+        """Job rows folded into this file so far, per kind, by any process; kept as `jobs_added` (the
+        runner reads them again after a catch-up that moved on: new rows, a sweep now)."""
+        rows = self.writer.execute(
+            "select name, position from positions where name >= ? and name < ?", [JOBS_FOLDED, JOBS_FOLDED + "~"]
+        ).fetchall()
+        self.jobs_added = Counter({name.removeprefix(JOBS_FOLDED): int(count) for name, count in rows})
+        return self.jobs_added
 
     def _transaction(self) -> AbstractContextManager[None]:
         """One explicit transaction (the connection autocommits otherwise)."""
@@ -567,9 +590,9 @@ class ReadModels:
         """Every row of every table (for comparing a rebuild with the live tables)."""
         out = {}
         for name in TABLES:
-            order = (
-                "select * from passages order by id"
-                if name == "passages"
+            order = (  # (the positions by name: their rows are made in the order the log's events came in)
+                f"select * from {name} order by {'id' if name == 'passages' else 'name'}"
+                if name in ("passages", "positions")
                 else f"select rowid, * from {name} order by rowid"
             )
             out[name] = list(self.writer.query(order))

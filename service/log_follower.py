@@ -1,0 +1,93 @@
+"""Other processes' writes, followed: this process's cached aggregates kept in step with the event store.
+
+Several processes may write one event store (`changji serve --workers N`, or a CLI import beside a
+running service). Each keeps aggregates and node views in memory, so before it runs a command or a
+read of the domain it reads the events saved since it last looked (one query, which finds nothing
+most of the time) and folds them into what it holds (`Changji.follow`): what it reads next is what
+the store holds, so a write answered by another process is seen here (read your writes), and a
+command decides on the current state.
+
+A command can still lose a race: another process may save between this one's look and its save.
+The save is then refused (`ConcurrentWriteError`, nothing saved) and the command runs again on the
+state the store now holds — up to `ATTEMPTS` times, and only while it has saved nothing (a command
+that saved once and then lost a race is not run again: its error goes to the caller, as a conflict).
+
+Listeners (`on`) hear of events of a kind that another process saved: a deleted story's recall index
+is dropped here too, a turn stopped elsewhere is stopped here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from eventsourcing.utils import get_topic
+
+from domain.application import Changji
+from domain.errors import ConcurrentWriteError
+from storage.notifications import SQLiteNotifications, StoredRow, uuid_of
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
+ATTEMPTS = 8  # runs of a command that keeps losing races to other processes' saves
+BATCH = 1000  # rows read per query
+
+
+class LogFollower:
+    def __init__(self, app: Changji, reader: SQLiteNotifications | None) -> None:
+        """`reader`: the event store's log (None: an in-memory store, which no other process writes)."""
+        self.app, self.reader = app, reader
+        self.position = int(app.recorder.max_notification_id() or 0) if reader is not None else 0
+        self._listeners: dict[str, list[Callable[[Any], None]]] = {}
+
+    def on(self, event_class: type, listener: Callable[[Any], None]) -> None:
+        """Call `listener(event)` for each event of that class another process saved (on the thread
+        that follows: the domain's)."""
+        self._listeners.setdefault(get_topic(event_class), []).append(listener)
+
+    def follow(self) -> int:
+        """Fold what was saved since the last look; the position followed up to."""
+        if self.reader is None:
+            return self.position
+        while True:
+            rows = self.reader.rows(self.position + 1, BATCH)
+            for row in rows:
+                self._row(row)
+                self.position = row[0]
+            if len(rows) < BATCH:
+                return self.position
+
+    def _row(self, row: StoredRow) -> None:
+        reader = self.reader
+        assert reader is not None
+        decoded: list[Any] = []
+
+        def event() -> Any:
+            if not decoded:
+                decoded.append(reader.event(row))
+            return decoded[0]
+
+        self.app.follow(uuid_of(row[1]), row[2], row[3], event)
+        listeners = self._listeners.get(row[3])
+        if listeners and not self.app.saved_here(row[0]):
+            for listener in listeners:
+                try:
+                    listener(event())
+                except Exception:
+                    log.exception("a listener of %s failed", row[3])
+
+    def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a command (or a read) of the domain on what the store holds now, again where it lost a
+        race to another process's save before it saved anything. The caller holds the domain's lock."""
+        for attempt in range(1, ATTEMPTS + 1):
+            self.follow()
+            commits = self.app.commits
+            try:
+                return fn(*args, **kwargs)
+            except ConcurrentWriteError:
+                if self.reader is None or self.app.commits != commits or attempt == ATTEMPTS:
+                    raise
+                log.debug("a command lost a race to another process's save: running it again (%s)", attempt)
+        raise AssertionError("unreachable")

@@ -1,0 +1,158 @@
+"""Two processes' worth of Changji on one SQLite event store: what one saves, the other's follower folds
+into its caches before it reads or decides; a command that loses a race runs again, once nothing saved."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from domain.application import Changji
+from domain.errors import ConcurrentWriteError, VersionConflictError
+from domain.events import StoryDeleted
+from domain.rules.paths import project_path
+from service.log_follower import LogFollower
+from storage.notifications import SQLiteNotifications
+from tests.builders import StoryBuilder, sqlite_app
+from tests.compaction_support import SMALL, compact
+
+
+def other_process(story: StoryBuilder, events_path: Path) -> tuple[StoryBuilder, LogFollower]:
+    """The same story driven by a second app on the same file, with its follower (which has seen
+    everything up to now, as a process started now would)."""
+    app = sqlite_app(events_path)
+    follower = LogFollower(app, SQLiteNotifications.of(app))
+    second = replace(story, app=app)
+    second.app.story(story.tenant, story.story_id)  # cached, as a serving process would hold it
+    return second, follower
+
+
+def test_a_cached_story_takes_the_other_process_s_events(sqlite_story: StoryBuilder, events_path: Path) -> None:
+    second, follower = other_process(sqlite_story, events_path)
+    before = second.app.story(second.tenant, second.story_id).version
+    user, reply = sqlite_story.turn("灯塔还亮着吗？", "亮着。")
+    stale = second.app.story(second.tenant, second.story_id)
+    assert stale.version == before and stale.leaf_id != reply  # the cache alone does not know
+    follower.follow()
+    story = second.app.story(second.tenant, second.story_id)
+    assert story is stale  # the same cached object, moved on (not read again whole)
+    assert story.version == before + 2 and story.leaf_id == reply
+    assert [n.id for n in project_path(second.app.node, story.leaf_id)][-2:] == [user, reply]
+
+
+def test_a_cached_node_view_follows_a_revision_saved_elsewhere(sqlite_story: StoryBuilder, events_path: Path) -> None:
+    _, reply = sqlite_story.turn("风大吗？", "很大。")
+    second, follower = other_process(sqlite_story, events_path)
+    assert second.app.node(reply).text == "很大。"
+    epoch = second.app.render_epoch(second.story_id)
+    sqlite_story.annotate(reply, "revise", "风小了。", "typo")
+    follower.follow()
+    assert second.app.node(reply).text == "风小了。"
+    assert second.app.render_epoch(second.story_id) == epoch + 1  # cached contexts of the story start over
+
+
+def test_a_view_whose_aggregate_left_the_cache_is_dropped_not_kept_stale(
+    sqlite_story: StoryBuilder, events_path: Path
+) -> None:
+    _, reply = sqlite_story.turn("风大吗？", "很大。")
+    second, follower = other_process(sqlite_story, events_path)
+    second.app.node(reply)
+    second.app._evict(reply)  # (as the cache's bound would)
+    sqlite_story.annotate(reply, "hide")
+    follower.follow()
+    assert second.app.node(reply).hidden
+
+
+def test_a_summary_saved_elsewhere_is_known_to_the_windows_here(sqlite_changji: Changji, events_path: Path) -> None:
+    story = StoryBuilder.start(sqlite_changji, **SMALL)
+    story.turns(8, user="第{i}问" + "雨" * 60, reply="第{i}答" + "风" * 60)
+    second, follower = other_process(story, events_path)
+    assert not second.app.summarized(second.story_id)
+    compact(story.app, story.leaf, manual=True)
+    follower.follow()
+    recorded = second.app.summarized(second.story_id)
+    assert recorded and recorded == story.app.summarized(story.story_id)
+    follower.position = 0  # followed again from the start: nothing twice
+    follower.follow()
+    assert second.app.summarized(second.story_id) == recorded
+
+
+def test_without_a_follow_the_second_writer_conflicts_and_with_one_it_does_not(
+    sqlite_story: StoryBuilder, events_path: Path
+) -> None:
+    second, follower = other_process(sqlite_story, events_path)
+    first_words = sqlite_story.user("先到的一句。")
+    with pytest.raises(ConcurrentWriteError):
+        second.user("后到的一句。")  # its story was a version behind
+    sqlite_story.reply("回答。")
+    later = follower.run(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "user", "再一句。")
+    path = [n.id for n in project_path(second.app.node, later.node.id)]
+    assert first_words in path
+
+
+def test_a_command_that_lost_a_race_runs_again_on_what_the_store_holds(
+    sqlite_story: StoryBuilder, events_path: Path
+) -> None:
+    second, follower = other_process(sqlite_story, events_path)
+    runs = []
+
+    def append_after_a_rival() -> object:
+        runs.append(1)
+        if len(runs) == 1:  # another process saves between this one's look and its save
+            sqlite_story.user("抢先的一句。")
+            sqlite_story.reply("抢先的回答。")
+        return second.app.stories.append_node(second.tenant, second.story_id, uuid4(), "user", "后来的一句。")
+
+    follower.run(append_after_a_rival)
+    assert len(runs) == 2
+    leaf = second.app.story(second.tenant, second.story_id).leaf_id
+    assert [n.text for n in project_path(second.app.node, leaf)][-3:] == [
+        "抢先的一句。",
+        "抢先的回答。",
+        "后来的一句。",
+    ]
+
+
+def test_a_command_that_saved_before_it_lost_a_race_is_not_run_again(
+    sqlite_story: StoryBuilder, events_path: Path
+) -> None:
+    second, follower = other_process(sqlite_story, events_path)
+    runs = []
+
+    def save_then_lose() -> None:
+        runs.append(1)
+        second.user("先存下的一句。")
+        replace(sqlite_story, app=sqlite_app(events_path)).reply("别处的回答。")  # (this one's story is now behind)
+        second.reply("这里的回答。")
+
+    with pytest.raises(ConcurrentWriteError):
+        follower.run(save_then_lose)
+    assert len(runs) == 1
+
+
+def test_a_stale_if_match_is_a_conflict_and_is_not_retried(sqlite_story: StoryBuilder, events_path: Path) -> None:
+    second, follower = other_process(sqlite_story, events_path)
+    version = second.app.story(second.tenant, second.story_id).version
+    sqlite_story.user("先到的一句。")
+    runs = []
+
+    def append_if_match() -> object:
+        runs.append(1)
+        return second.app.stories.append_node(second.tenant, second.story_id, uuid4(), "reply", "回答。", None, version)
+
+    with pytest.raises(VersionConflictError) as raised:
+        follower.run(append_if_match)
+    assert not isinstance(raised.value, ConcurrentWriteError) and len(runs) == 1
+
+
+def test_listeners_hear_only_other_processes_events(sqlite_story: StoryBuilder, events_path: Path) -> None:
+    second, follower = other_process(sqlite_story, events_path)
+    heard: list[object] = []
+    follower.on(StoryDeleted, lambda event: heard.append(event.originator_id))
+    other = StoryBuilder.start(second.app)
+    second.app.stories.delete_story(other.tenant, other.story_id)  # this process's own deletion
+    sqlite_story.app.stories.delete_story(sqlite_story.tenant, sqlite_story.story_id)
+    follower.follow()
+    assert heard == [sqlite_story.story_id]
