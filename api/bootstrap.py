@@ -29,6 +29,7 @@ from schedulers.workers.compaction import CompactWorker
 from schedulers.workers.scribe import ScribeWorker
 from service.executor import Executor
 from service.imports import Importer
+from service.leadership import Duty, Leadership
 from service.log_follower import LogFollower
 from service.memory import MemorySearch
 from service.proxy import ChatProxy
@@ -38,8 +39,10 @@ from service.views import StoryViews
 from service.writes import StoryWrites
 from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from storage.embedding_cache import EmbeddingCache
+from storage.leadership import LeaderLock
 from storage.notifications import SQLiteNotifications
 from storage.service_db import ServiceDB
+from storage.write_lock import WriteLock
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,8 @@ class Service:
     compactor: CompactWorker
     jobs: JobSystem
     checkpointer: Checkpointer | None
+    leadership: Leadership  # the one process of a data dir that runs the jobs and checkpoints
+    follower: LogFollower  # what other processes write to the event store
     importer: Importer
     proxy: ChatProxy
     relay: Relay | None  # the chat-completions proxy's upstream: the main model's endpoint
@@ -98,9 +103,6 @@ class Service:
         return [
             Resource("key store", _nothing, close_keys),
             Resource("event store", _nothing, close_app),
-            Resource("checkpoints", self.checkpointer.start, self.checkpointer.stop)
-            if self.checkpointer
-            else Resource("checkpoints", _nothing, _nothing),
             Resource("read side", self.read_side.start, self.read_side.stop),
             Resource("executor", _nothing, self.executor.stop),
             Resource("recall", _nothing, self.recall.stop),
@@ -108,7 +110,7 @@ class Service:
             Resource("side model", _nothing, self.side_model.close if self.side_model else _nothing),
             Resource("proxy upstream", _nothing, self.relay.close if self.relay else _nothing),
             Resource("turns", _nothing, turns.stop_all if turns else _nothing),
-            Resource("jobs", self.jobs.start, self.jobs.stop),
+            Resource("leadership", self.leadership.start, self.leadership.stop),  # jobs and checkpoints
         ]
 
     async def start(self) -> None:
@@ -145,7 +147,10 @@ def bootstrap(
         if background_checkpoints and app is None and store is None:
             env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
             checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
-    app = app or Changji(env=env)
+    if app is None:
+        app = Changji(env=env)
+        if settings.persistence == "sqlite":  # other workers write the same store: one commit at a time
+            app.write_lock = WriteLock(f"{env['SQLITE_DBNAME']}.lock")
     rebuilt_in = settings.data_dir if settings.persistence == "sqlite" and store is None else None
     store = store or ReadModels(settings.read_models_path, LOG_LIMIT_BYTES if checkpointer else None)
     runner = ProjectionRunner(app, store, SQLiteNotifications.of(app))
@@ -189,11 +194,16 @@ def bootstrap(
         concurrency=settings.job_concurrency,
     )
     jobs = JobSystem(app, store, executor, read_side, workers, policy)
+    duties = [Duty("job system", jobs.start, jobs.stop)]
+    if checkpointer is not None:
+        duties.insert(0, Duty("checkpoints", checkpointer.start, checkpointer.stop))
+    leadership = Leadership(LeaderLock(settings.data_dir if settings.persistence == "sqlite" else None), duties)
+    read_side.leading = lambda: leadership.leading  # (only the leader adopts a rebuilt read-model file)
     return Service(
         settings, app, store, runner, read_side, executor, views, StoryWrites(app, views), recall, keys,
         Authenticator(keys, executor), counter,
-        main_model, side_model, turns, compactor, jobs, checkpointer, Importer(app, keys, settings.import_max_bytes),
-        ChatProxy(app, views, store, keys.put_blob), _relay(main_model),
+        main_model, side_model, turns, compactor, jobs, checkpointer, leadership, follower,
+        Importer(app, keys, settings.import_max_bytes), ChatProxy(app, views, store, keys.put_blob), _relay(main_model),
     )  # fmt: skip
 
 
@@ -202,14 +212,30 @@ def _embedder(settings: Settings) -> Embedder | None:
     Measured on LoCoMo (`ops/bench/locomo_recall.py`), the two BM25 rankings fused with e5 find the most;
     the hashing embedder adds nothing to the two BM25 rankings, so without e5 recall is BM25 alone
     (`hashing` stays, to choose)."""
-    choice, endpoint = settings.embedder, settings.embeddings
-    if choice == "endpoint" or (choice == "auto" and endpoint.configured):
+    chosen, endpoint = _embedder_chosen(settings), settings.embeddings
+    if chosen == "endpoint":
         return EndpointEmbedder(
             endpoint.endpoint(), settings.embed_dimensions, settings.embed_query_prefix, settings.embed_passage_prefix
         )
-    if choice == "e5" or (choice == "auto" and e5_available()):
+    if chosen == "e5":
         return E5Embedder()
-    return HashingEmbedder() if choice == "hashing" else None
+    return HashingEmbedder() if chosen == "hashing" else None
+
+
+def _embedder_chosen(settings: Settings) -> str | None:
+    choice = settings.embedder
+    if choice == "endpoint" or (choice == "auto" and settings.embeddings.configured):
+        return "endpoint"
+    if choice == "e5" or (choice == "auto" and e5_available()):
+        return "e5"
+    return "hashing" if choice == "hashing" else None
+
+
+def embedder_name(settings: Settings) -> str:
+    """The name of recall's embedder, as `Recall.embedder_name` gives it, without making the embedder."""
+    names = {"endpoint": settings.embeddings.model, "e5": E5Embedder.model, "hashing": HashingEmbedder.model}
+    chosen = _embedder_chosen(settings)
+    return names[chosen] if chosen is not None else "none (BM25 only)"
 
 
 def _relay(main_model: ChatModel | None) -> Relay | None:

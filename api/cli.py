@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -19,11 +20,12 @@ import click
 from pydantic import ValidationError
 
 from api.app import create_app
-from api.bootstrap import Service, bootstrap
+from api.bootstrap import Service, bootstrap, embedder_name
 from api.keys import SERVICE
 from api.server import AccessLog
 from api.server import serve as serve_app
 from api.settings import Settings
+from api.supervisor import Supervisor, end_with_parent, listening_sockets, worker_argv
 from domain.application import Changji
 from domain.errors import DomainError
 from interchange.cards import CardFormatError
@@ -31,6 +33,7 @@ from interchange.chats import ChatFormatError
 from interchange.lorebooks import LorebookFormatError
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
+from service.read_side import replay_if_empty
 from storage import read_model_files
 from storage.notifications import SQLiteNotifications
 from storage.service_db import ServiceDB
@@ -52,9 +55,27 @@ def main(log_level: str) -> None:
 @DATA_DIR
 @click.option("--host", default=None, help="bind address [env CHANGJI_HOST; 127.0.0.1]")
 @click.option("--port", type=int, default=None, help="port [env CHANGJI_PORT; 8780]")
-def serve(data_dir: Path | None, host: str | None, port: int | None) -> None:
+@click.option("--workers", type=int, default=None, help="serving processes, one core each [env CHANGJI_WORKERS; 1]")
+@click.option("--listen-fds", default=None, hidden=True)  # a worker: the listening sockets it inherited
+@click.option("--worker-index", type=int, default=0, hidden=True)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    data_dir: Path | None,
+    host: str | None,
+    port: int | None,
+    workers: int | None,
+    listen_fds: str | None,
+    worker_index: int,
+) -> None:
     """Run the HTTP API on the embedded SQLite store."""
-    settings = Settings.from_env(data_dir=data_dir, host=host, port=port)
+    try:
+        settings = Settings.from_env(data_dir=data_dir, host=host, port=port, workers=workers)
+    except ValidationError as exc:
+        raise click.ClickException(_reason(exc)) from None
+    if listen_fds is not None:
+        _serve_worker(settings, [int(fd) for fd in listen_fds.split(",")], worker_index)
+        return
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = ServiceDB(settings.service_db_path)
     if not db.has_keys():
@@ -66,24 +87,68 @@ def serve(data_dir: Path | None, host: str | None, port: int | None) -> None:
             stack.enter_context(read_model_files.serving(settings.data_dir))
         except read_model_files.AlreadyServed as exc:
             raise click.ClickException(str(exc)) from None
+        if settings.workers > 1:
+            _supervise(settings, ctx.find_root().params["log_level"])
+            click.echo("changji stopped")
+            return
         app = create_app(settings)
-        svc = app[SERVICE]
-        click.echo(
-            f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir.resolve()})"
-        )
-        for role, model in (("main model", settings.main_model), ("side model", settings.side_model)):
-            where = f"{model.model} at {model.base_url}" if model.configured else "none"
-            click.echo(f"  {role}: {where}")
-        if not settings.main_model.configured:
-            click.echo("    (engine endpoints answer 503; bring-your-own mode works)")
-        if not settings.side_model.configured:
-            click.echo("    (summaries are written offline; the scene is only patched by hand)")
-        click.echo(f"  recall: {svc.recall.embedder_name}")
-        click.echo(f"  access log: {'on' if settings.access_log else 'off (CHANGJI_ACCESS_LOG=1)'}")
-        if settings.access_log:
-            logging.getLogger("aiohttp.access").setLevel(logging.INFO)
+        _banner(settings, app[SERVICE].recall.embedder_name)
         serve_app(app, settings.host, settings.port, access_log_class=AccessLog, access_log=_access(settings))
     click.echo("changji stopped")
+
+
+def _banner(settings: Settings, recall: str) -> None:
+    workers = f", {settings.workers} workers" if settings.workers > 1 else ""
+    click.echo(
+        f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir.resolve()}{workers})"
+    )
+    for role, model in (("main model", settings.main_model), ("side model", settings.side_model)):
+        where = f"{model.model} at {model.base_url}" if model.configured else "none"
+        click.echo(f"  {role}: {where}")
+    if not settings.main_model.configured:
+        click.echo("    (engine endpoints answer 503; bring-your-own mode works)")
+    if not settings.side_model.configured:
+        click.echo("    (summaries are written offline; the scene is only patched by hand)")
+    click.echo(f"  recall: {recall}")
+    click.echo(f"  access log: {'on' if settings.access_log else 'off (CHANGJI_ACCESS_LOG=1)'}")
+    if settings.access_log:
+        logging.getLogger("aiohttp.access").setLevel(logging.INFO)
+
+
+def _supervise(settings: Settings, log_level: str) -> None:
+    """Several workers (`api/supervisor.py`): the read models made ready once, the address bound here."""
+    app = Changji(env=settings.event_store_env())
+    try:
+        runner = ProjectionRunner(app, ReadModels(settings.read_models_path), SQLiteNotifications.of(app))
+        replay_if_empty(runner)
+        runner.catch_up()
+        runner.store.writer.conn.close()
+    finally:
+        app.close()
+    try:
+        sockets = listening_sockets(settings.host, settings.port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {settings.host}:{settings.port}: {exc}") from None
+    _banner(settings, embedder_name(settings))
+    fds = [sock.fileno() for sock in sockets]
+    data_dir = str(settings.data_dir.resolve())
+    try:
+        Supervisor(lambda index: worker_argv(index, fds, data_dir, log_level), settings.workers, fds).run()
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _serve_worker(settings: Settings, fds: list[int], index: int) -> None:
+    """One worker of `changji serve --workers N`, on the sockets its parent bound."""
+    end_with_parent(os.getppid())
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s [worker {index}] %(name)s: %(message)s"))
+    if settings.access_log:
+        logging.getLogger("aiohttp.access").setLevel(logging.INFO)
+    sockets = [socket.socket(fileno=fd) for fd in fds]
+    app = create_app(settings)
+    serve_app(app, settings.host, settings.port, sockets, access_log_class=AccessLog, access_log=_access(settings))
 
 
 def _access(settings: Settings) -> logging.Logger | None:

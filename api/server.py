@@ -18,6 +18,8 @@ import asyncio
 import json
 import logging
 import signal
+import socket
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
@@ -85,13 +87,20 @@ class Runner(web.AppRunner):
         return server
 
 
-def serve(app: web.Application, host: str, port: int, **runner_args: Any) -> None:
-    """Serve `app` on host:port until SIGINT or SIGTERM."""
+def serve(
+    app: web.Application, host: str, port: int, sockets: Sequence[socket.socket] = (), **runner_args: Any
+) -> None:
+    """Serve `app` on host:port — or on `sockets` already listening (a worker's, inherited from the
+    process that bound them) — until SIGINT or SIGTERM."""
 
     async def main() -> None:
         runner = Runner(app, handle_signals=False, **runner_args)
         await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        if sockets:
+            for sock in sockets:
+                await web.SockSite(runner, sock).start()
+        else:
+            await web.TCPSite(runner, host, port).start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

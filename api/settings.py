@@ -60,6 +60,7 @@ class Settings(BaseModel):
     )
     body_seconds: float = Field(30.0, gt=0, description="how long a request body may take to arrive (then 408)")
     access_log: bool = Field(False, description="log each request: method, path (no query), status, size, time")
+    workers: int = Field(1, ge=1, le=64, description="serving processes (`changji serve`): one uses one core")
     poll_interval: float = Field(1.0, gt=0, description="seconds between read-model catch-ups")
     cache_nodes: int = Field(200_000, ge=100, description="aggregates kept in memory")
     main_model: ModelSettings = Field(default_factory=ModelSettings, description="writes replies (engine mode)")
@@ -97,6 +98,10 @@ class Settings(BaseModel):
     def _endpoint_configured(self) -> Settings:
         if self.embedder == "endpoint" and not self.embeddings.configured:
             raise ValueError("embedder 'endpoint' needs CHANGJI_EMBED_BASE_URL and CHANGJI_EMBED_MODEL")
+        if self.workers > 1 and self.persistence != "sqlite":
+            raise ValueError(
+                "several workers share the SQLite files: CHANGJI_WORKERS > 1 needs CHANGJI_PERSISTENCE=sqlite"
+            )
         return self
 
     @classmethod
@@ -106,6 +111,7 @@ class Settings(BaseModel):
             "persistence": os.environ.get("CHANGJI_PERSISTENCE"),
             "host": os.environ.get("CHANGJI_HOST"),
             "port": os.environ.get("CHANGJI_PORT"),
+            "workers": os.environ.get("CHANGJI_WORKERS"),
             "max_body_bytes": os.environ.get("CHANGJI_MAX_BODY_BYTES"),
             "import_max_bytes": os.environ.get("CHANGJI_IMPORT_MAX_BYTES"),
             "body_seconds": os.environ.get("CHANGJI_BODY_SECONDS"),

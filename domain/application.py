@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
@@ -97,6 +97,9 @@ class Changji(Application[UUID]):
         self._recent: deque[tuple[int, DomainEventProtocol[UUID]]] = deque(maxlen=self.recent_size)
         self._settings: dict[UUID, _MergedSettings] = {}
         self.commits = 0  # transactions this process committed (a command that saved nothing yet may be run again)
+        # held around each commit: where several processes write the store, one at a time (the service
+        # sets a lock across them: `storage/write_lock.py`); reentrant, so a command may hold it throughout
+        self.write_lock: AbstractContextManager[Any] = nullcontext()
         self.cards = CardCommands(self)
         self.stories = StoryCommands(self)
         self.nodes = NodeCommands(self)
@@ -286,7 +289,8 @@ class Changji(Application[UUID]):
         for aggregate in aggregates:
             processing.events.extend(aggregate.collect_events())
             processing.aggregates[aggregate.id] = aggregate
-        recordings = self._record(processing)
+        with self.write_lock:
+            recordings = self._record(processing)
         self._take_snapshots(processing)
         self.commits += 1
         self._recent.extend((r.notification.id, r.domain_event) for r in recordings)

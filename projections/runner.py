@@ -62,16 +62,16 @@ class ProjectionRunner:
     ) -> int:
         """Fold notifications after the tracked position (up to `until`, or all); return the new position.
 
-        `wait=False` (a caller that must not block, such as the event loop): only what can be folded
-        straight from the events just saved, and only if no other thread is folding; nothing is read
-        back from the store. The position may then still be short of `until`."""
+        `wait=False` (a caller that must not wait for another thread, such as the event loop): only if
+        no other thread is folding just then, and only up to `until`; else nothing, and the position may
+        still be short of `until`."""
         if not self._lock.acquire(blocking=wait):
             return self.position
         try:
             self.position = self.store.position()  # (other processes may fold into the same file)
             if until is not None and self.position < until:
                 self._fold_recent(until)
-            position = self._catch_up(until, progress, batch) if wait else self.position
+            position = self._catch_up(until, progress, batch) if wait or until is not None else self.position
             if position != self._counted_at:  # (new job rows, perhaps folded by another process)
                 self.store.count_jobs()
                 self._counted_at = position

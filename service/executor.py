@@ -1,11 +1,21 @@
-"""Domain work off the event loop.
+"""Domain work, on the event loop or off it.
 
-Threads: every event-store call (commands and aggregate loads) runs on one writer thread, so cached
-aggregates are never touched by two threads; read-model queries use a small reader pool with one
-connection per thread. Nothing blocking runs on the loop, with one measured exception (`command`).
+Threads: aggregates are only ever touched by one thread at a time (`_writing`): the writer thread, or
+the event loop itself for short calls when the writer thread is idle and commits do not wait for the
+disk (`inline_commands`): a hop to a thread and back costs 0.2–0.35 ms on small virtual machines (the
+sleeping core has to be woken twice) and the GIL handed back and forth, as much as a short call itself.
+Long calls (imports, replays, compactions) keep to the writer thread, so the loop is never held long.
+Read-model queries use a small reader pool with one connection per thread.
 
-Read your writes: `write` runs a command and answers only once the read side shows its events (a
-command returns the notification position of its last event, alone or as `.position`).
+Other processes (the other workers of `changji serve --workers N`): what they saved is followed before
+each domain call, and a command holds the event store's write lock from that look to its save
+(`service/log_follower.py`).
+
+Read your writes: `write` and `short_write` run a command and answer only once the read models show
+its events (a command returns the notification position of its last event, alone or as `.position`).
+The command's events are folded right after it, still holding the write lock, so the read models keep
+in step with the log (no other process's events come in between: nothing is read back, and no two
+processes fold at once); a fold another thread has under way at that moment is waited for by `sync`.
 """
 
 from __future__ import annotations
@@ -15,13 +25,15 @@ import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, Protocol, TypeVar
+from contextlib import nullcontext
+from typing import Literal, ParamSpec, Protocol, TypeVar
 
 from service.log_follower import LogFollower
 from service.read_side import ReadSide
 
 P = ParamSpec("P")
 T = TypeVar("T")
+Kind = Literal["read", "command", "write"]  # a write is a command whose events are folded right after it
 
 
 class Positioned(Protocol):
@@ -34,60 +46,78 @@ class Positioned(Protocol):
 W = TypeVar("W", bound=int | Positioned)
 
 
+def position_of(result: int | Positioned) -> int:
+    return result if isinstance(result, int) else result.position
+
+
 class Executor:
     def __init__(
         self, read_side: ReadSide, inline_commands: bool = True, readers: int = 2, follower: LogFollower | None = None
     ) -> None:
-        """`inline_commands`: `command` may run on the event loop when the writer thread is idle — set
-        where commits do not wait for the disk (see `command`). `follower`: what other processes saved
-        is followed before each domain call, and a command that lost a race to one runs again
-        (`service/log_follower.py`)."""
+        """`inline_commands`: short calls may run on the event loop when the writer thread is idle — set
+        where commits do not wait for the disk. `follower`: what other processes saved is followed
+        before each domain call (`service/log_follower.py`)."""
         self.read_side = read_side
         self.inline_commands = inline_commands
         self.follower = follower
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="changji-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="changji-reader")
-        self._writing = threading.Lock()  # held by whichever thread runs a domain command
-        self._queued = 0  # commands handed to the writer thread and not yet finished
+        self._writing = threading.Lock()  # held by whichever thread runs a domain call
+        self._queued = 0  # calls handed to the writer thread and not yet finished
 
     async def write(self, fn: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> W:
-        """Run a domain command; answer only once the read models show its events."""
-        result = await self._on_writer(fn, *args, **kwargs)
-        await self.read_side.sync(result if isinstance(result, int) else result.position)
+        """Run a domain command on the writer thread; answer only once the read models show its events."""
+        result = await self._on_writer("write", fn, *args, **kwargs)
+        await self.read_side.sync(position_of(result))
+        return result
+
+    async def short_write(self, fn: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> W:
+        """`write` for a short command (an append: a transaction of a few events), here on the loop
+        when the writer thread is idle."""
+        result = await self._here_or_on_writer("write", fn, *args, **kwargs)
+        await self.read_side.sync(position_of(result))
         return result
 
     async def command(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a domain command without waiting for the read models: the turn engine's (open a turn,
-        record a round), which read back only from the event store and sync before they answer.
-
-        When no other command is running or queued, it runs right here on the event loop instead of
-        on the writer thread: a hop to a thread and back costs 0.2–0.35 ms on small virtual machines
-        (the sleeping core has to be woken twice), about as much as the command itself, and a turn
-        makes one per round. These commands are short (a transaction of a few events, and at the
-        opening the context, which is incremental); commands of any other kind keep to the thread."""
-        if self.inline_commands and self._queued == 0 and self._writing.acquire(blocking=False):
-            try:
-                return self._run(fn, *args, **kwargs)
-            finally:
-                self._writing.release()
-        return await self._on_writer(fn, *args, **kwargs)
+        """Run a short domain command without waiting for the read models, here on the loop when the
+        writer thread is idle: the turn engine's (open a turn, record a round), which read back only
+        from the event store and sync before they answer."""
+        return await self._here_or_on_writer("command", fn, *args, **kwargs)
 
     async def load(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a domain query (aggregate loads) on the writer thread."""
-        return await self._on_writer(fn, *args, **kwargs)
+        return await self._on_writer("read", fn, *args, **kwargs)
+
+    async def short_load(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`load` for a short query (a node, the context for the next turn: incremental, a few ms), here
+        on the loop when the writer thread is idle."""
+        return await self._here_or_on_writer("read", fn, *args, **kwargs)
 
     async def query(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a read-model query on a reader thread."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, functools.partial(fn, *args, **kwargs))
 
-    async def _on_writer(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """On the writer thread, holding `_writing` (which a command run on the loop holds too): the
-        domain objects are only ever touched by one thread at a time."""
+    async def short_query(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`query` for a short one (a node's children, by an index: tens of µs), here on the loop, with
+        the loop's own connection: less than the hop to a reader thread and back."""
+        return fn(*args, **kwargs)
+
+    async def _here_or_on_writer(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        if self.inline_commands and self._queued == 0 and self._writing.acquire(blocking=False):
+            try:
+                return self._run(kind, fn, *args, **kwargs)
+            finally:
+                self._writing.release()
+        return await self._on_writer(kind, fn, *args, **kwargs)
+
+    async def _on_writer(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """On the writer thread, holding `_writing` (which a call run on the loop holds too): the domain
+        objects are only ever touched by one thread at a time."""
 
         def locked() -> T:
             with self._writing:
-                return self._run(fn, *args, **kwargs)
+                return self._run(kind, fn, *args, **kwargs)
 
         self._queued += 1  # only ever changed on the event loop
         try:
@@ -95,11 +125,19 @@ class Executor:
         finally:
             self._queued -= 1
 
-    def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """A domain call, holding `_writing`: after what other processes saved, where they may."""
-        if self.follower is None:
-            return fn(*args, **kwargs)
-        return self.follower.run(fn, *args, **kwargs)
+    def _run(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A domain call, holding `_writing`: after what other processes saved, where they may (a command
+        holding the write lock from that look to its save, and a write to its fold)."""
+        follower = self.follower
+        if kind == "read":
+            return follower.read(fn, *args, **kwargs) if follower is not None else fn(*args, **kwargs)
+        with follower.app.write_lock if follower is not None else nullcontext():
+            result = follower.command(fn, *args, **kwargs) if follower is not None else fn(*args, **kwargs)
+            if kind == "write":
+                position = position_of(result)  # type: ignore[arg-type]  # (writes answer with a position)
+                if self.read_side.position < position:
+                    self.read_side.fold_now(position)
+            return result
 
     async def stop(self) -> None:
         self._writer.shutdown(wait=True)

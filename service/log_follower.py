@@ -7,10 +7,13 @@ most of the time) and folds them into what it holds (`Changji.follow`): what it 
 the store holds, so a write answered by another process is seen here (read your writes), and a
 command decides on the current state.
 
-A command can still lose a race: another process may save between this one's look and its save.
-The save is then refused (`ConcurrentWriteError`, nothing saved) and the command runs again on the
-state the store now holds — up to `ATTEMPTS` times, and only while it has saved nothing (a command
-that saved once and then lost a race is not run again: its error goes to the caller, as a conflict).
+A command runs holding the store's write lock from its look to its save (`Changji.write_lock`, which
+every commit of every process takes), so no other process saves in between: it decides on the state
+it saves over, and never loses a race (which would cost it its aggregates: a command that fails
+evicts what it touched, and a story read back whole reads up to a snapshot's worth of events). Reads
+do not take the lock. Should a command still lose a race (a writer that does not take the lock), it
+runs again, as long as it has saved nothing (one that saved once and then lost a race gives its error
+to the caller, as a conflict).
 
 Listeners (`on`) hear of events of a kind that another process saved: a deleted story's recall index
 is dropped here too, a turn stopped elsewhere is stopped here.
@@ -31,7 +34,7 @@ from storage.notifications import SQLiteNotifications, StoredRow, uuid_of
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
-ATTEMPTS = 8  # runs of a command that keeps losing races to other processes' saves
+ATTEMPTS = 4  # runs of a command that keeps losing races (to writers that do not take the lock)
 BATCH = 1000  # rows read per query
 
 
@@ -41,6 +44,7 @@ class LogFollower:
         self.app, self.reader = app, reader
         self.position = int(app.recorder.max_notification_id() or 0) if reader is not None else 0
         self._listeners: dict[str, list[Callable[[Any], None]]] = {}
+        self.raced = 0  # commands that lost a race all the same (to a writer without the lock) and ran again
 
     def on(self, event_class: type, listener: Callable[[Any], None]) -> None:
         """Call `listener(event)` for each event of that class another process saved (on the thread
@@ -78,16 +82,23 @@ class LogFollower:
                 except Exception:
                     log.exception("a listener of %s failed", row[3])
 
-    def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a command (or a read) of the domain on what the store holds now, again where it lost a
-        race to another process's save before it saved anything. The caller holds the domain's lock."""
+    def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a read of the domain on what the store holds now. The caller holds the domain's lock
+        (one thread at a time)."""
+        self.follow()
+        return fn(*args, **kwargs)
+
+    def command(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a command of the domain on what the store holds now, holding the write lock; again
+        where it lost a race before it saved anything. The caller holds the domain's lock."""
         for attempt in range(1, ATTEMPTS + 1):
-            self.follow()
-            commits = self.app.commits
-            try:
-                return fn(*args, **kwargs)
-            except ConcurrentWriteError:
-                if self.reader is None or self.app.commits != commits or attempt == ATTEMPTS:
-                    raise
-                log.debug("a command lost a race to another process's save: running it again (%s)", attempt)
+            with self.app.write_lock:
+                self.follow()
+                commits = self.app.commits
+                try:
+                    return fn(*args, **kwargs)
+                except ConcurrentWriteError:
+                    if self.reader is None or self.app.commits != commits or attempt == ATTEMPTS:
+                        raise
+                    self.raced += 1
         raise AssertionError("unreachable")

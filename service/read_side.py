@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import IO
 
 from projections.runner import INDEX_BATCH, ProjectionRunner
 from storage import read_model_files
@@ -52,6 +53,8 @@ class ReadSide:
         self._indexer: asyncio.Task[None] | None = None
         self._index_due, self._index_seen, self._closing = False, 0, False
         self._listeners: list[Callable[[], None]] = []
+        self.leading: Callable[[], bool] = lambda: True  # whether this process adopts rebuilt files (the leader)
+        self._held: IO[str] | None = None  # the read-model file in use, held (see `_hold`)
 
     @property
     def position(self) -> int:
@@ -68,29 +71,51 @@ class ReadSide:
 
     async def adopt_offered(self) -> str | None:
         """Adopt a rebuilt read-model file if one is offered; its path, or None. The files are looked
-        at and switched on the projector thread (no file I/O on the loop), between two folds."""
+        at and switched on the projector thread (no file I/O on the loop), between two folds.
+
+        Where several processes serve the data dir, the leader adopts an offer and makes it the file in
+        use; the others switch to the file in use when they see it changed."""
         if self.data_dir is None:
             return None
-        adopted = await asyncio.get_running_loop().run_in_executor(self._projector, self._adopt, self.data_dir)
+        adopt = self._adopt if self.leading() else self._follow_current
+        adopted = await asyncio.get_running_loop().run_in_executor(self._projector, adopt, self.data_dir)
         if adopted is not None:
             await self.sync()  # what was written after the rebuild
         return adopted
 
+    def _follow_current(self, data_dir: Path) -> str | None:
+        in_use = read_model_files.current(data_dir)
+        if str(in_use) == self.runner.store.path or not in_use.exists():
+            return None
+        return self._switch(in_use, promote=False)
+
     def _adopt(self, data_dir: Path) -> str | None:
         offered = read_model_files.waiting(data_dir)
         if offered is None or str(offered) == self.runner.store.path:
-            return None
+            return self._follow_current(data_dir)  # (another process may have led the switch)
+        return self._switch(offered, promote=True)
+
+    def _switch(self, offered: Path, promote: bool) -> str | None:
+        data_dir = self.data_dir
+        assert data_dir is not None
         old = self.runner.store.path
         try:
             position = self.runner.adopt(str(offered))
         except (ValueError, OSError, sqlite3.Error) as exc:
-            log.error("not adopting the offered read models (the offer is withdrawn): %s", exc)
-            read_model_files.withdraw(data_dir, offered)
+            if promote:
+                log.error("not adopting the offered read models (the offer is withdrawn): %s", exc)
+                read_model_files.withdraw(data_dir, offered)
+            else:
+                log.error("could not switch to the read models in use (%s): %s", offered.name, exc)
             return None
         # switched: from here on the new file is the one in use, whatever the catch-up after it meets
+        self._hold(str(offered))
         for listener in self._adopted:  # (the checkpointer lets go of the old file before it is removed)
             listener(old, str(offered))
-        read_model_files.promote(data_dir, offered)
+        if promote:
+            read_model_files.promote(data_dir, offered)  # (the old file goes once no process holds it)
+        else:
+            read_model_files.remove_unused(data_dir)
         log.info("read models switched to %s (rebuilt up to %s); folding what came after", offered.name, position)
         return str(offered)
 
@@ -114,10 +139,10 @@ class ReadSide:
             self._fold()
 
     def fold_now(self, position: int) -> int:
-        """Catch the read models up to `position` on the calling thread, right after the last save of
-        a turn, so the turn's answer needs no hop to the projector thread. If the projector is folding
-        just then, this does not wait for it (the caller may be the event loop): the turn's `sync()`
-        then shares that catch-up."""
+        """Catch the read models up to `position` on the calling thread, right after a short write (the
+        last save of a turn, an append), so its answer needs no hop to the projector thread. If the
+        projector is folding just then, this does not wait for it (the caller may be the event loop):
+        the caller's `sync()` then shares that catch-up."""
         return self.runner.catch_up(position, wait=False)
 
     async def searchable(self) -> None:
@@ -161,28 +186,25 @@ class ReadSide:
 
     # --- lifecycle ----------------------------------------------------------------------------
 
+    def _hold(self, path: str) -> None:
+        """Hold the read-model file in use (`read_model_files.hold`), letting go of the one before."""
+        if self.data_dir is None:
+            return
+        held, self._held = self._held, read_model_files.hold(path)
+        if held is not None:
+            read_model_files.let_go(held)
+
     async def start(self) -> None:
         """Fold everything already in the log, then poll for events written by other processes (and
         for rebuilt read models offered meanwhile). Read models that hold nothing yet (a new file, or a
         layout changed by an upgrade) while the log holds much are replayed as a rebuild is, in bulk."""
+        self._hold(self.runner.store.path)
         await self.adopt_offered()
-        if self.runner.position == 0 and self.runner.max_position() >= self.bulk_replay:
-            await asyncio.get_running_loop().run_in_executor(self._projector, self._replay)
+        await asyncio.get_running_loop().run_in_executor(
+            self._projector, replay_if_empty, self.runner, self.bulk_replay
+        )
         await self.sync()
         self._poller = asyncio.create_task(self._poll())
-
-    def _replay(self) -> None:
-        total, done, said = self.runner.max_position(), [0], [time.monotonic()]
-        log.info("read models empty: replaying %s events in bulk before serving", f"{total:,}")
-
-        def progress(step: int) -> None:
-            done[0] += step
-            if time.monotonic() - said[0] >= 5:
-                said[0] = time.monotonic()
-                log.info("replayed %s of %s events", f"{done[0]:,}", f"{total:,}")
-
-        position = self.runner.rebuild(progress=progress)
-        log.info("read models replayed up to %s", f"{position:,}")
 
     async def _poll(self) -> None:
         while True:
@@ -201,3 +223,24 @@ class ReadSide:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._projector.shutdown(wait=True)
+        if self._held is not None:
+            read_model_files.let_go(self._held)
+            self._held = None
+
+
+def replay_if_empty(runner: ProjectionRunner, bulk_replay: int = BULK_REPLAY) -> None:
+    """Replay the log into read models that hold nothing yet, in bulk as a rebuild does, when the log
+    holds `bulk_replay` events or more (fewer are simply caught up)."""
+    if runner.store.position() != 0 or runner.max_position() < bulk_replay:
+        return
+    total, done, said = runner.max_position(), [0], [time.monotonic()]
+    log.info("read models empty: replaying %s events in bulk before serving", f"{total:,}")
+
+    def progress(step: int) -> None:
+        done[0] += step
+        if time.monotonic() - said[0] >= 5:
+            said[0] = time.monotonic()
+            log.info("replayed %s of %s events", f"{done[0]:,}", f"{total:,}")
+
+    position = runner.rebuild(progress=progress)
+    log.info("read models replayed up to %s", f"{position:,}")

@@ -112,6 +112,11 @@ class Recall:
             running = self._building.get(story_id)
             if running is not None and not running.done():
                 return running
+            current = self._indexes.get(story_id)
+            if not now and current is not None and self._resting(story_id):
+                done: Future[StoryIndex | None] = Future()  # (as `_rebuild` would answer: no hop to its thread)
+                done.set_result(current)
+                return done
             future = self._pool.submit(self._rebuild, story_id, now)
             self._building[story_id] = future
             return future
@@ -232,17 +237,21 @@ class Recall:
             self._contexts.pop(story_id, None)
             self._forgotten[story_id] = self._forgotten.get(story_id, 0) + 1
 
+    def _resting(self, story_id: UUID) -> bool:
+        """Whether a background refresh of a story that has an index is not due yet: the embedder failed
+        lately (no try before its time), or the story rests after a long build (no sleep on the one
+        build thread)."""
+        failing = self._retry_at.get(story_id, 0.0) > time.monotonic()
+        return failing or self._next_build.get(story_id, 0.0) - time.monotonic() > self.build_pause
+
     def _rebuild(self, story_id: UUID, now: bool = False) -> StoryIndex | None:
         current = self.index(story_id)
+        if not now and current is not None and self._resting(story_id):
+            return current  # (a search then asks again)
         failing = self._retry_at.get(story_id, 0.0) > time.monotonic()  # the embedder failed lately
-        if failing and not now and current is not None:
-            return current  # no try before its time (a search then asks again)
         wait = self._next_build.get(story_id, 0.0) - time.monotonic()
-        if not now and current is not None:  # a story without an index (or a caller waiting) goes first
-            if wait > self.build_pause:  # resting after a long build: no sleep on the one build thread
-                return current
-            if wait > 0:
-                time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
+        if not now and current is not None and wait > 0:  # (a story without an index, or a caller waiting, goes first)
+            time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
         self._next_build[story_id] = time.monotonic() + self.build_pause
         return self._build(story_id, embed=not failing)  # (while the embedder is failing: words alone)
 

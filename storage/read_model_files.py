@@ -25,7 +25,8 @@ from typing import IO
 
 DEFAULT = "read_models.sqlite"
 CURRENT, NEXT, LOCK = "read_models.current", "read_models.next", "serve.lock"
-SUFFIXES = ("", "-wal", "-shm", "-journal")
+IN_USE = ".inuse"
+SUFFIXES = ("", "-wal", "-shm", "-journal", IN_USE)
 
 
 def current(data_dir: Path) -> Path:
@@ -109,15 +110,41 @@ def _under_construction(path: Path) -> bool:
     return False
 
 
+def hold(path: str | Path) -> IO[str]:
+    """A shared lock on `<file>.inuse`, held while a process has the read-model file open (let go with
+    `let_go`): the processes of one service switch to a rebuilt file one after the other, and the old
+    one is removed only once none of them holds it."""
+    handle = Path(f"{path}{IN_USE}").open("a")  # noqa: SIM115 (held until `let_go`)
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    return handle
+
+
+def let_go(handle: IO[str]) -> None:
+    fcntl.flock(handle, fcntl.LOCK_UN)
+    handle.close()
+
+
+def _in_use(path: Path) -> bool:
+    marker = Path(f"{path}{IN_USE}")
+    if not marker.exists():
+        return False
+    with marker.open("a") as handle:
+        if not _try_lock(handle):
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 def remove_unused(data_dir: Path) -> list[Path]:
-    """Remove read-model files no pointer names (what a promotion left behind); return them."""
+    """Remove read-model files no pointer names (what a promotion left behind) and no process still
+    holds; return them."""
     keep = {current(data_dir).name}
     offered = waiting(data_dir)
     if offered is not None:
         keep.add(offered.name)
     gone = []
     for path in [data_dir / DEFAULT, *data_dir.glob("read_models-*.sqlite")]:
-        if path.name in keep or not path.exists() or _under_construction(path):
+        if path.name in keep or not path.exists() or _under_construction(path) or _in_use(path):
             continue
         for suffix in SUFFIXES:
             with contextlib.suppress(FileNotFoundError):

@@ -28,13 +28,17 @@ async def append_node(request: web.Request) -> web.Response:
     req = await body(request, AppendNodeRequest)
     svc, story_id = service(request), path_id(request, "story_id")
     node_id = new_id(request, "node")
-    made = await svc.executor.load(svc.writes.appended, tenant(request), story_id, node_id) if keyed(request) else None
-    appended = made or await svc.executor.write(
+    made = (
+        await svc.executor.short_load(svc.writes.appended, tenant(request), story_id, node_id)
+        if keyed(request)
+        else None
+    )
+    appended = made or await svc.executor.short_write(
         svc.writes.append_node, tenant(request), story_id, node_id, req.kind, req.text, req.parent_id, if_match(request)
     )  # (made: a retry of a request whose answer was lost)
     node = appended.node
     reply_to = node.parent_id if node.kind == "reply" else None
-    siblings = await svc.executor.query(svc.store.children, reply_to) if reply_to else []
+    siblings = await svc.executor.short_query(svc.store.children, reply_to) if reply_to else []
     answer = AppendNodeResponse(
         node=NodeResponse.of(node), story_version=appended.story_version, regenerated=len(siblings) > 1
     )

@@ -156,10 +156,10 @@ async def context(request: web.Request) -> web.Response:
     0.3 ms of a 460-message context."""
     svc, story_id, at = service(request), path_id(request, "story_id"), query_id(request, "at")
     if svc.recall.embedder is not None:  # embed the user's words here, not on the writer thread
-        words = await svc.executor.load(svc.views.recall_query, tenant(request), story_id, at)
+        words = await svc.executor.short_load(svc.views.recall_query, tenant(request), story_id, at)
         if words:
             await svc.recall.prepare(story_id, words)
-    ctx = await svc.executor.load(svc.views.context, tenant(request), story_id, at)
+    ctx = await svc.executor.short_load(svc.views.context, tenant(request), story_id, at)
     payload = {
         "story_id": story_id,
         "leaf_id": ctx.leaf_id,

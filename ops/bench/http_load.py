@@ -64,9 +64,11 @@ VARIANTS = ("floor", "raw", "compacted")
 
 def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="profile each server under py-spy while it serves")
+    parser.add_argument("--idle", action="store_true", help="with --profile: every thread's samples, waiting ones too")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="which to run, in order (default: all three)")
     parser.add_argument("--profile-dir", type=Path, help="keep each variant's raw py-spy samples there")
     parser.add_argument("--embedder", default="none", help="CHANGJI_EMBEDDER of the served variants (default: none)")
+    parser.add_argument("--workers", type=int, default=2, help="serving processes of the served variants (default: 2)")
     parser.add_argument("--drive", metavar="CONFIG_JSON", help=argparse.SUPPRESS)  # the client process
     parser.add_argument("--floor", metavar="PORT:PATH", help=argparse.SUPPRESS)  # the floor server process
 
@@ -147,7 +149,8 @@ async def drive(config: dict[str, Any]) -> dict[str, Any]:
             if not 200 <= status < 300:
                 errors[f"{kind}: HTTP {status} {data[:200]!r}"] += 1
                 return None
-            return json.loads(data)
+            return True if kind == "context" else json.loads(data)  # (the context is not read: the client's CPU
+            # is the server's on this machine, and a front end sends it on to a model without parsing it)
 
         # the server's first context (cold aggregate and render caches), not part of the load
         t0 = clock()
@@ -223,13 +226,25 @@ def py_spy() -> str | None:
     return None
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a process so far (Linux /proc), 0 if unknown."""
+def family(pid: int) -> list[int]:
+    """The process and its children (a server with workers: the supervisor and each worker; Linux /proc)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return [pid, *(int(child) for child in children)]
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process and its children so far (Linux /proc), 0 if unknown."""
+    total = 0.0
+    for member in family(pid) if pid is not None else []:
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -345,7 +360,8 @@ def run_server(
     else:
         config.update(build_variant(variant, data_dir, plan["story_turns"]))
         changji = str(Path(sys.executable).with_name("changji"))
-        command = [changji, "--log-level", "WARNING", "serve", "--data-dir", str(data_dir), "--port", str(port)]
+        command = [changji, "--log-level", "WARNING", "serve", "--data-dir", str(data_dir), "--port", str(port),
+                   "--workers", str(args.workers)]  # fmt: skip
     raw = tmp / f"py-spy-{variant}.txt"
     log_path = tmp / f"server-{variant}.log"
     server_log = log_path.open("wb")
@@ -360,8 +376,8 @@ def run_server(
         if spy:  # attached once the server is up and settled: the samples are of the load alone
             seconds = str(int(plan["seconds"]))
             profiler = subprocess.Popen(
-                [spy, "record", "--pid", str(proc.pid), "--gil", "--format", "raw", "--rate", "200",
-                 "--duration", seconds, "--output", str(raw)],
+                [spy, "record", "--pid", str(proc.pid), "--subprocesses", "--idle" if args.idle else "--gil",
+                 "--format", "raw", "--rate", "200", "--duration", seconds, "--output", str(raw)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         log(
@@ -389,14 +405,16 @@ def run_server(
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of a process (Linux /proc), MB; -1 if unknown."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return -1.0
+    """Resident memory of a process and its children (Linux /proc), MB; -1 if unknown."""
+    total = -1.0
+    for member in family(pid):
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total = max(total, 0.0) + int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return total
 
 
 def variant_figures(variant: str, result: dict[str, Any], figures: dict[str, Any]) -> None:

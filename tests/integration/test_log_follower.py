@@ -87,7 +87,9 @@ def test_without_a_follow_the_second_writer_conflicts_and_with_one_it_does_not(
     with pytest.raises(ConcurrentWriteError):
         second.user("后到的一句。")  # its story was a version behind
     sqlite_story.reply("回答。")
-    later = follower.run(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "user", "再一句。")
+    later = follower.command(
+        second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "user", "再一句。"
+    )
     path = [n.id for n in project_path(second.app.node, later.node.id)]
     assert first_words in path
 
@@ -105,7 +107,7 @@ def test_a_command_that_lost_a_race_runs_again_on_what_the_store_holds(
             sqlite_story.reply("抢先的回答。")
         return second.app.stories.append_node(second.tenant, second.story_id, uuid4(), "user", "后来的一句。")
 
-    follower.run(append_after_a_rival)
+    follower.command(append_after_a_rival)
     assert len(runs) == 2
     leaf = second.app.story(second.tenant, second.story_id).leaf_id
     assert [n.text for n in project_path(second.app.node, leaf)][-3:] == [
@@ -128,7 +130,7 @@ def test_a_command_that_saved_before_it_lost_a_race_is_not_run_again(
         second.reply("这里的回答。")
 
     with pytest.raises(ConcurrentWriteError):
-        follower.run(save_then_lose)
+        follower.command(save_then_lose)
     assert len(runs) == 1
 
 
@@ -143,7 +145,7 @@ def test_a_stale_if_match_is_a_conflict_and_is_not_retried(sqlite_story: StoryBu
         return second.app.stories.append_node(second.tenant, second.story_id, uuid4(), "reply", "回答。", None, version)
 
     with pytest.raises(VersionConflictError) as raised:
-        follower.run(append_if_match)
+        follower.command(append_if_match)
     assert not isinstance(raised.value, ConcurrentWriteError) and len(runs) == 1
 
 

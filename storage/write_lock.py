@@ -1,0 +1,65 @@
+"""One writer at a time across the processes that share an SQLite file: an exclusive `flock` on a lock file
+beside it, taken around each commit (and, by a command that lost a race, around the whole command).
+
+SQLite serializes writers itself, but a writer that finds the file locked sleeps in steps of 1, 2, 5,
+10 … ms before it looks again; a process waiting on this lock is woken the moment it is let go. The
+lock is reentrant within a process (the domain is only ever run by one thread at a time there, which
+takes it once for a command and again for each commit inside it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+from types import TracebackType
+
+
+class WriteLock:
+    def __init__(self, path: str | Path | None) -> None:
+        """`path`: the lock file (made if missing); None: no other process can write, nothing to lock."""
+        self.path = str(path) if path is not None else None
+        self._fd: int | None = None
+        self._depth = 0
+        self._owner: int | None = None
+        self._guard = threading.Lock()  # (a second thread waits here, not on the file)
+        self.waits = 0  # times the lock was found held by another process
+
+    def __enter__(self) -> WriteLock:
+        me = threading.get_ident()
+        if self._owner == me:
+            self._depth += 1
+            return self
+        self._guard.acquire()
+        self._owner, self._depth = me, 1
+        if self.path is not None:
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    self.waits += 1
+                    fcntl.flock(self._fd, fcntl.LOCK_EX)  # (the GIL is let go while it waits)
+            except BaseException:
+                self._owner, self._depth = None, 0
+                self._guard.release()
+                raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._owner = None
+        self._guard.release()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
