@@ -10,7 +10,7 @@ from aiohttp import web
 
 from api.bootstrap import Resource, Service, bootstrap
 from api.errors import json_dumps, problem_middleware
-from api.keys import SERVICE
+from api.keys import SERVICE, WORKER
 from api.middleware import auth_middleware, body_limit_middleware, idempotency_middleware
 from api.openai_shape import openai_shape_middleware
 from api.openapi import build_openapi
@@ -29,7 +29,10 @@ def package_version() -> str:
 
 async def healthz(request: web.Request) -> web.Response:
     svc = request.app[SERVICE]
-    return web.json_response({"status": "ok", "read_model_position": svc.read_side.position})
+    health: dict[str, object] = {"status": "ok", "read_model_position": svc.read_side.position}
+    if WORKER in request.app:  # (one of several workers: which one answered, and whether it leads)
+        health.update(worker=request.app[WORKER], leader=svc.leadership.leading)
+    return web.json_response(health)
 
 
 async def openapi(request: web.Request) -> web.Response:

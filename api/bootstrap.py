@@ -42,6 +42,7 @@ from storage.embedding_cache import EmbeddingCache
 from storage.leadership import LeaderLock
 from storage.notifications import SQLiteNotifications
 from storage.service_db import ServiceDB
+from storage.stop_requests import StopRequests
 from storage.write_lock import WriteLock
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,7 @@ def bootstrap(
             memory=MemorySearch(executor, views, recall),
             lore=views.lore_at,
             prepare=recall.prepare if recall.embedder is not None and not recall.embedder.instant else None,
+            stops=StopRequests(settings.data_dir / "stops") if settings.workers > 1 else None,
         )
         if main_model
         else None

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from api.app import create_app
 from api.bootstrap import Service, bootstrap, embedder_name
-from api.keys import SERVICE
+from api.keys import SERVICE, WORKER
 from api.server import AccessLog
 from api.server import serve as serve_app
 from api.settings import Settings
@@ -133,7 +133,8 @@ def _supervise(settings: Settings, log_level: str) -> None:
     fds = [sock.fileno() for sock in sockets]
     data_dir = str(settings.data_dir.resolve())
     try:
-        Supervisor(lambda index: worker_argv(index, fds, data_dir, log_level), settings.workers, fds).run()
+        count = settings.workers
+        Supervisor(lambda index: worker_argv(index, count, fds, data_dir, log_level), count, fds).run()
     finally:
         for sock in sockets:
             sock.close()
@@ -148,6 +149,7 @@ def _serve_worker(settings: Settings, fds: list[int], index: int) -> None:
         logging.getLogger("aiohttp.access").setLevel(logging.INFO)
     sockets = [socket.socket(fileno=fd) for fd in fds]
     app = create_app(settings)
+    app[WORKER] = index
     serve_app(app, settings.host, settings.port, sockets, access_log_class=AccessLog, access_log=_access(settings))
 
 

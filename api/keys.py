@@ -11,3 +11,4 @@ if TYPE_CHECKING:
 
 SERVICE: web.AppKey[Service] = web.AppKey("service")
 TENANT: web.RequestKey[str] = web.RequestKey("tenant", str)
+WORKER: web.AppKey[int] = web.AppKey("worker", int)  # which of `changji serve --workers N` serves (0…N-1)

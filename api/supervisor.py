@@ -131,11 +131,13 @@ class Supervisor:
                 process.wait()
 
 
-def worker_argv(index: int, fds: Sequence[int], data_dir: str, log_level: str) -> list[str]:
-    """`changji serve` as a worker on inherited sockets (whatever way this `changji` was started)."""
+def worker_argv(index: int, count: int, fds: Sequence[int], data_dir: str, log_level: str) -> list[str]:
+    """`changji serve` as worker `index` of `count` on inherited sockets (whatever way this `changji` was
+    started)."""
     return [
         sys.executable, "-c", "from api.cli import main; main()", "--log-level", log_level, "serve",
-        "--data-dir", data_dir, "--listen-fds", ",".join(map(str, fds)), "--worker-index", str(index),
+        "--data-dir", data_dir, "--workers", str(count), "--listen-fds", ",".join(map(str, fds)),
+        "--worker-index", str(index),
     ]  # fmt: skip
 
 

@@ -43,6 +43,7 @@ from engine.tool_schemas import ENGINE_RULES, MAX_ROUNDS, TOOLS
 from engine.tool_stream import STREAMED_TOOLS, ContentStream
 from projections.context.records import Context
 from service.executor import W
+from storage.stop_requests import LOOK_SECONDS, StopRequests
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -51,6 +52,7 @@ DONE = "done"
 # a model call still out after this long leaves the loop idle: the read models fold the turn's saves
 # meanwhile (a quick call streams on the loop and would only compete; the turn's end folds the rest)
 FOLD_WHILE_WAITING = 0.05
+STOP_ELSEWHERE_SECONDS = 3.0  # a stop asked of another process's turn is waited for this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,7 @@ class Runs(Protocol):
     async def write(self, fn: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> W: ...
     async def command(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
     async def load(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
+    async def short_load(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
 
 
 class Folds(Protocol):
@@ -123,41 +126,43 @@ class TurnRunner:
         memory: MemorySearch | None = None,
         prepare: Callable[[UUID, str], Awaitable[None]] | None = None,
         lore: LoreSearch | None = None,
+        stops: StopRequests | None = None,
     ) -> None:
         """`open_on_loop`: the opening (which assembles the context) may run on the event loop when the
         writer is idle — not when the context embeds a recall query, which would hold the loop.
         `memory`: how the model's `memory_search` calls are answered (None: they are refused); `lore`:
         how its `lorebook_search` calls are.
         `prepare(story, words)`: embeds recall's query ahead, on the loop, where the context is assembled
-        for words that were not just posted (a regenerate, a resumed turn)."""
+        for words that were not just posted (a regenerate, a resumed turn). `stops`: where other processes
+        serving the same data dir ask for a stop of a turn this one may be running (None: no others)."""
         self.app, self.runs, self.folds, self.context = app, runs, folds, context
         self.model, self.max_rounds, self.open_on_loop = model, max_rounds, open_on_loop
-        self.memory, self.prepare, self.lore = memory, prepare, lore
+        self.memory, self.prepare, self.lore, self.stops = memory, prepare, lore, stops
         self.running: dict[UUID, TurnHandle] = {}
+        self._watching: asyncio.Task[None] | None = None
 
     async def open(
         self, tenant_id: str, story_id: UUID, text: str, parent_id: UUID | None, expected_version: int | None = None
     ) -> Opened:
-        """The user's words and an empty reply under them (one transaction), and the context the model
-        will get, in one command; `start` runs the turn."""
-        turns, model = self.app.turns, self.model.model
-
-        def opening() -> Opened:
-            opened = turns.open_turn(tenant_id, story_id, uuid4(), uuid4(), text, parent_id, model, expected_version)
-            return self._opened(tenant_id, story_id, opened.reply, opened.position)
-
-        return await (self.runs.command(opening) if self.open_on_loop else self.runs.load(opening))
+        """The user's words and an empty reply under them (one transaction), then the context the model
+        will get (a read: other workers' commands need not wait for it); `start` runs the turn."""
+        opened = await self.runs.command(
+            self.app.turns.open_turn, tenant_id, story_id, uuid4(), uuid4(), text, parent_id, self.model.model,
+            expected_version,
+        )  # fmt: skip
+        return await self._with_context(tenant_id, story_id, opened.reply, opened.position)
 
     async def reopen(self, tenant_id: str, story_id: UUID, user_id: UUID | None) -> Opened:
         """Regenerate: a new empty reply beside the others under a user node, opened like `open`."""
-        turns, model = self.app.turns, self.model.model
         await self._prepare(tenant_id, story_id, user_id)
+        opened = await self.runs.command(
+            self.app.turns.reopen_turn, tenant_id, story_id, uuid4(), user_id, self.model.model
+        )
+        return await self._with_context(tenant_id, story_id, opened.reply, opened.position)
 
-        def reopening() -> Opened:
-            opened = turns.reopen_turn(tenant_id, story_id, uuid4(), user_id, model)
-            return self._opened(tenant_id, story_id, opened.reply, opened.position)
-
-        return await (self.runs.command(reopening) if self.open_on_loop else self.runs.load(reopening))
+    async def _with_context(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
+        load = self.runs.short_load if self.open_on_loop else self.runs.load
+        return await load(self._opened, tenant_id, story_id, reply, position)
 
     async def _prepare(self, tenant_id: str, story_id: UUID, node_id: UUID | None) -> None:
         """Embed the user's words a context at `node_id` (a user node, or the leaf's) recalls for."""
@@ -181,7 +186,7 @@ class TurnRunner:
         return node.text if node.kind == "user" and node.story_id == story.id else None
 
     def _opened(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
-        """In the opening's command, right after its transaction: the context at the user's node."""
+        """Right after the opening's command: the context at the user's node."""
         try:
             context = self.context(tenant_id, story_id, reply.parent_id)
         except Exception:  # the reply is saved already: the turn tries again and ends as an error
@@ -210,7 +215,35 @@ class TurnRunner:
         handle.task = asyncio.create_task(self._run(handle, tenant_id, story_id, answer, opened))
         self.running[reply_id] = handle
         handle.task.add_done_callback(lambda task: self._finished(handle, task))
+        if self.stops is not None and (self._watching is None or self._watching.done()):
+            self._watching = asyncio.create_task(self._watch_stops())
         return handle
+
+    async def _watch_stops(self) -> None:
+        """While turns run here: stop those another process was asked to stop (`storage/stop_requests.py`)."""
+        assert self.stops is not None
+        while self.running:
+            await asyncio.sleep(LOOK_SECONDS)
+            for reply_id in self.stops.asked(list(self.running)):
+                self.stops.clear(reply_id)
+                self.stop(reply_id, "stopped")
+
+    async def stop_elsewhere(self, reply_id: UUID, seconds: float = STOP_ELSEWHERE_SECONDS) -> bool:
+        """Ask whichever process runs the reply's turn to stop it (a turn not running here); whether it
+        did within `seconds`: its reply stopped writing. False: no process runs it (one that ran it ended
+        before the turn did) — the caller then records the stop itself."""
+        if self.stops is None:
+            return False
+        self.stops.ask(reply_id)
+        try:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                await asyncio.sleep(LOOK_SECONDS / 2)
+                if (await self.runs.short_load(self.app.node, reply_id)).phase != "writing":
+                    return True
+            return False
+        finally:
+            self.stops.clear(reply_id)
 
     def _finished(self, handle: TurnHandle, task: asyncio.Task[NodeView]) -> None:
         self.running.pop(handle.reply_id, None)
@@ -230,6 +263,8 @@ class TurnRunner:
 
     async def stop_all(self) -> None:
         """Stop every running turn (shutdown): each records its stop, keeping what it wrote."""
+        if self._watching is not None:
+            self._watching.cancel()
         for handle in list(self.running.values()):
             handle.stop_reason = "shutdown"
             handle.task.cancel()

@@ -34,6 +34,7 @@ class Server:
     base: str
     key: str
     process: subprocess.Popen[bytes] | None = None
+    data_dir: Path | None = None
 
     def call(self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -57,19 +58,20 @@ def wait_until_up(base: str, process: subprocess.Popen[bytes], log: Path) -> Non
 
 
 @contextmanager
-def serving(data_dir: Path, key: str, env: Mapping[str, str] | None = None) -> Iterator[Server]:
-    """`changji serve` until the block ends (then a clean stop), unless the block killed it itself."""
+def serving(data_dir: Path, key: str, env: Mapping[str, str] | None = None, workers: int = 1) -> Iterator[Server]:
+    """`changji serve` (with `workers` serving processes) until the block ends (then a clean stop),
+    unless the block killed it itself."""
     port, log = free_port(), data_dir.parent / f"serve-{time.monotonic_ns()}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [CHANGJI, "serve", "--data-dir", str(data_dir), "--port", str(port)],
+            [CHANGJI, "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)],
             stdout=out,
             stderr=out,
             env={**os.environ, **(env or {})},
         )
     try:
         wait_until_up(f"http://127.0.0.1:{port}", process, log)
-        yield Server(f"http://127.0.0.1:{port}", key, process)
+        yield Server(f"http://127.0.0.1:{port}", key, process, data_dir)
     finally:
         if process.poll() is None:
             process.terminate()

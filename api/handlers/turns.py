@@ -84,6 +84,9 @@ async def stop(request: web.Request) -> web.Response:
         await asyncio.wait([handle.task])  # the turn records its stop before it ends
         if handle.late_stop is not None:  # …or right after, if it was stopped before it began
             await handle.late_stop
+    elif reply.phase == "writing" and svc.turns is not None and await svc.turns.stop_elsewhere(reply_id):
+        running = True  # (another worker runs it: it stopped it, keeping what it streamed)
+        await svc.read_side.sync()
     elif reply.phase in ("writing", "waiting"):
         await svc.executor.write(svc.app.turns.fail_turn, reply_id, "stopped", "stopped while no turn was running", "")
     view = await svc.executor.load(svc.app.node, reply_id)

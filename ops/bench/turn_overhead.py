@@ -25,7 +25,7 @@ across the two stories (and both kinds) in a shuffled order after a few warm-up 
 
 Figures (the keys keep their names in --quick): `overhead_median_ms_1k`, `overhead_median_ms_10k`,
 `overhead_10k_vs_1k_ratio` (the two-round tool turn), with p90s, model and turn medians, the breakdown
-per turn (`open`: the opening's command less the context, `context`: the context assembly inside it,
+per turn (`open`: the opening's command and the read after it less the context, `context`: the context assembly,
 `rounds`: the play_round writes, `node`: reply loads (none on this path), `rest`: loop and task
 scheduling; the read-model sync before the turn ends is shown with `--split`), the same for the one-round direct-text
 turn (`direct_*`), and the chat request's size and JSON encoding time (engine CPU inside model time).
@@ -87,7 +87,7 @@ KINDS = ("tool", "direct")
 DRAFT_CHARS = 300
 TURN_TIMEOUT = 30.0
 # the breakdown: figure name → what the loop called through the host (the rest: loop and task scheduling)
-PARTS = {"open": "opening", "context": "context", "rounds": "_play_round", "node": "node", "sync": "sync"}
+PARTS = {"open": "open_turn", "context": "context", "rounds": "_play_round", "node": "node", "sync": "sync"}
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
@@ -176,6 +176,13 @@ class TimedHost:
         finally:
             self.seconds[fn.__name__] += time.perf_counter() - t0
 
+    async def short_load(self, fn: Callable[..., Any], *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await self.service.executor.short_load(fn, *args)
+        finally:
+            self.seconds[fn.__name__] += time.perf_counter() - t0
+
     async def sync(self, position: int | None = None) -> int:
         t0 = time.perf_counter()
         try:
@@ -194,7 +201,7 @@ class TimedHost:
             self.seconds["fold_now"] += time.perf_counter() - t0
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
-        t0 = time.perf_counter()  # inside the opening's command
+        t0 = time.perf_counter()  # inside the read after the opening's command
         try:
             return self.service.views.context(tenant_id, story_id, at)
         finally:
@@ -282,7 +289,7 @@ class Bench:
         messages, count = self.model.last
         prompt_chars = sum(len(m.get("content") or "") for m in list(messages)[:count])
         parts = dict(self.host.seconds)
-        parts["opening"] = parts.get("opening", 0.0) - parts.get("context", 0.0)  # the context is timed inside it
+        parts["open_turn"] = parts.get("open_turn", 0.0) + parts.get("_opened", 0.0) - parts.get("context", 0.0)
         folded = parts.pop("fold_now", 0.0)  # the read-model catch-up inside the last round's command
         parts["_play_round"] = parts.get("_play_round", 0.0) - folded
         parts["sync"] = parts.get("sync", 0.0) + folded

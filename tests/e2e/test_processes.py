@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,10 +83,11 @@ def test_projections_rebuild_replays_every_event_while_the_server_is_stopped(pla
     assert [n["id"] for n in path] == played.path
 
 
-def test_a_rebuild_beside_a_running_server_is_switched_to_without_a_stop(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_rebuild_beside_a_running_server_is_switched_to_without_a_stop(tmp_path: Path, workers: int) -> None:
     data_dir = tmp_path / "live"
     key = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local").stdout.strip().splitlines()[0]
-    with serving(data_dir, key) as server:
+    with serving(data_dir, key, workers=workers) as server:
         card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
         story = server.call("POST", "/v1/stories", {"card_id": card["id"]})
         for kind, text in TURNS:
@@ -95,10 +97,15 @@ def test_a_rebuild_beside_a_running_server_is_switched_to_without_a_stop(tmp_pat
         assert result.returncode == 0, result.stderr
         assert "the running service switched to it" in result.stdout, result.stdout
         new = read_model_files.current(data_dir)
+        deadline = time.monotonic() + 10  # (other workers switch at their next look, the old file goes after)
+        while old.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert new != old and not old.exists()
         server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "user", "text": "风停了吗？"})  # written after
-        nodes = server.call("GET", f"/v1/stories/{story['id']}/path")["nodes"]
-        hits = server.call("GET", f"/v1/stories/{story['id']}/search?q={quote('风停')}")["hits"]
+        for _ in range(10):  # (each call on a new connection: every worker answers alike)
+            nodes = server.call("GET", f"/v1/stories/{story['id']}/path")["nodes"]
+            hits = server.call("GET", f"/v1/stories/{story['id']}/search?q={quote('风停')}")["hits"]
+            assert [n["text"] for n in nodes[1:]][-1] == "风停了吗？"
     assert [n["text"] for n in nodes[1:]] == [t for _, t in TURNS] + ["风停了吗？"]
     assert {h["node_id"] for h in hits} >= {nodes[-1]["id"]}
     store = ReadModels(new)  # the switched-to file holds what was written after the switch
