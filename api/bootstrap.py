@@ -148,10 +148,11 @@ def bootstrap(
         if background_checkpoints and app is None and store is None:
             env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
             checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
+    written = None
     if app is None:
         app = Changji(env=env)
         if settings.persistence == "sqlite":  # other workers write the same store: one commit at a time
-            app.write_lock = WriteLock(f"{env['SQLITE_DBNAME']}.lock")
+            app.write_lock = written = WriteLock(f"{env['SQLITE_DBNAME']}.lock")
     rebuilt_in = settings.data_dir if settings.persistence == "sqlite" and store is None else None
     store = store or ReadModels(settings.read_models_path, LOG_LIMIT_BYTES if checkpointer else None)
     runner = ProjectionRunner(app, store, SQLiteNotifications.of(app))
@@ -160,7 +161,7 @@ def bootstrap(
         read_side.on_adopted(checkpointer.replace)
     # where every commit waits for the disk, a command on the loop would hold it that long
     inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
-    follower = LogFollower(app, SQLiteNotifications.of(app))  # (others' writes: other workers, the CLI)
+    follower = LogFollower(app, SQLiteNotifications.of(app), written)  # (others' writes: other workers)
     executor = Executor(read_side, inline_commands=inline, follower=follower)
     counter = counter or default_counter()
     keys = keys or ServiceDB(settings.service_db_path)

@@ -22,6 +22,7 @@ is dropped here too, a turn stopped elsewhere is stopped here.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -30,19 +31,25 @@ from eventsourcing.utils import get_topic
 from domain.application import Changji
 from domain.errors import ConcurrentWriteError
 from storage.notifications import SQLiteNotifications, StoredRow, uuid_of
+from storage.write_lock import WriteLock
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 ATTEMPTS = 4  # runs of a command that keeps losing races (to writers that do not take the lock)
 BATCH = 1000  # rows read per query
+ASK_SECONDS = 1.0  # the log is asked at least this often, whatever the write lock's count says
 
 
 class LogFollower:
-    def __init__(self, app: Changji, reader: SQLiteNotifications | None) -> None:
-        """`reader`: the event store's log (None: an in-memory store, which no other process writes)."""
-        self.app, self.reader = app, reader
+    def __init__(self, app: Changji, reader: SQLiteNotifications | None, written: WriteLock | None = None) -> None:
+        """`reader`: the event store's log (None: an in-memory store, which no other process writes);
+        `written`: the store's write lock, whose count tells whether anyone wrote since the last look
+        (None: the log is asked every time)."""
+        self.app, self.reader, self.written = app, reader, written
         self.position = int(app.recorder.max_notification_id() or 0) if reader is not None else 0
+        self._seen = written.generation if written is not None else -1  # the lock's count at the last look
+        self._asked = time.monotonic()  # when the log was last asked
         self._listeners: dict[str, list[Callable[[Any], None]]] = {}
         self.raced = 0  # commands that lost a race all the same (to a writer without the lock) and ran again
 
@@ -52,9 +59,20 @@ class LogFollower:
         self._listeners.setdefault(get_topic(event_class), []).append(listener)
 
     def follow(self) -> int:
-        """Fold what was saved since the last look; the position followed up to."""
+        """Fold what was saved since the last look; the position followed up to. The log is not asked
+        while the write lock's count says nobody else wrote since (this process's own writes aside),
+        but at least every `ASK_SECONDS` (for a writer that does not take the lock)."""
         if self.reader is None:
             return self.position
+        if self.written is not None:
+            count = self.written.generation
+            before, after = self.written.own
+            if self._seen == before and count == after:
+                self._seen = count  # only this process wrote since the last look
+            if count == self._seen and time.monotonic() - self._asked < ASK_SECONDS:
+                return self.position
+            self._seen = count
+        self._asked = time.monotonic()
         while True:
             rows = self.reader.rows(self.position + 1, BATCH)
             for row in rows:

@@ -1,15 +1,21 @@
 """One writer at a time across the processes that share an SQLite file: an exclusive `flock` on a lock file
-beside it, taken around each commit (and, by a command that lost a race, around the whole command).
+beside it, taken around each command and each commit.
 
 SQLite serializes writers itself, but a writer that finds the file locked sleeps in steps of 1, 2, 5,
 10 … ms before it looks again; a process waiting on this lock is woken the moment it is let go. The
 lock is reentrant within a process (the domain is only ever run by one thread at a time there, which
 takes it once for a command and again for each commit inside it).
+
+The lock file also holds a count, mapped into each process's memory, that whoever lets the lock go
+adds one to (`generation`): a process that sees the count where it last looked knows no other wrote
+since, without asking the database (`service/log_follower.py`); `own` is the count before and after
+this process's last hold, so its own writes need not send it looking either.
 """
 
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 import threading
 from pathlib import Path
@@ -21,6 +27,8 @@ class WriteLock:
         """`path`: the lock file (made if missing); None: no other process can write, nothing to lock."""
         self.path = str(path) if path is not None else None
         self._fd: int | None = None
+        self._count: mmap.mmap | None = None
+        self.own = (-1, -1)  # the count when this process last took the lock, and as it let it go
         self._depth = 0
         self._owner: int | None = None
         self._guard = threading.Lock()  # (a second thread waits here, not on the file)
@@ -35,8 +43,8 @@ class WriteLock:
         self._owner, self._depth = me, 1
         if self.path is not None:
             try:
-                if self._fd is None:
-                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._open()
+                assert self._fd is not None
                 try:
                     fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -55,11 +63,41 @@ class WriteLock:
         if self._depth:
             return
         if self._fd is not None:
+            before = self.generation
+            assert self._count is not None
+            self._count[:8] = (before + 1).to_bytes(8, "little")
+            self.own = (before, before + 1)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         self._owner = None
         self._guard.release()
 
+    @property
+    def generation(self) -> int:
+        """How often a process let the lock go (0 without a file)."""
+        if self.path is None:
+            return 0
+        self._open()
+        assert self._count is not None
+        return int.from_bytes(self._count[:8], "little")
+
+    def _open(self) -> None:
+        if self._fd is not None:
+            return
+        assert self.path is not None
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < 8:
+                os.ftruncate(fd, 8)  # (a new file: the count starts at 0)
+            self._count = mmap.mmap(fd, 8)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
     def close(self) -> None:
+        if self._count is not None:
+            self._count.close()
+            self._count = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

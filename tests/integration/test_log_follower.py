@@ -13,8 +13,9 @@ from domain.application import Changji
 from domain.errors import ConcurrentWriteError, VersionConflictError
 from domain.events import StoryDeleted
 from domain.rules.paths import project_path
-from service.log_follower import LogFollower
-from storage.notifications import SQLiteNotifications
+from service.log_follower import ASK_SECONDS, LogFollower
+from storage.notifications import SQLiteNotifications, StoredRow
+from storage.write_lock import WriteLock
 from tests.builders import StoryBuilder, sqlite_app
 from tests.compaction_support import SMALL, compact
 
@@ -158,3 +159,39 @@ def test_listeners_hear_only_other_processes_events(sqlite_story: StoryBuilder, 
     sqlite_story.app.stories.delete_story(sqlite_story.tenant, sqlite_story.story_id)
     follower.follow()
     assert heard == [sqlite_story.story_id]
+
+
+class CountedReads(SQLiteNotifications):
+    """The log, counting how often it is asked."""
+
+    asked = 0
+
+    def rows(self, start: int, limit: int, stop: int | None = None) -> list[StoredRow]:
+        self.asked += 1
+        return super().rows(start, limit, stop)
+
+
+def test_the_log_is_asked_only_when_another_process_let_the_write_lock_go(
+    sqlite_story: StoryBuilder, events_path: Path, tmp_path: Path
+) -> None:
+    here, there = WriteLock(tmp_path / "events.lock"), WriteLock(tmp_path / "events.lock")
+    app = sqlite_app(events_path)
+    app.write_lock = here
+    reader = CountedReads(str(events_path), app.mapper)
+    follower = LogFollower(app, reader, here)
+    second = replace(sqlite_story, app=app)
+    follower.command(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "user", "这里写的。")
+    asked = reader.asked
+    follower.follow()
+    follower.read(app.story, second.tenant, second.story_id)
+    assert reader.asked == asked  # only this process wrote since: nothing to ask
+    rival = replace(sqlite_story, app=sqlite_app(events_path))
+    rival.app.write_lock = there
+    reply = rival.reply("别处写的。")  # (the other process's commit lets its lock go)
+    story = follower.read(app.story, second.tenant, second.story_id)
+    assert reader.asked == asked + 1 and story.leaf_id == reply
+    follower._asked -= ASK_SECONDS  # (a second later: asked whatever the count says)
+    follower.follow()
+    assert reader.asked == asked + 2
+    here.close()
+    there.close()
