@@ -37,6 +37,7 @@ from service.read_side import ReadSide
 from service.recall import Recall
 from service.views import StoryViews
 from service.writes import StoryWrites
+from storage import read_model_files
 from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from storage.embedding_cache import EmbeddingCache
 from storage.leadership import LeaderLock
@@ -104,6 +105,7 @@ class Service:
         return [
             Resource("key store", _nothing, close_keys),
             Resource("event store", _nothing, close_app),
+            Resource("the lead", self.leadership.claim, _nothing),  # (its duties start last)
             Resource("read side", self.read_side.start, self.read_side.stop),
             Resource("executor", _nothing, self.executor.stop),
             Resource("recall", _nothing, self.recall.stop),
@@ -148,21 +150,30 @@ def bootstrap(
         if background_checkpoints and app is None and store is None:
             env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
             checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
-    written = None
+    written = WriteLock(None)  # (one of this process alone: a store given, or one in memory)
     if app is None:
         app = Changji(env=env)
         if settings.persistence == "sqlite":  # other workers write the same store: one commit at a time
-            app.write_lock = written = WriteLock(f"{env['SQLITE_DBNAME']}.lock")
-    rebuilt_in = settings.data_dir if settings.persistence == "sqlite" and store is None else None
-    store = store or ReadModels(settings.read_models_path, LOG_LIMIT_BYTES if checkpointer else None)
+            written = WriteLock(f"{env['SQLITE_DBNAME']}.lock")
+        app.write_lock = written
+    rebuilt_in, held, moves = None, None, 0  # (where rebuilt read models are offered; the file in use, held)
+    if store is None:
+        path = settings.read_models_path
+        if settings.persistence == "sqlite":
+            rebuilt_in, moves = settings.data_dir, written.files  # (counted before the file in use is read)
+            held_path, held = read_model_files.hold_current(settings.data_dir)
+            path = str(held_path)
+        store = ReadModels(path, LOG_LIMIT_BYTES if checkpointer else None)
     runner = ProjectionRunner(app, store, SQLiteNotifications.of(app))
-    read_side = ReadSide(runner, settings.poll_interval, data_dir=rebuilt_in)  # rebuilt read models offered there
+    read_side = ReadSide(
+        runner, settings.poll_interval, data_dir=rebuilt_in, write_lock=written, held=held, moves=moves
+    )
     if checkpointer is not None:
         read_side.on_adopted(checkpointer.replace)
     # where every commit waits for the disk, a command on the loop would hold it that long
     inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
     follower = LogFollower(app, SQLiteNotifications.of(app), written)  # (others' writes: other workers)
-    executor = Executor(read_side, inline_commands=inline, follower=follower)
+    executor = Executor(read_side, inline_commands=inline, follower=follower, write_lock=written)
     counter = counter or default_counter()
     keys = keys or ServiceDB(settings.service_db_path)
     main_model = main_model or _model(settings, "main")
@@ -184,6 +195,7 @@ def bootstrap(
             lore=views.lore_at,
             prepare=recall.prepare if recall.embedder is not None and not recall.embedder.instant else None,
             stops=StopRequests(settings.data_dir / "stops") if settings.workers > 1 else None,
+            warm=views.warm,
         )
         if main_model
         else None

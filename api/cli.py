@@ -58,6 +58,7 @@ def main(log_level: str) -> None:
 @click.option("--workers", type=int, default=None, help="serving processes, one core each [env CHANGJI_WORKERS; 1]")
 @click.option("--listen-fds", default=None, hidden=True)  # a worker: the listening sockets it inherited
 @click.option("--worker-index", type=int, default=0, hidden=True)
+@click.option("--parent-pid", type=int, default=None, hidden=True)  # a worker ends with this process
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -67,6 +68,7 @@ def serve(
     workers: int | None,
     listen_fds: str | None,
     worker_index: int,
+    parent_pid: int | None,
 ) -> None:
     """Run the HTTP API on the embedded SQLite store."""
     try:
@@ -74,7 +76,7 @@ def serve(
     except ValidationError as exc:
         raise click.ClickException(_reason(exc)) from None
     if listen_fds is not None:
-        _serve_worker(settings, [int(fd) for fd in listen_fds.split(",")], worker_index)
+        _serve_worker(settings, [int(fd) for fd in listen_fds.split(",")], worker_index, parent_pid or os.getppid())
         return
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = ServiceDB(settings.service_db_path)
@@ -140,9 +142,9 @@ def _supervise(settings: Settings, log_level: str) -> None:
             sock.close()
 
 
-def _serve_worker(settings: Settings, fds: list[int], index: int) -> None:
-    """One worker of `changji serve --workers N`, on the sockets its parent bound."""
-    end_with_parent(os.getppid())
+def _serve_worker(settings: Settings, fds: list[int], index: int, parent: int) -> None:
+    """One worker of `changji serve --workers N`, on the sockets its parent bound; it ends with it."""
+    end_with_parent(parent)
     for handler in logging.getLogger().handlers:
         handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s [worker {index}] %(name)s: %(message)s"))
     if settings.access_log:

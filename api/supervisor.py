@@ -101,10 +101,15 @@ class Supervisor:
         self._stop.set()
 
     def _start(self, worker: _Worker) -> None:
-        worker.process = subprocess.Popen(
-            list(self.command(worker.index)), pass_fds=self.fds, stdin=subprocess.DEVNULL, process_group=0
-        )
         worker.started = time.monotonic()
+        try:
+            worker.process = subprocess.Popen(
+                list(self.command(worker.index)), pass_fds=self.fds, stdin=subprocess.DEVNULL, process_group=0
+            )
+        except OSError as exc:  # (no processes or memory left, for now): tried again after a pause
+            worker.pause = min(LONGEST_PAUSE, worker.pause * 2)
+            worker.due = worker.started + worker.pause
+            log.error("could not start worker %s (%s): trying again in %.1f s", worker.index, exc, worker.pause)
 
     def _ended(self, worker: _Worker, now: float) -> None:
         assert worker.process is not None
@@ -132,12 +137,12 @@ class Supervisor:
 
 
 def worker_argv(index: int, count: int, fds: Sequence[int], data_dir: str, log_level: str) -> list[str]:
-    """`changji serve` as worker `index` of `count` on inherited sockets (whatever way this `changji` was
-    started)."""
+    """`changji serve` as worker `index` of `count` on inherited sockets, a child of this process (whatever
+    way this `changji` was started)."""
     return [
         sys.executable, "-c", "from api.cli import main; main()", "--log-level", log_level, "serve",
         "--data-dir", data_dir, "--workers", str(count), "--listen-fds", ",".join(map(str, fds)),
-        "--worker-index", str(index),
+        "--worker-index", str(index), "--parent-pid", str(os.getpid()),
     ]  # fmt: skip
 
 

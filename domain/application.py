@@ -297,6 +297,11 @@ class Changji(Application[UUID]):
         self.notify(processing.events)
         return recordings
 
+    @property
+    def last_saved(self) -> int:
+        """The notification position of the last event this process saved (0: none yet)."""
+        return self._recent[-1][0] if self._recent else 0
+
     def saved_here(self, notification_id: int) -> bool:
         """Whether this process saved the event at that position, among the last `recent_size` it saved."""
         return any(position == notification_id for position, _ in reversed(self._recent))
@@ -314,7 +319,9 @@ class Changji(Application[UUID]):
 
     # --- following what other processes save ---------------------------------------------------
 
-    def follow(self, originator_id: UUID, version: int, topic: str, event: Callable[[], Any]) -> None:
+    def follow(
+        self, notification_id: int, originator_id: UUID, version: int, topic: str, event: Callable[[], Any]
+    ) -> None:
         """Bring this process's caches in step with an event in the store: one another process saved
         (another worker on the same event store, a CLI import), or one this process saved itself, which
         changes nothing. Events are followed in the order of the log. `event()` decodes the stored
@@ -327,10 +334,10 @@ class Changji(Application[UUID]):
         aggregate = self._cached(originator_id)
         view = self._views.get(originator_id)
         if aggregate is not None and version <= aggregate.version:
-            return  # (saved here, or followed already)
-        if aggregate is None and view is not None and version <= view.version:
-            return
-        if aggregate is not None and version == aggregate.version + 1:
+            pass  # (saved here, or followed already, or read back whole since it was saved)
+        elif aggregate is None and view is not None and version <= view.version:
+            pass
+        elif aggregate is not None and version == aggregate.version + 1:
             event().mutate(aggregate)
             if isinstance(aggregate, Node):
                 self._remember(aggregate.view)
@@ -338,7 +345,7 @@ class Changji(Application[UUID]):
             if aggregate is not None:
                 self._evict(originator_id)
             self._views.pop(originator_id, None)
-        if topic in _RERENDERING or topic in _SUMMARIZING:
+        if (topic in _RERENDERING or topic in _SUMMARIZING) and not self.saved_here(notification_id):
             node = self.node_aggregate(originator_id)  # (loaded when it was not cached)
             assert node.story_id is not None
             if topic in _RERENDERING:

@@ -127,6 +127,7 @@ class TurnRunner:
         prepare: Callable[[UUID, str], Awaitable[None]] | None = None,
         lore: LoreSearch | None = None,
         stops: StopRequests | None = None,
+        warm: Callable[[UUID], bool] | None = None,
     ) -> None:
         """`open_on_loop`: the opening (which assembles the context) may run on the event loop when the
         writer is idle — not when the context embeds a recall query, which would hold the loop.
@@ -134,10 +135,12 @@ class TurnRunner:
         how its `lorebook_search` calls are.
         `prepare(story, words)`: embeds recall's query ahead, on the loop, where the context is assembled
         for words that were not just posted (a regenerate, a resumed turn). `stops`: where other processes
-        serving the same data dir ask for a stop of a turn this one may be running (None: no others)."""
+        serving the same data dir ask for a stop of a turn this one may be running (None: no others);
+        `warm(story)`: whether the story's next context is quick to assemble (else it is assembled off the
+        loop, whatever `open_on_loop` says)."""
         self.app, self.runs, self.folds, self.context = app, runs, folds, context
         self.model, self.max_rounds, self.open_on_loop = model, max_rounds, open_on_loop
-        self.memory, self.prepare, self.lore, self.stops = memory, prepare, lore, stops
+        self.memory, self.prepare, self.lore, self.stops, self.warm = memory, prepare, lore, stops, warm
         self.running: dict[UUID, TurnHandle] = {}
         self._watching: asyncio.Task[None] | None = None
 
@@ -161,7 +164,8 @@ class TurnRunner:
         return await self._with_context(tenant_id, story_id, opened.reply, opened.position)
 
     async def _with_context(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:
-        load = self.runs.short_load if self.open_on_loop else self.runs.load
+        here = self.open_on_loop and (self.warm is None or self.warm(story_id))
+        load = self.runs.short_load if here else self.runs.load
         return await load(self._opened, tenant_id, story_id, reply, position)
 
     async def _prepare(self, tenant_id: str, story_id: UUID, node_id: UUID | None) -> None:

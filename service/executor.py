@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from typing import Literal, ParamSpec, Protocol, TypeVar
 
 from service.log_follower import LogFollower
 from service.read_side import ReadSide
+from storage.write_lock import WriteLock
 
+log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 Kind = Literal["read", "command", "write"]  # a write is a command whose events are folded right after it
@@ -52,14 +54,21 @@ def position_of(result: int | Positioned) -> int:
 
 class Executor:
     def __init__(
-        self, read_side: ReadSide, inline_commands: bool = True, readers: int = 2, follower: LogFollower | None = None
+        self,
+        read_side: ReadSide,
+        inline_commands: bool = True,
+        readers: int = 2,
+        follower: LogFollower | None = None,
+        write_lock: WriteLock | None = None,
     ) -> None:
         """`inline_commands`: short calls may run on the event loop when the writer thread is idle — set
         where commits do not wait for the disk. `follower`: what other processes saved is followed
-        before each domain call (`service/log_follower.py`)."""
+        before each domain call (`service/log_follower.py`); `write_lock`: the event store's, which every
+        command holds (None: one of this process alone)."""
         self.read_side = read_side
         self.inline_commands = inline_commands
         self.follower = follower
+        self.write_lock = write_lock if write_lock is not None else WriteLock(None)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="changji-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="changji-reader")
         self._writing = threading.Lock()  # held by whichever thread runs a domain call
@@ -95,18 +104,28 @@ class Executor:
 
     async def query(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a read-model query on a reader thread."""
+        self.read_side.follow_moves()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, functools.partial(fn, *args, **kwargs))
 
     async def short_query(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`query` for a short one (a node's children, by an index: tens of µs), here on the loop, with
         the loop's own connection: less than the hop to a reader thread and back."""
+        self.read_side.follow_moves()
         return fn(*args, **kwargs)
 
     async def _here_or_on_writer(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Here on the loop when the writer thread is idle — and, for a command, when no other process
+        holds the write lock just then (the loop never waits for it: the writer thread does)."""
         if self.inline_commands and self._queued == 0 and self._writing.acquire(blocking=False):
             try:
-                return self._run(kind, fn, *args, **kwargs)
+                if kind == "read":
+                    return self._run(kind, fn, *args, **kwargs)
+                if self.write_lock.try_enter():
+                    try:
+                        return self._run(kind, fn, *args, **kwargs)
+                    finally:
+                        self.write_lock.__exit__(None, None, None)
             finally:
                 self._writing.release()
         return await self._on_writer(kind, fn, *args, **kwargs)
@@ -130,13 +149,18 @@ class Executor:
         holding the write lock from that look to its save, and a write to its fold)."""
         follower = self.follower
         if kind == "read":
+            self.read_side.follow_moves()  # (the read models moved to a rebuilt file: this process too)
             return follower.read(fn, *args, **kwargs) if follower is not None else fn(*args, **kwargs)
-        with follower.app.write_lock if follower is not None else nullcontext():
+        with self.write_lock:
+            self.read_side.follow_moves()  # (under the lock, under which they move: the fold goes to the new file)
             result = follower.command(fn, *args, **kwargs) if follower is not None else fn(*args, **kwargs)
             if kind == "write":
                 position = position_of(result)  # type: ignore[arg-type]  # (writes answer with a position)
                 if self.read_side.position < position:
-                    self.read_side.fold_now(position)
+                    try:
+                        self.read_side.fold_now(position)
+                    except Exception:  # (the write is saved: `sync` folds it, or fails the answer, as ever)
+                        log.warning("the fold after a write failed; it is tried again off the loop", exc_info=True)
             return result
 
     async def stop(self) -> None:

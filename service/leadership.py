@@ -33,34 +33,49 @@ class Leadership:
     def leading(self) -> bool:
         return self.lock.held
 
+    async def claim(self) -> None:
+        """Take the lead if it is free, before the rest of the service starts (which asks whether this
+        process leads: the read side adopts a rebuilt file only if it does); the duties start later."""
+        self.lock.try_take()
+
     async def start(self) -> None:
-        if self.lock.try_take():
-            await self._take_up()
-        else:
+        """Start the duties if this process leads; else look again every `retry_seconds`."""
+        if not (self.lock.try_take() and await self._take_up()):
             self._waiting = asyncio.create_task(self._wait())
 
     async def _wait(self) -> None:
         while True:
             await asyncio.sleep(self.retry_seconds)
-            if self.lock.try_take():
+            if self.lock.try_take() and await self._take_up():
                 log.info("this process leads now: it runs the job system and the checkpoints")
-                await self._take_up()
                 return
 
-    async def _take_up(self) -> None:
-        for duty in self.duties:
-            await duty.start()
-            self._started.append(duty)
+    async def _take_up(self) -> bool:
+        """Start the duties; on a failure, stop those started and let the lead go (another process, or
+        this one later, tries again)."""
+        try:
+            for duty in self.duties:
+                await duty.start()
+                self._started.append(duty)
+        except Exception:
+            log.exception("the leader's duties could not start; the lead is let go")
+            await self._stop_duties()
+            self.lock.release()
+            return False
+        return True
 
     async def stop(self) -> None:
         if self._waiting is not None:
             self._waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._waiting
+        await self._stop_duties()
+        self.lock.release()
+
+    async def _stop_duties(self) -> None:
         while self._started:
             duty = self._started.pop()
             try:
                 await duty.stop()
             except Exception:
                 log.exception("stopping %s failed", duty.name)
-        self.lock.release()

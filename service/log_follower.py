@@ -46,9 +46,10 @@ class LogFollower:
         """`reader`: the event store's log (None: an in-memory store, which no other process writes);
         `written`: the store's write lock, whose count tells whether anyone wrote since the last look
         (None: the log is asked every time)."""
-        self.app, self.reader, self.written = app, reader, written
+        self.app, self.reader = app, reader
+        self.written = written if written is not None and written.path is not None else None  # (a count to read)
         self.position = int(app.recorder.max_notification_id() or 0) if reader is not None else 0
-        self._seen = written.generation if written is not None else -1  # the lock's count at the last look
+        self._seen = self.written.generation if self.written is not None else -1  # the lock's count at the last look
         self._asked = time.monotonic()  # when the log was last asked
         self._listeners: dict[str, list[Callable[[Any], None]]] = {}
         self.raced = 0  # commands that lost a race all the same (to a writer without the lock) and ran again
@@ -58,28 +59,33 @@ class LogFollower:
         that follows: the domain's)."""
         self._listeners.setdefault(get_topic(event_class), []).append(listener)
 
-    def follow(self) -> int:
+    def follow(self, ask: bool = False) -> int:
         """Fold what was saved since the last look; the position followed up to. The log is not asked
-        while the write lock's count says nobody else wrote since (this process's own writes aside),
-        but at least every `ASK_SECONDS` (for a writer that does not take the lock)."""
+        while the write lock's count says nobody else wrote since (this process's own writes aside: the
+        position moves past them unread), but at least every `ASK_SECONDS` (for a writer that does not
+        take the lock), and always when `ask`."""
         if self.reader is None:
             return self.position
+        count = -1
         if self.written is not None:
             count = self.written.generation
             before, after = self.written.own
-            if self._seen == before and count == after:
-                self._seen = count  # only this process wrote since the last look
-            if count == self._seen and time.monotonic() - self._asked < ASK_SECONDS:
+            if self._seen == before and count == after:  # only this process wrote since the last look
+                last = self.app.last_saved
+                if last <= self.position or self.app.recent(self.position, last) is not None:
+                    self.position, self._seen = max(self.position, last), count
+            if not ask and count == self._seen and time.monotonic() - self._asked < ASK_SECONDS:
                 return self.position
-            self._seen = count
-        self._asked = time.monotonic()
+        asked = time.monotonic()
         while True:
             rows = self.reader.rows(self.position + 1, BATCH)
             for row in rows:
                 self._row(row)
                 self.position = row[0]
             if len(rows) < BATCH:
-                return self.position
+                break
+        self._seen, self._asked = count, asked  # (only once the look went through)
+        return self.position
 
     def _row(self, row: StoredRow) -> None:
         reader = self.reader
@@ -91,7 +97,7 @@ class LogFollower:
                 decoded.append(reader.event(row))
             return decoded[0]
 
-        self.app.follow(uuid_of(row[1]), row[2], row[3], event)
+        self.app.follow(row[0], uuid_of(row[1]), row[2], row[3], event)
         listeners = self._listeners.get(row[3])
         if listeners and not self.app.saved_here(row[0]):
             for listener in listeners:
@@ -111,7 +117,7 @@ class LogFollower:
         where it lost a race before it saved anything. The caller holds the domain's lock."""
         for attempt in range(1, ATTEMPTS + 1):
             with self.app.write_lock:
-                self.follow()
+                self.follow(ask=attempt > 1)
                 commits = self.app.commits
                 try:
                     return fn(*args, **kwargs)

@@ -17,14 +17,15 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO
 
 from projections.runner import INDEX_BATCH, ProjectionRunner
 from storage import read_model_files
+from storage.write_lock import WriteLock
 
 log = logging.getLogger(__name__)
 # the full-text index catches up this long after a fold, in the background (a search does at once):
@@ -41,10 +42,20 @@ class ReadSide:
         index_delay: float = INDEX_DELAY,
         data_dir: Path | None = None,
         bulk_replay: int = BULK_REPLAY,
+        write_lock: WriteLock | None = None,
+        held: read_model_files.Held | None = None,
+        moves: int | None = None,
     ) -> None:
         """`data_dir`: where rebuilt read-model files are offered (None: none are looked for);
-        `bulk_replay`: events in the log from which empty read models are replayed in bulk at the start."""
+        `bulk_replay`: events in the log from which empty read models are replayed in bulk at the start;
+        `write_lock`: the event store's, under which a rebuilt file is switched to and whose file counts
+        the switches (None: this process alone serves the data dir); `held`: the file in use, held
+        already (`read_model_files.hold_current`); `moves`: the lock's count of moves as it stood before
+        the caller read which file is in use (a move after is then followed)."""
         self.runner, self.bulk_replay = runner, bulk_replay
+        self.write_lock = write_lock if write_lock is not None else WriteLock(None)
+        self._files_seen = moves if moves is not None else self.write_lock.files
+        self._switching = threading.Lock()
         self.poll_interval, self.index_delay, self.data_dir = poll_interval, index_delay, data_dir
         self._adopted: list[Callable[[str, str], None]] = []
         self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
@@ -54,7 +65,7 @@ class ReadSide:
         self._index_due, self._index_seen, self._closing = False, 0, False
         self._listeners: list[Callable[[], None]] = []
         self.leading: Callable[[], bool] = lambda: True  # whether this process adopts rebuilt files (the leader)
-        self._held: IO[str] | None = None  # the read-model file in use, held (see `_hold`)
+        self._held = held  # the read-model file in use, held (see `_hold`)
 
     @property
     def position(self) -> int:
@@ -73,8 +84,11 @@ class ReadSide:
         """Adopt a rebuilt read-model file if one is offered; its path, or None. The files are looked
         at and switched on the projector thread (no file I/O on the loop), between two folds.
 
-        Where several processes serve the data dir, the leader adopts an offer and makes it the file in
-        use; the others switch to the file in use when they see it changed."""
+        Where several processes serve the data dir, the leader adopts an offer: holding the event
+        store's write lock (no write comes in between), it switches, folds what the rebuild did not
+        hold, makes the file the one in use and counts the move in the lock's file. Every process
+        looks at that count before each domain call and each read-model query (`follow_moves`) and
+        switches too when it moved: no read after a write answered elsewhere is read from the old file."""
         if self.data_dir is None:
             return None
         adopt = self._adopt if self.leading() else self._follow_current
@@ -82,6 +96,17 @@ class ReadSide:
         if adopted is not None:
             await self.sync()  # what was written after the rebuild
         return adopted
+
+    def follow_moves(self) -> None:
+        """Switch to the file in use if the read models moved to another since the last look (on the
+        calling thread: the look is a read of mapped memory, the switch a few file operations)."""
+        if self.data_dir is None or self.write_lock.files == self._files_seen:
+            return
+        with self._switching:
+            moves = self.write_lock.files
+            if moves != self._files_seen:
+                self._follow_current(self.data_dir)
+                self._files_seen = moves
 
     def _follow_current(self, data_dir: Path) -> str | None:
         in_use = read_model_files.current(data_dir)
@@ -93,7 +118,13 @@ class ReadSide:
         offered = read_model_files.waiting(data_dir)
         if offered is None or str(offered) == self.runner.store.path:
             return self._follow_current(data_dir)  # (another process may have led the switch)
-        return self._switch(offered, promote=True)
+        with self.write_lock, self._switching:
+            switched = self._switch(offered, promote=True)
+            if switched is not None:
+                self.runner.catch_up()  # (nothing is written meanwhile: the others read it whole)
+                self.write_lock.moved_files()
+                self._files_seen = self.write_lock.files
+            return switched
 
     def _switch(self, offered: Path, promote: bool) -> str | None:
         data_dir = self.data_dir
@@ -188,7 +219,9 @@ class ReadSide:
 
     def _hold(self, path: str) -> None:
         """Hold the read-model file in use (`read_model_files.hold`), letting go of the one before."""
-        if self.data_dir is None:
+        if self.data_dir is None or (
+            self._held is not None and self._held.marker == f"{path}{read_model_files.IN_USE}"
+        ):
             return
         held, self._held = self._held, read_model_files.hold(path)
         if held is not None:
@@ -210,6 +243,7 @@ class ReadSide:
         while True:
             await asyncio.sleep(self.poll_interval)
             try:
+                self.follow_moves()
                 await self.adopt_offered()
                 await self.sync()
             except Exception:

@@ -93,6 +93,7 @@ class StoryViews:
         self.windows = WindowCache()
         self._lineages = Lineages(ancestry=store.ancestry)
         self.lore = LoreShelf(app)
+        self._assembled: dict[UUID, tuple[int, int]] = {}  # story → (render epoch, summaries) at its last context
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing. Where
@@ -188,9 +189,26 @@ class StoryViews:
             log.exception("could not schedule a compaction for %s", reply_id)
             return 0
 
+    def warm(self, story_id: UUID) -> bool:
+        """Whether this process assembled a context of the story since it last rendered differently or
+        was summarized: its windows are cached, and the next context (or a reply's budget test) extends
+        one, in a few ms — short enough for the event loop. A cold one walks and renders the whole
+        window (after a start: a long story's, seconds), on the writer thread. (Read without the
+        domain's lock: dictionary reads, at worst one that is just out of date.)"""
+        epoch = self._assembled.get(story_id)
+        return epoch is not None and epoch == (self.app.render_epoch(story_id), len(self.app.summarized(story_id)))
+
     def _assemble(self, story: Story, leaf: UUID, tools: bool = False, fixed_prompt: str | None = None) -> Context:
         settings, card = self.app.settings(story), self.app.card_of(story)
         bodies = settings.lore_bodies == "full" or (settings.lore_bodies == "auto" and not tools)
+        context = self._assemble_with(story, leaf, settings, card, bodies, tools, fixed_prompt)
+        self._assembled[story.id] = (self.app.render_epoch(story.id), len(self.app.summarized(story.id)))
+        return context
+
+    def _assemble_with(
+        self, story: Story, leaf: UUID, settings: StorySettings, card: Card, bodies: bool, tools: bool,
+        fixed_prompt: str | None,
+    ) -> Context:  # fmt: skip
         return assemble_context(
             card.data,
             settings,

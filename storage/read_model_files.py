@@ -110,18 +110,45 @@ def _under_construction(path: Path) -> bool:
     return False
 
 
-def hold(path: str | Path) -> IO[str]:
+class Held:
     """A shared lock on `<file>.inuse`, held while a process has the read-model file open (let go with
-    `let_go`): the processes of one service switch to a rebuilt file one after the other, and the old
-    one is removed only once none of them holds it."""
-    handle = Path(f"{path}{IN_USE}").open("a")  # noqa: SIM115 (held until `let_go`)
-    fcntl.flock(handle, fcntl.LOCK_SH)
-    return handle
+    `let_go`, or when the holder is collected): the processes of one service switch to a rebuilt file
+    one after the other, and the old one is removed only once none of them holds it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.marker = f"{path}{IN_USE}"
+        self._fd: int | None = os.open(self.marker, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def let_go(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # (which lets go of the lock)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.let_go()
 
 
-def let_go(handle: IO[str]) -> None:
-    fcntl.flock(handle, fcntl.LOCK_UN)
-    handle.close()
+def hold(path: str | Path) -> Held:
+    return Held(path)
+
+
+def hold_current(data_dir: Path) -> tuple[Path, Held]:
+    """The read-model file in use, held (`hold`) before it is opened, so no promotion elsewhere removes it
+    in between; a file promoted over while it was being held is let go, and the new one held instead."""
+    while True:
+        path = current(data_dir)
+        handle = hold(path)
+        if current(data_dir) == path:
+            return path, handle
+        let_go(handle)
+        if not path.exists():  # (removed meanwhile: its marker too)
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{path}{IN_USE}").unlink()
+
+
+def let_go(held: Held) -> None:
+    held.let_go()
 
 
 def _in_use(path: Path) -> bool:

@@ -9,7 +9,8 @@ takes it once for a command and again for each commit inside it).
 The lock file also holds a count, mapped into each process's memory, that whoever lets the lock go
 adds one to (`generation`): a process that sees the count where it last looked knows no other wrote
 since, without asking the database (`service/log_follower.py`); `own` is the count before and after
-this process's last hold, so its own writes need not send it looking either.
+this process's last hold, so its own writes need not send it looking either. A second count (`files`)
+tells the processes that the read models moved to a rebuilt file (`service/read_side.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import os
 import threading
 from pathlib import Path
 from types import TracebackType
+
+COUNTS = 16  # bytes: the lock's count, then the read models' moves to another file
 
 
 class WriteLock:
@@ -56,6 +59,29 @@ class WriteLock:
                 raise
         return self
 
+    def try_enter(self) -> bool:
+        """Take the lock only if nobody holds it right now (this thread may, again); whether it did.
+        Exit it as `with` would (`__exit__`)."""
+        me = threading.get_ident()
+        if self._owner == me:
+            self._depth += 1
+            return True
+        if not self._guard.acquire(blocking=False):
+            return False
+        if self.path is not None:
+            try:
+                self._open()
+                assert self._fd is not None
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._guard.release()
+                return False
+            except BaseException:
+                self._guard.release()
+                raise
+        self._owner, self._depth = me, 1
+        return True
+
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
@@ -74,11 +100,25 @@ class WriteLock:
     @property
     def generation(self) -> int:
         """How often a process let the lock go (0 without a file)."""
+        return self._read(0)
+
+    @property
+    def files(self) -> int:
+        """How often the read models moved to another file (a rebuilt one; 0 without a file)."""
+        return self._read(8)
+
+    def moved_files(self) -> None:
+        """Count a move of the read models to another file (by the holder of the lock)."""
+        assert self._owner == threading.get_ident(), "the read models move under the write lock"
+        if self._count is not None:
+            self._count[8:16] = (self.files + 1).to_bytes(8, "little")
+
+    def _read(self, offset: int) -> int:
         if self.path is None:
             return 0
         self._open()
         assert self._count is not None
-        return int.from_bytes(self._count[:8], "little")
+        return int.from_bytes(self._count[offset : offset + 8], "little")
 
     def _open(self) -> None:
         if self._fd is not None:
@@ -86,9 +126,9 @@ class WriteLock:
         assert self.path is not None
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size < 8:
-                os.ftruncate(fd, 8)  # (a new file: the count starts at 0)
-            self._count = mmap.mmap(fd, 8)
+            if os.fstat(fd).st_size < COUNTS:
+                os.ftruncate(fd, COUNTS)  # (a new file: the counts start at 0)
+            self._count = mmap.mmap(fd, COUNTS)
         except BaseException:
             os.close(fd)
             raise

@@ -33,7 +33,8 @@ async def append_node(request: web.Request) -> web.Response:
         if keyed(request)
         else None
     )
-    appended = made or await svc.executor.short_write(
+    write = svc.executor.short_write if svc.views.warm(story_id) else svc.executor.write  # (see `context`)
+    appended = made or await write(
         svc.writes.append_node, tenant(request), story_id, node_id, req.kind, req.text, req.parent_id, if_match(request)
     )  # (made: a retry of a request whose answer was lost)
     node = appended.node

@@ -159,7 +159,8 @@ async def context(request: web.Request) -> web.Response:
         words = await svc.executor.short_load(svc.views.recall_query, tenant(request), story_id, at)
         if words:
             await svc.recall.prepare(story_id, words)
-    ctx = await svc.executor.short_load(svc.views.context, tenant(request), story_id, at)
+    load = svc.executor.short_load if svc.views.warm(story_id) else svc.executor.load  # (a cold one: off the loop)
+    ctx = await load(svc.views.context, tenant(request), story_id, at)
     payload = {
         "story_id": story_id,
         "leaf_id": ctx.leaf_id,

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 import urllib.request
@@ -21,6 +22,7 @@ from urllib.error import HTTPError
 import pytest
 
 from providers.fake_server import FakeModelServer, Text
+from storage import read_model_files
 from tests.processes import Server, run, serving
 
 pytestmark = pytest.mark.slow
@@ -73,7 +75,9 @@ def test_every_write_is_read_by_whichever_worker_answers_next(server: Server) ->
             node = server.call("POST", f"/v1/stories/{story_id}/nodes", {"kind": kind, "text": text})["node"]
             written.append(node["id"])
             path = server.call("GET", f"/v1/stories/{story_id}/path?limit=100")["nodes"]
-            assert [n["id"] for n in path][1:] == written  # the tree, from the read models
+            assert [n["id"] for n in path][1:] == written  # the path, from the aggregates
+            tree = server.call("GET", f"/v1/stories/{story_id}/tree?limit=100")["nodes"]
+            assert [n["id"] for n in tree][1:] == written  # the tree, from the read models
             story = server.call("GET", f"/v1/stories/{story_id}")
             assert story["leaf_id"] == node["id"]  # the story, from the aggregates
         context = server.call("GET", f"/v1/stories/{story_id}/context")
@@ -275,3 +279,46 @@ def _stop_from_the_other_worker(server: Server, turn: Connection) -> tuple[str, 
         return streamed, stopped, seen, other.get(f"/v1/nodes/{reply_id}/draft")
     finally:
         other.conn.close()
+
+
+def test_every_write_is_read_by_both_workers_while_they_move_to_a_rebuilt_file(server: Server) -> None:
+    assert server.data_dir is not None
+    story_id = a_story(server)
+    old = read_model_files.current(server.data_dir)
+    rebuilt: list[subprocess.CompletedProcess[str]] = []
+    rebuild = threading.Thread(
+        target=lambda: rebuilt.append(run("projections", "rebuild", "--data-dir", str(server.data_dir), "--wait", "30"))
+    )
+    rebuild.start()
+    written: list[str] = []
+    deadline = time.monotonic() + 60
+    while (rebuild.is_alive() or len(written) < 60) and time.monotonic() < deadline:
+        kind = "user" if len(written) % 2 == 0 else "reply"
+        node = server.call("POST", f"/v1/stories/{story_id}/nodes", {"kind": kind, "text": f"第{len(written)}句"})
+        written.append(node["node"]["id"])
+        tree = server.call("GET", f"/v1/stories/{story_id}/tree?limit=1000")["nodes"]  # (from the read models)
+        assert [n["id"] for n in tree][1:] == written
+    rebuild.join()
+    assert rebuilt[0].returncode == 0 and "switched to it" in rebuilt[0].stdout, rebuilt[0].stdout + rebuilt[0].stderr
+    assert read_model_files.current(server.data_dir) != old
+
+
+def test_workers_end_when_their_parent_is_killed(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    key = run("keys", "create", "--data-dir", str(data_dir)).stdout.strip().splitlines()[0]
+    with serving(data_dir, key, workers=2) as served:
+        children = workers(served)
+        assert served.process is not None
+        served.process.kill()  # (no chance to stop them itself)
+        served.process.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(alive(pid) for pid in children):
+            time.sleep(0.1)
+        assert not any(alive(pid) for pid in children)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False

@@ -136,3 +136,18 @@ async def test_the_fold_after_a_short_write_leaves_a_fold_in_flight_to_its_threa
 
 def _card() -> tuple[Any, ...]:
     return uuid4(), TENANT, a_card(), StorySettings()
+
+
+async def test_a_story_is_warm_once_a_context_was_assembled_and_until_it_renders_differently(svc: Service) -> None:
+    card_id, story_id = uuid4(), uuid4()
+    await svc.executor.write(svc.app.cards.create_card, card_id, TENANT, a_card(), StorySettings())
+    await svc.executor.write(svc.app.stories.start_story, story_id, uuid4(), TENANT, card_id, 0, "", {})
+    for kind, text in (("user", "风大吗？"), ("reply", "很大。")):
+        await svc.executor.write(svc.app.stories.append_node, TENANT, story_id, uuid4(), kind, text)  # type: ignore[arg-type]
+    assert not svc.views.warm(story_id)  # (a cold context: its handler sends it to the writer thread)
+    await svc.executor.load(svc.views.context, TENANT, story_id, None)
+    assert svc.views.warm(story_id)
+    leaf = (await svc.executor.load(svc.app.story, TENANT, story_id)).leaf_id
+    assert leaf is not None
+    await svc.executor.write(svc.app.nodes.hide_node, TENANT, leaf)
+    assert not svc.views.warm(story_id)  # its windows start over

@@ -195,3 +195,55 @@ def test_the_log_is_asked_only_when_another_process_let_the_write_lock_go(
     assert reader.asked == asked + 2
     here.close()
     there.close()
+
+
+def test_a_hide_read_back_whole_before_it_is_followed_still_starts_the_story_s_contexts_over(
+    sqlite_story: StoryBuilder, events_path: Path
+) -> None:
+    _, reply = sqlite_story.turn("风大吗？", "很大。")
+    second, follower = other_process(sqlite_story, events_path)
+    epoch = second.app.render_epoch(second.story_id)
+    sqlite_story.annotate(reply, "hide")
+    assert second.app.node(reply).hidden  # loaded whole now, the hide in it, before the log was followed
+    follower.follow()
+    assert second.app.render_epoch(second.story_id) == epoch + 1
+
+
+def test_a_command_that_lost_a_race_asks_the_log_again_whatever_the_count_says(
+    sqlite_story: StoryBuilder, events_path: Path, tmp_path: Path
+) -> None:
+    here = WriteLock(tmp_path / "events.lock")
+    app = sqlite_app(events_path)
+    app.write_lock = here
+    follower = LogFollower(app, CountedReads(str(events_path), app.mapper), here)
+    second = replace(sqlite_story, app=app)
+    second.app.story(second.tenant, second.story_id)
+    follower.follow()
+    sqlite_story.turn("没拿锁的一句。", "没拿锁的回答。")  # (a writer that does not take the lock: the count stays)
+    follower.command(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "user", "这里的一句。")
+    assert follower.raced == 1
+    leaf = second.app.story(second.tenant, second.story_id).leaf_id
+    assert [n.text for n in project_path(second.app.node, leaf)][-3:] == [
+        "没拿锁的一句。",
+        "没拿锁的回答。",
+        "这里的一句。",
+    ]
+    here.close()
+
+
+def test_the_follower_moves_past_this_process_s_own_writes_without_reading_them(
+    sqlite_story: StoryBuilder, events_path: Path, tmp_path: Path
+) -> None:
+    here = WriteLock(tmp_path / "events.lock")
+    app = sqlite_app(events_path)
+    app.write_lock = here
+    reader = CountedReads(str(events_path), app.mapper)
+    follower = LogFollower(app, reader, here)
+    second = replace(sqlite_story, app=app)
+    for text in ("一", "二", "三"):
+        follower.command(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "user", text)
+        follower.command(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "reply", text)
+    asked = reader.asked
+    assert follower.follow() == app.last_saved == int(app.recorder.max_notification_id())
+    assert reader.asked == asked
+    here.close()

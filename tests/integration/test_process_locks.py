@@ -108,3 +108,26 @@ def test_one_of_many_leads_and_the_lock_file_names_its_process(tmp_path: Path, c
     assert (tmp_path / "leader.lock").read_text() == f"{os.getpid()}\n"
     for lock in locks:
         lock.release()
+
+
+async def test_a_leader_whose_duties_fail_to_start_lets_the_lead_go(tmp_path: Path) -> None:
+    async def broken() -> None:
+        raise RuntimeError("no scheduler today")
+
+    async def nothing() -> None:
+        return None
+
+    stopped: list[str] = []
+
+    async def stop_first() -> None:
+        stopped.append("first")
+
+    leader = Leadership(
+        LeaderLock(tmp_path), [Duty("first", nothing, stop_first), Duty("second", broken, nothing)], 0.05
+    )
+    await leader.start()
+    assert not leader.leading and stopped == ["first"]  # what had started is stopped again
+    other = LeaderLock(tmp_path)
+    assert other.try_take()  # the lead is free for another process
+    other.release()
+    await leader.stop()
