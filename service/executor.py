@@ -24,6 +24,7 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, ParamSpec, Protocol, TypeVar
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 Kind = Literal["read", "command", "write"]  # a write is a command whose events are folded right after it
+LOCK_LOOK = 0.0005  # a call that found a lock held looks again this soon (the loop's timers: within a ms)
 
 
 class Positioned(Protocol):
@@ -72,7 +74,7 @@ class Executor:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="changji-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="changji-reader")
         self._writing = threading.Lock()  # held by whichever thread runs a domain call
-        self._queued = 0  # calls handed to the writer thread and not yet finished
+        self._writer_waits = False  # the writer thread waits for `_writing`
 
     async def write(self, fn: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> W:
         """Run a domain command on the writer thread; answer only once the read models show its events."""
@@ -115,34 +117,52 @@ class Executor:
         return fn(*args, **kwargs)
 
     async def _here_or_on_writer(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Here on the loop when the writer thread is idle — and, for a command, when no other process
-        holds the write lock just then (the loop never waits for it: the writer thread does)."""
-        if self.inline_commands and self._queued == 0 and self._writing.acquire(blocking=False):
-            try:
-                if kind == "read":
-                    return self._run(kind, fn, *args, **kwargs)
-                if self.write_lock.try_enter():
-                    try:
+        """Here on the loop, when no other thread runs a domain call (or waits to) — and, for a command,
+        when no other process holds the write lock just then. The loop never blocks: a call that finds
+        either held looks again in a moment, other requests going on meanwhile (a long call on the
+        writer thread, another process's command). No lock is ever held while waiting for another, so
+        a hold lasts as long as the call itself."""
+        if not self.inline_commands:
+            return await self._on_writer(kind, fn, *args, **kwargs)
+        while True:
+            if not self._writer_waits and self._writing.acquire(blocking=False):
+                try:
+                    if kind == "read":
                         return self._run(kind, fn, *args, **kwargs)
-                    finally:
-                        self.write_lock.__exit__(None, None, None)
-            finally:
-                self._writing.release()
-        return await self._on_writer(kind, fn, *args, **kwargs)
+                    if self.write_lock.try_enter():
+                        try:
+                            return self._run(kind, fn, *args, **kwargs)
+                        finally:
+                            self.write_lock.__exit__(None, None, None)
+                finally:
+                    self._writing.release()
+            await asyncio.sleep(LOCK_LOOK)
 
     async def _on_writer(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """On the writer thread, holding `_writing` (which a call run on the loop holds too): the domain
-        objects are only ever touched by one thread at a time."""
+        objects are only ever touched by one thread at a time. While it waits for `_writing`, the loop
+        starts no call of its own (a long call would starve); a command then looks for the write lock as
+        the loop does, letting `_writing` go while another process holds it."""
 
         def locked() -> T:
-            with self._writing:
+            while True:
+                self._writer_waits = True
+                try:
+                    self._writing.acquire()
+                finally:
+                    self._writer_waits = False
+                if kind == "read" or self.write_lock.try_enter():
+                    break
+                self._writing.release()
+                time.sleep(LOCK_LOOK)
+            try:
                 return self._run(kind, fn, *args, **kwargs)
+            finally:
+                if kind != "read":
+                    self.write_lock.__exit__(None, None, None)
+                self._writing.release()
 
-        self._queued += 1  # only ever changed on the event loop
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._writer, locked)
-        finally:
-            self._queued -= 1
+        return await asyncio.get_running_loop().run_in_executor(self._writer, locked)
 
     def _run(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A domain call, holding `_writing`: after what other processes saved, where they may (a command

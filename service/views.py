@@ -93,7 +93,7 @@ class StoryViews:
         self.windows = WindowCache()
         self._lineages = Lineages(ancestry=store.ancestry)
         self.lore = LoreShelf(app)
-        self._assembled: dict[UUID, tuple[int, int]] = {}  # story → (render epoch, summaries) at its last context
+        self._assembled: dict[UUID, int] = {}  # story → its render epoch at its last context
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing. Where
@@ -190,19 +190,20 @@ class StoryViews:
             return 0
 
     def warm(self, story_id: UUID) -> bool:
-        """Whether this process assembled a context of the story since it last rendered differently or
-        was summarized: its windows are cached, and the next context (or a reply's budget test) extends
-        one, in a few ms — short enough for the event loop. A cold one walks and renders the whole
-        window (after a start: a long story's, seconds), on the writer thread. (Read without the
-        domain's lock: dictionary reads, at worst one that is just out of date.)"""
+        """Whether this process assembled a context of the story since it last rendered differently: its
+        nodes are loaded and rendered, and the next context (or a reply's budget test) extends a cached
+        window, or at worst renders a window again from cached nodes (a summary landed in it) — a few
+        ms, short enough for the event loop. A cold one loads and renders the whole window (after a
+        start: a long story's, seconds), on the writer thread. (Read without the domain's lock:
+        dictionary reads, at worst one just out of date.)"""
         epoch = self._assembled.get(story_id)
-        return epoch is not None and epoch == (self.app.render_epoch(story_id), len(self.app.summarized(story_id)))
+        return epoch is not None and epoch == self.app.render_epoch(story_id)
 
     def _assemble(self, story: Story, leaf: UUID, tools: bool = False, fixed_prompt: str | None = None) -> Context:
         settings, card = self.app.settings(story), self.app.card_of(story)
         bodies = settings.lore_bodies == "full" or (settings.lore_bodies == "auto" and not tools)
         context = self._assemble_with(story, leaf, settings, card, bodies, tools, fixed_prompt)
-        self._assembled[story.id] = (self.app.render_epoch(story.id), len(self.app.summarized(story.id)))
+        self._assembled[story.id] = self.app.render_epoch(story.id)
         return context
 
     def _assemble_with(

@@ -274,7 +274,8 @@ def unfold_episodes(
     if kept is window.kept:
         return window, layers
     boundary = layers.episodes[-1][0] if layers.episodes else layers.digest[0] if layers.digest else None
-    return Window(window.key, kept, tokens, None, window.settled and _settled(kept), boundary), layers
+    unfolded = kept[: len(kept) - len(window.kept)]  # (the window's own turns are known settled or not)
+    return Window(window.key, kept, tokens, None, window.settled and _settled(unfolded), boundary), layers
 
 
 def _unfolded(
