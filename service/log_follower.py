@@ -1,11 +1,13 @@
 """Other processes' writes, followed: this process's cached aggregates kept in step with the event store.
 
-Several processes may write one event store (`changji serve --workers N`, or a CLI import beside a
-running service). Each keeps aggregates and node views in memory, so before it runs a command or a
-read of the domain it reads the events saved since it last looked (one query, which finds nothing
-most of the time) and folds them into what it holds (`Changji.follow`): what it reads next is what
-the store holds, so a write answered by another process is seen here (read your writes), and a
-command decides on the current state.
+Several processes may write one event store (the workers of `changji serve --workers N`). Each keeps
+aggregates and node views in memory, so before it runs a command or a read of the domain it reads the
+events saved since it last looked and folds them into what it holds (`Changji.follow`): what it reads
+next is what the store holds, so a write answered by another process is seen here (read your
+writes), and a command decides on the current state. The look costs a read of mapped memory most of
+the time: the write lock's file counts the releases of the lock, and only when another process let it
+go since the last look is the log asked (and at least once a second, for a writer that would not
+take the lock).
 
 A command runs holding the store's write lock from its look to its save (`Changji.write_lock`, which
 every commit of every process takes), so no other process saves in between: it decides on the state
@@ -15,8 +17,8 @@ do not take the lock. Should a command still lose a race (a writer that does not
 runs again, as long as it has saved nothing (one that saved once and then lost a race gives its error
 to the caller, as a conflict).
 
-Listeners (`on`) hear of events of a kind that another process saved: a deleted story's recall index
-is dropped here too, a turn stopped elsewhere is stopped here.
+Listeners (`on`) hear of events of a kind that another process saved: a story deleted there has its
+recall index dropped here too.
 """
 
 from __future__ import annotations

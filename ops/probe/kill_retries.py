@@ -1,7 +1,7 @@
 """Crash probe: kill -9 the server while clients write, retry every unanswered write with its
 Idempotency-Key after the restart, and count what the stories hold.
 
-    python ops/probe/kill_retries.py [--runs 20] [--writers 16]
+    python ops/probe/kill_retries.py [--runs 20] [--writers 16] [--workers 1]
 
 A real `changji serve` runs on a temp data dir. Each writer has a story of its own and appends nodes
 to it (user, reply, user, …), each POST with an Idempotency-Key of its own. The probe kills the server
@@ -10,7 +10,8 @@ whose request got no answer sends the same request with the same key until it is
 every story's path is read back: each acknowledged write must be there exactly once (no write lost,
 no duplicate), and no retry may be refused.
 
-Figures (last-line JSON): `runs`, `acknowledged`, `retried`, `lost`, `duplicates`, `refused`, `probe_s`.
+With `--workers N` the server runs N serving processes, and each kill is a SIGKILL to all of them at
+once. Figures (last-line JSON): `runs`, `workers`, `acknowledged`, `retried`, `lost`, `duplicates`, `refused`, `probe_s`.
 """
 
 from __future__ import annotations
@@ -36,15 +37,15 @@ CHANGJI = str(Path(sys.executable).parent / "changji")
 
 
 class Served:
-    def __init__(self, data_dir: Path, port: int) -> None:
-        self.data_dir, self.port = data_dir, port
+    def __init__(self, data_dir: Path, port: int, workers: int = 1) -> None:
+        self.data_dir, self.port, self.workers = data_dir, port, workers
         self.process: subprocess.Popen[bytes] | None = None
         self.base = f"http://127.0.0.1:{port}"
         self.log = (data_dir.parent / "serve.log").open("ab")
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [CHANGJI, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port)],
+            [CHANGJI, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port), "--workers", str(self.workers)],
             stdout=self.log, stderr=self.log,
             env={**os.environ, "CHANGJI_EMBEDDER": "none"},
         )  # fmt: skip
@@ -58,9 +59,23 @@ class Served:
         raise SystemExit("the server did not come up")
 
     def kill(self) -> None:
+        """SIGKILL to the server and, with workers, to each of them at the same moment (as a crash of the
+        machine would end them: none finishes what it was answering)."""
         assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
+        pid = self.process.pid
+        try:
+            children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except OSError:
+            children = []
+        for member in [*children, pid]:
+            try:
+                os.kill(member, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.process.wait()
+        for child in children:  # (gone before the next start: its socket and its locks let go)
+            while Path(f"/proc/{child}").exists() and "zombie" not in Path(f"/proc/{child}/status").read_text():
+                time.sleep(0.01)
 
     def stop(self) -> None:
         assert self.process is not None
@@ -118,6 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=1, help="serving processes (each is killed too)")
     args = parser.parse_args()
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="changji-probe-"))
@@ -127,7 +143,7 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = Served(data_dir, port)
+    server = Served(data_dir, port, args.workers)
     server.start()
     card = call(server.base, key, "POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
     stories = [
@@ -160,6 +176,7 @@ def main() -> None:
             {
                 "runs": args.runs,
                 "writers": args.writers,
+                "workers": args.workers,
                 "acknowledged": sum(len(w.acked) for w in writers),
                 "retried": sum(w.retried for w in writers),
                 "lost": lost,
