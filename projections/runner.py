@@ -130,12 +130,13 @@ class ProjectionRunner:
                 break
         return done
 
-    def adopt(self, path: str) -> int:
+    def adopt(self, path: str, rebuilt: bool = True) -> int:
         """Switch to a read-model file rebuilt beside this process (complete up to some position); the
         position it holds (the next catch-up folds what was written after it). A file that is not a
-        finished rebuild is refused (ValueError, or the error opening it) and nothing changes."""
+        finished rebuild is refused (ValueError, or the error opening it) and nothing changes — unless
+        `rebuilt` is False: a file that was in use before (switched back to)."""
         with self._lock:
-            self.store.reopen(path)
+            self.store.reopen(path, rebuilt)
             self.position = self.store.position()
             return self.position
 

@@ -119,19 +119,30 @@ class ReadSide:
         if offered is None or str(offered) == self.runner.store.path:
             return self._follow_current(data_dir)  # (another process may have led the switch)
         with self.write_lock, self._switching:
+            old = self.runner.store.path
             switched = self._switch(offered, promote=True)
-            if switched is not None:
-                self.runner.catch_up()  # (nothing is written meanwhile: the others read it whole)
-                self.write_lock.moved_files()
-                self._files_seen = self.write_lock.files
+            if switched is None:
+                return None
+            try:
+                self.runner.catch_up()  # (nothing is written meanwhile)
+            except Exception:
+                log.error("the offered read models could not be caught up with the log (the offer is withdrawn)")
+                read_model_files.withdraw(data_dir, offered)
+                self._switch(Path(old), promote=False, rebuilt=False)  # (back to the file in use)
+                raise
+            # named the file in use only now that it holds the whole log: a process that switches to
+            # it from here on (at its next look, whether or not it saw the move counted) reads it whole
+            read_model_files.promote(data_dir, offered)
+            self.write_lock.moved_files()
+            self._files_seen = self.write_lock.files
             return switched
 
-    def _switch(self, offered: Path, promote: bool) -> str | None:
+    def _switch(self, offered: Path, promote: bool, rebuilt: bool = True) -> str | None:
         data_dir = self.data_dir
         assert data_dir is not None
         old = self.runner.store.path
         try:
-            position = self.runner.adopt(str(offered))
+            position = self.runner.adopt(str(offered), rebuilt)
         except (ValueError, OSError, sqlite3.Error) as exc:
             if promote:
                 log.error("not adopting the offered read models (the offer is withdrawn): %s", exc)
@@ -139,14 +150,13 @@ class ReadSide:
             else:
                 log.error("could not switch to the read models in use (%s): %s", offered.name, exc)
             return None
-        # switched: from here on the new file is the one in use, whatever the catch-up after it meets
+        # switched: this process holds the new file from here on (an offer is named the file in use by
+        # the caller, once it holds the whole log)
         self._hold(str(offered))
         for listener in self._adopted:  # (the checkpointer lets go of the old file before it is removed)
             listener(old, str(offered))
-        if promote:
-            read_model_files.promote(data_dir, offered)  # (the old file goes once no process holds it)
-        else:
-            read_model_files.remove_unused(data_dir)
+        if not promote:  # (a file promoted is named in use by the caller, once caught up)
+            read_model_files.remove_unused(data_dir)  # (the old file goes once no process holds it)
         log.info("read models switched to %s (rebuilt up to %s); folding what came after", offered.name, position)
         return str(offered)
 

@@ -17,6 +17,7 @@ once. Figures (last-line JSON): `runs`, `workers`, `acknowledged`, `retried`, `l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -68,10 +69,8 @@ class Served:
         except OSError:
             children = []
         for member in [*children, pid]:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(member, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.process.wait()
         for child in children:  # (gone before the next start: its socket and its locks let go)
             while Path(f"/proc/{child}").exists() and "zombie" not in Path(f"/proc/{child}/status").read_text():

@@ -100,10 +100,11 @@ class ReadModels:
             self.writer.execute(f"PRAGMA journal_size_limit={int(self.log_limit_bytes)}")
         self.scenes = SceneTables(self.writer)
 
-    def reopen(self, path: str | Path) -> None:
+    def reopen(self, path: str | Path, rebuilt: bool = True) -> None:
         """Switch to another read-model file (a rebuilt one) in place, for every thread: the caller holds
         the runner's lock, so no fold is under way; each reading connection is replaced at its thread's
-        next read. A file of another layout is refused (ValueError), and this one stays."""
+        next read. A file of another layout is refused (ValueError), and this one stays; so is one that
+        is not a finished rebuild, unless `rebuilt` is False (a file that was in use already)."""
         probe = sqlite_utils.Database(sqlite3.connect(str(path), isolation_level=None))
         try:
             marks = dict(probe.execute("select name, position from positions").fetchall())
@@ -111,7 +112,7 @@ class ReadModels:
             marks = {}
         finally:
             probe.conn.close()
-        if marks.get(SCHEMA) != SCHEMA_VERSION or REBUILT not in marks:
+        if marks.get(SCHEMA) != SCHEMA_VERSION or (rebuilt and REBUILT not in marks):
             raise ValueError(f"{path} is not a finished rebuild of read-model layout {SCHEMA_VERSION}")
         old, old_path, old_scenes = self.writer, self.path, self.scenes
         self.path = str(path)
