@@ -200,7 +200,10 @@ def bootstrap(
         if main_model
         else None
     )  # fmt: skip
-    compactor = CompactWorker(app, executor, side_model, views.scene_of, max_attempts=settings.job_max_attempts)
+    compactor = CompactWorker(
+        app, executor, side_model, views.scene_of, max_attempts=settings.job_max_attempts,
+        path_of=lambda node_id: executor.query(store.path_up, node_id),
+    )  # fmt: skip
     workers: list[Worker] = [ScribeWorker(app, store, executor, side_model), compactor]
     policy = JobPolicy(
         sweep_seconds=settings.job_sweep_seconds,

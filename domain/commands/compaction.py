@@ -26,6 +26,7 @@ from domain.rules.compaction import (
     episodes_to_fold,
     layers_from,
     plan_pack,
+    summary_of,
     uncovered,
     uncovered_turns,
 )
@@ -83,6 +84,19 @@ class CompactionCommands(CommandGroup):
             count_turns(below),
             card.language(settings.language),
         )
+
+    def first_unheld(self, node_id: UUID) -> UUID | None:
+        """Walking up from the node to its summary boundary as a plan does, the first node whose view
+        this process does not hold (None: the plan's walk reads nothing from the store)."""
+        current: UUID | None = node_id
+        while current is not None:
+            view = self.app.held_view(current)
+            if view is None:
+                return current
+            if summary_of(view):
+                return None
+            current = view.parent_id
+        return None
 
     def compaction_reason(self, node_id: UUID) -> CompactionReason | None:
         """Why the node's compaction was announced."""

@@ -381,6 +381,10 @@ class ReadModels:
         ).fetchall()
         return [(str(r[0]), int(r[1])) for r in rows] if rows else None
 
+    def path_up(self, node_id: UUID) -> list[UUID]:
+        """The ids of the node and every node above it, leaf first (none if it is not folded yet)."""
+        return [UUID(node) for node, _ in self.ancestry(node_id) or []]
+
     def path_ids(self, node_id: UUID, min_depth: int) -> set[UUID]:
         rows = self.db.execute(
             "with recursive up(id, parent_id, depth) as ("

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID, uuid4
@@ -38,6 +38,7 @@ T = TypeVar("T")
 
 EPISODE_TOKENS, DIGEST_TOKENS = 1024, 4096
 LATEST_TURNS = 2  # raw turns shown to the digest for 当前场景
+PATH_BATCH = 1000  # nodes a plan's walk reads in bulk per hold of the domain (`CompactWorker._read_path`)
 
 
 def new_id() -> str:
@@ -129,12 +130,15 @@ class CompactWorker:
         scene_of: Callable[[UUID], SceneAt | None] | None = None,
         archive: Archive | None = None,
         max_attempts: int | None = None,
+        path_of: Callable[[UUID], Awaitable[Sequence[UUID]]] | None = None,
     ) -> None:
         """`scene_of`: the scene at a node, shown to the side model as auxiliary evidence (None: none).
         `max_attempts`: the job system's attempts per job — the last one is offline, whatever
-        `fallback_after` says, so a compaction never fails for good while the offline way works."""
+        `fallback_after` says, so a compaction never fails for good while the offline way works.
+        `path_of`: the ids of a node and the nodes above it, leaf first, from the read models (None:
+        a plan's walk reads the nodes this process does not hold one by one)."""
         self.app, self.runs, self.model, self.archive = app, runs, model, archive or NoArchive()
-        self.scene_of = scene_of
+        self.scene_of, self.path_of = scene_of, path_of
         after = JOBS["compact"].fallback_after  # failed attempts before the offline summarizer
         if max_attempts is not None:
             after = max_attempts - 1 if after is None else min(after, max_attempts - 1)
@@ -168,6 +172,7 @@ class CompactWorker:
         """Pack and fold until nothing is due: a path that fell behind (compaction just switched on, a
         long outage) is brought up to date by one job, one pack and at most one fold at a time."""
         commands, runs = self.app.compaction, self.runs
+        await self._read_path(node_id)
         plan = await runs.load(commands.plan_compaction, node_id, manual)
         if plan.pack is None and budget:  # the context overflowed before a pack was due: pack all but N
             plan = await runs.load(commands.plan_compaction, node_id, True)
@@ -195,6 +200,22 @@ class CompactWorker:
                 plan = await runs.load(commands.plan_compaction, node_id, False)
             if plan.pack is None:
                 return Compacted(tuple(packed), digest)
+
+    async def _read_path(self, node_id: UUID) -> None:
+        """Read in bulk the nodes a plan walks that this process does not hold (a story imported, or
+        played with compaction off, then compacted after a start: its whole path), PATH_BATCH at a
+        time, so the domain is held for one batch at a time and each batch reads the store in a few
+        queries; until the walk to the summary boundary finds every node held."""
+        if self.path_of is None:
+            return
+        first = await self.runs.load(self.app.compaction.first_unheld, node_id)
+        if first is None:
+            return
+        ids = await self.path_of(first)
+        for start in range(0, len(ids), PATH_BATCH):
+            await self.runs.load(self.app.preload, ids[start : start + PATH_BATCH])
+            if await self.runs.load(self.app.compaction.first_unheld, node_id) is None:
+                return
 
     async def _episode(self, plan: CompactionPlan, offline: bool) -> tuple[str | None, SummaryAuthor, SideCall | None]:
         assert plan.pack is not None
