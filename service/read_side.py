@@ -6,9 +6,9 @@ returns only once the read models have folded at least that far. Concurrent call
 catch-up. Listeners (`on_synced`) hear of every catch-up: the job system looks for new work there.
 
 A read-model file rebuilt beside the running service (`changji projections rebuild`) is adopted at the
-next poll: on the projector thread, between two folds, the read models switch to it and fold what was
-written since it was made; then it is the file in use (`storage/read_model_files.py`). Listeners
-(`on_adopted`) hear of the new path.
+next poll: on the projector thread, holding the event store's write lock, what was written since it
+was made is folded into it; then it is named the file in use (`storage/read_model_files.py`) and the
+read models switch to it. Listeners (`on_adopted`) hear of the new path.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from projections.read_models.store import ReadModels
 from projections.runner import INDEX_BATCH, ProjectionRunner
 from storage import read_model_files
 from storage.write_lock import WriteLock
@@ -55,7 +56,7 @@ class ReadSide:
         self.runner, self.bulk_replay = runner, bulk_replay
         self.write_lock = write_lock if write_lock is not None else WriteLock(None)
         self._files_seen = moves if moves is not None else self.write_lock.files
-        self._switching = threading.Lock()
+        self._switching = threading.RLock()  # (a switch, by whichever thread: one at a time)
         self.poll_interval, self.index_delay, self.data_dir = poll_interval, index_delay, data_dir
         self._adopted: list[Callable[[str, str], None]] = []
         self._projector = ThreadPoolExecutor(1, thread_name_prefix="changji-projector")
@@ -85,10 +86,11 @@ class ReadSide:
         at and switched on the projector thread (no file I/O on the loop), between two folds.
 
         Where several processes serve the data dir, the leader adopts an offer: holding the event
-        store's write lock (no write comes in between), it switches, folds what the rebuild did not
-        hold, makes the file the one in use and counts the move in the lock's file. Every process
-        looks at that count before each domain call and each read-model query (`follow_moves`) and
-        switches too when it moved: no read after a write answered elsewhere is read from the old file."""
+        store's write lock (no write comes in between), it folds into the file what the rebuild did
+        not hold, names it the file in use, counts the move in the lock's file and switches. Every
+        process looks at that count before each domain call and each read-model query
+        (`follow_moves`) and switches too when it moved: no read after a write answered elsewhere is
+        read from the old file, and no process reads the new one before it is whole."""
         if self.data_dir is None:
             return None
         adopt = self._adopt if self.leading() else self._follow_current
@@ -109,56 +111,64 @@ class ReadSide:
                 self._files_seen = moves
 
     def _follow_current(self, data_dir: Path) -> str | None:
-        in_use = read_model_files.current(data_dir)
-        if str(in_use) == self.runner.store.path or not in_use.exists():
-            return None
-        return self._switch(in_use, promote=False)
+        """Switch to the file the data dir names in use, if this process reads another."""
+        with self._switching:
+            in_use = read_model_files.current(data_dir)
+            if str(in_use) == self.runner.store.path or not in_use.exists():
+                return None
+            return self._switch(in_use, rebuilt=False)  # (named in use: whole by the time it was named)
 
     def _adopt(self, data_dir: Path) -> str | None:
+        """The leader's part: holding the write lock (so nothing is written meanwhile), fold into the
+        offered file what the rebuild did not hold — on a connection of its own, so nothing here reads
+        the file before it is whole — then name it the file in use, count the move, and switch."""
         offered = read_model_files.waiting(data_dir)
         if offered is None or str(offered) == self.runner.store.path:
             return self._follow_current(data_dir)  # (another process may have led the switch)
         with self.write_lock, self._switching:
-            old = self.runner.store.path
-            switched = self._switch(offered, promote=True)
-            if switched is None:
-                return None
+            if read_model_files.waiting(data_dir) != offered:  # (adopted, or offered over, meanwhile)
+                return self._follow_current(data_dir)
             try:
-                self.runner.catch_up()  # (nothing is written meanwhile)
-            except Exception:
-                log.error("the offered read models could not be caught up with the log (the offer is withdrawn)")
+                position = self._fold_into(offered)
+            except ValueError as exc:
+                log.error("not adopting the offered read models (the offer is withdrawn): %s", exc)
                 read_model_files.withdraw(data_dir, offered)
-                self._switch(Path(old), promote=False, rebuilt=False)  # (back to the file in use)
-                raise
-            # named the file in use only now that it holds the whole log: a process that switches to
-            # it from here on (at its next look, whether or not it saw the move counted) reads it whole
+                return None
+            # any other failure (the disk, the event store) leaves the offer for the next poll
             read_model_files.promote(data_dir, offered)
             self.write_lock.moved_files()
-            self._files_seen = self.write_lock.files
+            switched = self._switch(offered, rebuilt=True)
+            if switched is not None:  # (else `follow_moves` tries again at the next call)
+                self._files_seen = self.write_lock.files
+                log.info("read models switched to %s, caught up to %s", offered.name, position)
             return switched
 
-    def _switch(self, offered: Path, promote: bool, rebuilt: bool = True) -> str | None:
+    def _fold_into(self, offered: Path) -> int:
+        """Fold into the offered file, on a connection of its own, what was written since it was
+        rebuilt; the position it reached. ValueError: not a finished rebuild of this layout."""
+        ReadModels.check(offered)
+        store = ReadModels(offered)
+        try:
+            return ProjectionRunner(self.runner.source, store, self.runner.reader).catch_up()
+        finally:
+            store.writer.conn.close()
+
+    def _switch(self, path: Path, rebuilt: bool) -> str | None:
+        """Read and fold `path` from here on (`rebuilt`: it must be a finished rebuild)."""
         data_dir = self.data_dir
         assert data_dir is not None
         old = self.runner.store.path
         try:
-            position = self.runner.adopt(str(offered), rebuilt)
+            position = self.runner.adopt(str(path), rebuilt)
         except (ValueError, OSError, sqlite3.Error) as exc:
-            if promote:
-                log.error("not adopting the offered read models (the offer is withdrawn): %s", exc)
-                read_model_files.withdraw(data_dir, offered)
-            else:
-                log.error("could not switch to the read models in use (%s): %s", offered.name, exc)
+            log.error("could not switch to the read models in use (%s): %s", path.name, exc)
             return None
-        # switched: this process holds the new file from here on (an offer is named the file in use by
-        # the caller, once it holds the whole log)
-        self._hold(str(offered))
+        self._hold(str(path))
         for listener in self._adopted:  # (the checkpointer lets go of the old file before it is removed)
-            listener(old, str(offered))
-        if not promote:  # (a file promoted is named in use by the caller, once caught up)
-            read_model_files.remove_unused(data_dir)  # (the old file goes once no process holds it)
-        log.info("read models switched to %s (rebuilt up to %s); folding what came after", offered.name, position)
-        return str(offered)
+            listener(old, str(path))
+        read_model_files.remove_unused(data_dir)  # (the old file goes once no process holds it)
+        log.info("read models switched to %s (at position %s)", path.name, position)
+        return str(path)
 
     async def sync(self, position: int | None = None) -> int:
         """Catch the read models up (to at least `position`). Concurrent callers share one catch-up."""

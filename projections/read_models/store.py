@@ -100,20 +100,29 @@ class ReadModels:
             self.writer.execute(f"PRAGMA journal_size_limit={int(self.log_limit_bytes)}")
         self.scenes = SceneTables(self.writer)
 
+    @staticmethod
+    def check(path: str | Path, rebuilt: bool = True) -> None:
+        """Refuse (ValueError) a file that is not of this read-model layout, or (`rebuilt`) not a
+        finished rebuild, or is missing; it is only read (a missing file is not made)."""
+        try:
+            probe = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.OperationalError as exc:
+            raise ValueError(f"{path} cannot be opened: {exc}") from exc
+        try:
+            marks = dict(probe.execute("select name, position from positions").fetchall())
+        except sqlite3.DatabaseError:
+            marks = {}
+        finally:
+            probe.close()
+        if marks.get(SCHEMA) != SCHEMA_VERSION or (rebuilt and REBUILT not in marks):
+            raise ValueError(f"{path} is not a finished rebuild of read-model layout {SCHEMA_VERSION}")
+
     def reopen(self, path: str | Path, rebuilt: bool = True) -> None:
         """Switch to another read-model file (a rebuilt one) in place, for every thread: the caller holds
         the runner's lock, so no fold is under way; each reading connection is replaced at its thread's
         next read. A file of another layout is refused (ValueError), and this one stays; so is one that
         is not a finished rebuild, unless `rebuilt` is False (a file that was in use already)."""
-        probe = sqlite_utils.Database(sqlite3.connect(str(path), isolation_level=None))
-        try:
-            marks = dict(probe.execute("select name, position from positions").fetchall())
-        except sqlite3.OperationalError:
-            marks = {}
-        finally:
-            probe.conn.close()
-        if marks.get(SCHEMA) != SCHEMA_VERSION or (rebuilt and REBUILT not in marks):
-            raise ValueError(f"{path} is not a finished rebuild of read-model layout {SCHEMA_VERSION}")
+        self.check(path, rebuilt)
         old, old_path, old_scenes = self.writer, self.path, self.scenes
         self.path = str(path)
         try:

@@ -1,13 +1,13 @@
-"""A rebuilt read-model file offered to a running service: the leader switches to it under the event
-store's write lock, folds what the rebuild did not hold, and only then names it the file in use — a
-process that follows the pointer reads the whole log from its first look. A catch-up that fails leaves
-the file in use as it was and withdraws the offer."""
+"""A rebuilt read-model file offered to a running service: the leader, holding the event store's write
+lock, folds into it what the rebuild did not hold on a connection of its own (its own readers go on
+reading the file in use), and only then names it the file in use and switches — a process that follows
+the pointer reads the whole log from its first look. A catch-up that fails leaves everything as it was,
+the offer kept for the next poll; a file that is not a finished rebuild is refused and withdrawn."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,26 +21,24 @@ from storage.write_lock import WriteLock
 from tests.builders import StoryBuilder
 
 
-class Watched(ProjectionRunner):
-    """A runner that notes which file the data dir names in use at each catch-up (and can fail one on
-    the offered file)."""
+class Leader(ReadSide):
+    """Notes, as the offer is caught up, which file is named in use and which this process reads (and
+    can fail the catch-up, as a full disk would)."""
 
-    def __init__(self, app: Changji, store: ReadModels, data_dir: Path, fail_on: Path | None = None) -> None:
-        super().__init__(app, store, SQLiteNotifications.of(app))
-        self.data_dir, self.fail_on = data_dir, fail_on
-        self.named: list[tuple[str, str]] = []  # (the file folded, the file named in use) per catch-up
+    fail = False
+    during: tuple[str, str] | None = None
 
-    def catch_up(self, *args: Any, **kwargs: Any) -> int:
-        self.named.append((Path(self.store.path).name, read_model_files.current(self.data_dir).name))
-        if self.fail_on is not None and self.store.path == str(self.fail_on):
+    def _fold_into(self, offered: Path) -> int:
+        assert self.data_dir is not None
+        self.during = (read_model_files.current(self.data_dir).name, Path(self.runner.store.path).name)
+        if self.fail:
             raise OSError("disk full")
-        return super().catch_up(*args, **kwargs)
+        return super()._fold_into(offered)
 
 
-def offered_behind(app: Changji, story: StoryBuilder, data_dir: Path, target: Path | None = None) -> Path:
-    """A rebuild of the log as it stands (into `target`, else a new file), offered; then more turns,
-    which it does not hold."""
-    target = target or read_model_files.new_file(data_dir)
+def offered_behind(app: Changji, story: StoryBuilder, data_dir: Path) -> Path:
+    """A rebuild of the log as it stands, offered; then more turns, which it does not hold."""
+    target = read_model_files.new_file(data_dir)
     with read_model_files.building(target):
         rebuilt = ProjectionRunner(app, ReadModels(target), SQLiteNotifications.of(app))
         rebuilt.rebuild()
@@ -65,43 +63,68 @@ def data_dir(tmp_path: Path) -> Path:
     return folder
 
 
+def leader(app: Changji, data_dir: Path) -> tuple[Leader, WriteLock]:
+    in_use = read_model_files.current(data_dir)
+    runner = ProjectionRunner(app, ReadModels(in_use), SQLiteNotifications.of(app))
+    runner.catch_up()
+    lock = WriteLock(data_dir / "events.lock")
+    return Leader(runner, data_dir=data_dir, write_lock=lock, held=read_model_files.hold(in_use)), lock
+
+
 def test_the_leader_names_a_rebuilt_file_in_use_only_once_it_holds_the_whole_log(
     sqlite_changji: Changji, sqlite_story: StoryBuilder, data_dir: Path
 ) -> None:
     sqlite_story.turns(4)
+    side, lock = leader(sqlite_changji, data_dir)
     in_use = read_model_files.current(data_dir)
-    runner = Watched(sqlite_changji, ReadModels(in_use), data_dir)
-    runner.catch_up()
     target = offered_behind(sqlite_changji, sqlite_story, data_dir)
-    lock = WriteLock(data_dir / "events.lock")
-    side = ReadSide(runner, data_dir=data_dir, write_lock=lock, held=read_model_files.hold(in_use))
 
     assert adopted(side) == str(target)
-    assert (target.name, in_use.name) in runner.named  # caught up while the old file was still named in use
+    assert side.during == (in_use.name, in_use.name)  # caught up while the old file was named and read
     assert read_model_files.current(data_dir) == target and read_model_files.waiting(data_dir) is None
     assert lock.files == 1  # the move counted, for the other processes' next look
-    assert runner.store.position() == runner.max_position()
+    assert side.runner.store.path == str(target)
+    assert side.runner.position == side.runner.store.position() == side.runner.max_position()
     again = ProjectionRunner(sqlite_changji, ReadModels(data_dir / "again.sqlite"))
     again.catch_up()
-    assert runner.store.dump()["nodes"] == again.store.dump()["nodes"]
+    assert side.runner.store.dump()["nodes"] == again.store.dump()["nodes"]
+    assert not in_use.exists()  # (no pointer names it and nobody holds it: removed)
 
 
-def test_a_catch_up_of_the_offer_that_fails_leaves_the_file_in_use_and_withdraws_the_offer(
+def test_a_catch_up_of_the_offer_that_fails_changes_nothing_and_the_next_poll_adopts_it(
     sqlite_changji: Changji, sqlite_story: StoryBuilder, data_dir: Path
 ) -> None:
     sqlite_story.turns(4)
+    side, lock = leader(sqlite_changji, data_dir)
     in_use = read_model_files.current(data_dir)
-    target = read_model_files.new_file(data_dir)
-    target.with_name(f"{target.name}.building").unlink()  # (the name reserved; the rebuild below makes it)
-    runner = Watched(sqlite_changji, ReadModels(in_use), data_dir, fail_on=target)
-    runner.catch_up()
-    offered_behind(sqlite_changji, sqlite_story, data_dir, target)
-    lock = WriteLock(data_dir / "events.lock")
-    side = ReadSide(runner, data_dir=data_dir, write_lock=lock, held=read_model_files.hold(in_use))
+    target = offered_behind(sqlite_changji, sqlite_story, data_dir)
 
+    side.fail = True
     with pytest.raises(OSError, match="disk full"):
         adopted(side)
-    assert read_model_files.current(data_dir) == in_use and read_model_files.waiting(data_dir) is None
-    assert runner.store.path == str(in_use) and lock.files == 0
-    assert not target.exists()  # (no pointer names it and nobody holds it: removed)
-    assert runner.catch_up() == runner.max_position()  # the file in use folds on
+    assert read_model_files.current(data_dir) == in_use and read_model_files.waiting(data_dir) == target
+    assert side.runner.store.path == str(in_use) and lock.files == 0
+    assert side.runner.catch_up() == side.runner.max_position()  # the file in use folds on
+
+    side.fail = False
+    assert adopted(side) == str(target)
+    assert read_model_files.current(data_dir) == target and lock.files == 1
+
+
+def test_an_offer_that_is_not_a_finished_rebuild_is_withdrawn_and_the_file_in_use_kept(
+    sqlite_changji: Changji, sqlite_story: StoryBuilder, data_dir: Path
+) -> None:
+    sqlite_story.turns(2)
+    side, lock = leader(sqlite_changji, data_dir)
+    in_use = read_model_files.current(data_dir)
+    unfinished = read_model_files.new_file(data_dir)
+    with read_model_files.building(unfinished):
+        ReadModels(unfinished).writer.conn.close()  # (never marked rebuilt)
+        read_model_files.offer(data_dir, unfinished)
+
+    assert adopted(side) is None
+    assert read_model_files.waiting(data_dir) is None and read_model_files.current(data_dir) == in_use
+    assert side.runner.store.path == str(in_use) and lock.files == 0
+    with pytest.raises(ValueError, match="cannot be opened"):
+        ReadModels.check(data_dir / "missing.sqlite")
+    assert not (data_dir / "missing.sqlite").exists()  # (a look at a missing file makes none)
