@@ -156,6 +156,8 @@ def bootstrap(
         if settings.persistence == "sqlite":  # other workers write the same store: one commit at a time
             written = WriteLock(f"{env['SQLITE_DBNAME']}.lock")
         app.write_lock = written
+    if app.bulk_events is None and (bulk := SQLiteNotifications.of(app)) is not None:
+        app.bulk_events = bulk.events_of  # (on a connection of the domain's own: nodes read in bulk)
     rebuilt_in, held, moves = None, None, 0  # (where rebuilt read models are offered; the file in use, held)
     if store is None:
         path = settings.read_models_path

@@ -17,8 +17,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEventProtocol
-from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Recording, StoredEvent, Transcoding
-from eventsourcing.sqlite import SQLiteAggregateRecorder
+from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Recording, Transcoding
 from eventsourcing.utils import get_topic
 
 from domain import events as ev
@@ -51,7 +50,7 @@ SUMMARIZING = (ev.EpisodeSummarized, ev.DigestFolded, ev.SummaryEdited)
 FINISHED_REPLY = (ev.ReplySealed, ev.ReplyPosted)
 _RERENDERING = frozenset(get_topic(cls) for cls in RERENDERING)
 _SUMMARIZING = frozenset(get_topic(cls) for cls in SUMMARIZING)
-PRELOAD_BATCH = 500  # nodes per query of `preload` (bound parameters: under SQLite's old limit of 999)
+PRELOAD_BATCH = 500  # nodes per read of `preload` (as bound parameters: under SQLite's old limit of 999)
 
 DEFAULT_ENV = {
     "AGGREGATE_CACHE_MAXSIZE": "200000",
@@ -102,6 +101,9 @@ class Changji(Application[UUID]):
         # held around each commit: where several processes write the store, one at a time (the service
         # sets a lock across them: `storage/write_lock.py`); reentrant, so a command may hold it throughout
         self.write_lock: AbstractContextManager[Any] = nullcontext()
+        # the events of many aggregates in one read of the store, each one's in version order (set by
+        # the service where the store can: `storage/notifications.py`); None: `preload` loads one by one
+        self.bulk_events: Callable[[Sequence[UUID]], Sequence[Any]] | None = None
         self.cards = CardCommands(self)
         self.stories = StoryCommands(self)
         self.nodes = NodeCommands(self)
@@ -163,38 +165,22 @@ class Changji(Application[UUID]):
         return self._views.get(node_id)
 
     def preload(self, node_ids: Sequence[UUID]) -> int:
-        """Read the views of those nodes this process does not hold yet, PRELOAD_BATCH nodes per query
-        of the store instead of one each; how many it read. A walk over a long path nobody read since
-        the start (a compaction's plan on a story imported, or played with compaction off) then costs
-        a few queries: read one by one, each load let the GIL go and waited for it again, and 20k
-        nodes held the domain for 5 s on a quiet machine and over 20 s beside a loaded event loop."""
+        """Read the views of those nodes this process does not hold yet, PRELOAD_BATCH nodes per read of
+        the store (`bulk_events`) instead of one each; how many it read. A walk over a long path nobody
+        read since the start (a compaction's plan on a story imported, or played with compaction off)
+        then costs a few queries: read one by one, each load let the GIL go and waited for it again,
+        and 20k nodes held the domain for 5 s on a quiet machine and over 20 s beside a loaded event
+        loop. Without `bulk_events` (a store in memory) the nodes are loaded one by one."""
         missing = [node_id for node_id in dict.fromkeys(node_ids) if node_id not in self._views]
-        recorder = self.recorder
-        if not isinstance(recorder, SQLiteAggregateRecorder):  # (in memory: a load is a lookup)
+        if self.bulk_events is None:
             for node_id in missing:
                 with suppress(NodeNotFoundError):
                     self.node(node_id)
             return len(missing)
         read = 0
         for start in range(0, len(missing), PRELOAD_BATCH):
-            batch = [node_id.hex for node_id in missing[start : start + PRELOAD_BATCH]]
-            with recorder.datastore.transaction(commit=False) as cursor:
-                cursor.execute(
-                    "SELECT originator_id, originator_version, topic, state"
-                    f" FROM {recorder.events_table_name} WHERE originator_id IN ({','.join('?' * len(batch))})"
-                    " ORDER BY originator_id, originator_version",
-                    batch,
-                )
-                rows = cursor.fetchall()
             folded: dict[UUID, Any] = {}
-            for row in rows:
-                stored = StoredEvent(
-                    originator_id=recorder.convert_originator_id(row["originator_id"]),
-                    originator_version=row["originator_version"],
-                    topic=row["topic"],
-                    state=row["state"],
-                )
-                event: Any = self.mapper.to_domain_event(stored)
+            for event in self.bulk_events(missing[start : start + PRELOAD_BATCH]):
                 folded[event.originator_id] = event.mutate(folded.get(event.originator_id))
             for aggregate in folded.values():
                 if isinstance(aggregate, Node) and aggregate.id not in self._views:

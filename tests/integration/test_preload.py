@@ -14,8 +14,17 @@ from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from schedulers.outcomes import Failed
 from schedulers.workers.compaction import CompactWorker, Inline
+from storage.notifications import SQLiteNotifications
 from tests.builders import TENANT, StoryBuilder, sqlite_app
 from tests.compaction_support import SMALL, compact_if_due
+
+
+def bulk(app: Changji) -> Changji:
+    """The app with the store's bulk reader, as the service sets it."""
+    reader = SQLiteNotifications.of(app)
+    assert reader is not None
+    app.bulk_events = reader.events_of
+    return app
 
 
 def test_preloaded_views_equal_loaded_ones_and_held_ones_are_not_read_again(
@@ -32,7 +41,10 @@ def test_preloaded_views_equal_loaded_ones_and_held_ones_are_not_read_again(
     path = [view.id for view in walk_up(sqlite_changji.node, story.leaf)]
     assert len(path) > PRELOAD_BATCH
 
-    cold = sqlite_app(events_path)
+    one_by_one = sqlite_app(events_path)  # (no bulk reader: loads)
+    assert one_by_one.preload(path[:5]) == 5
+    assert all(one_by_one.held_view(node_id) == sqlite_changji.node(node_id) for node_id in path[:5])
+    cold = bulk(sqlite_app(events_path))
     assert cold.preload([*path[:3], path[0]]) == 3  # (an id twice is read once)
     assert cold.preload(path) == len(path) - 3
     assert all(cold.held_view(node_id) == sqlite_changji.node(node_id) for node_id in path)
@@ -48,7 +60,7 @@ def test_the_first_unheld_node_is_looked_for_only_up_to_the_summary_boundary(
     for i in range(12):
         _, reply = story.turn(f"第{i}问", f"第{i}答")
         compact_if_due(sqlite_changji, reply)
-    cold = sqlite_app(events_path)
+    cold = bulk(sqlite_app(events_path))
     assert cold.compaction.first_unheld(story.leaf) == story.leaf
     below = [view.id for view in walk_up(sqlite_changji.node, story.leaf)]
     boundary = next(i for i, node_id in enumerate(below) if sqlite_changji.node(node_id).episode is not None)
@@ -72,7 +84,7 @@ def test_a_plan_on_a_path_never_read_here_asks_for_the_path_once_and_reads_it_in
         asked.append(node_id)
         return store.path_up(node_id)
 
-    cold = sqlite_app(events_path)
+    cold = bulk(sqlite_app(events_path))
     worker = CompactWorker(cold, Inline(), None, path_of=path_of)
     done = asyncio.run(worker.compact(story.leaf, manual=False, job_node=None))
     assert not isinstance(done, Failed) and done.episodes, done
