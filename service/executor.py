@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 Kind = Literal["read", "command", "write"]  # a write is a command whose events are folded right after it
-LOCK_LOOK = 0.0005  # a call that found a lock held looks again this soon (the loop's timers: within a ms)
+LOCK_LOOK = 0.0005  # a call that found another process's write lock held looks again this soon
+RELEASE_WAIT = 0.005  # a call waiting for the writer thread to let the domain go looks again after this at most
 
 
 class Positioned(Protocol):
@@ -75,6 +76,14 @@ class Executor:
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="changji-reader")
         self._writing = threading.Lock()  # held by whichever thread runs a domain call
         self._writer_waits = False  # the writer thread waits for `_writing`
+        self._released: asyncio.Event | None = None  # set (from the writer thread) as it lets the domain go
+        self._released_on: asyncio.AbstractEventLoop | None = None  # the loop `_released` belongs to
+        self._waiting = 0  # calls on the loop waiting for the writer thread to let the domain go
+
+    @property
+    def waiting(self) -> int:
+        """Calls on the event loop waiting for the writer thread to let the domain go."""
+        return self._waiting
 
     async def write(self, fn: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> W:
         """Run a domain command on the writer thread; answer only once the read models show its events."""
@@ -119,12 +128,18 @@ class Executor:
     async def _here_or_on_writer(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Here on the loop, when no other thread runs a domain call (or waits to) — and, for a command,
         when no other process holds the write lock just then. The loop never blocks: a call that finds
-        either held looks again in a moment, other requests going on meanwhile (a long call on the
-        writer thread, another process's command). No lock is ever held while waiting for another, so
-        a hold lasts as long as the call itself."""
+        either held (a long call on the writer thread, another process's command) looks again when the
+        writer thread lets the domain go (it wakes the calls waiting), or within a millisecond for
+        another process's lock, other requests going on meanwhile. No lock is ever held while waiting
+        for another, so a hold lasts as long as the call itself."""
         if not self.inline_commands:
             return await self._on_writer(kind, fn, *args, **kwargs)
+        released, loop = self._released, asyncio.get_running_loop()
+        if released is None or self._released_on is not loop:
+            released, self._released_on = asyncio.Event(), loop
+            self._released = released
         while True:
+            released.clear()  # (a release from here on wakes this call)
             if not self._writer_waits and self._writing.acquire(blocking=False):
                 try:
                     if kind == "read":
@@ -136,13 +151,24 @@ class Executor:
                             self.write_lock.__exit__(None, None, None)
                 finally:
                     self._writing.release()
-            await asyncio.sleep(LOCK_LOOK)
+                await asyncio.sleep(LOCK_LOOK)  # another process holds the write lock: look again soon
+                continue
+            self._waiting += 1  # the writer thread holds the domain (or waits for it): woken as it lets go
+            try:
+                async with asyncio.timeout(RELEASE_WAIT):
+                    await released.wait()
+            except TimeoutError:
+                pass  # (a wake another waiter cleared first: looked again all the same)
+            finally:
+                self._waiting -= 1
 
     async def _on_writer(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """On the writer thread, holding `_writing` (which a call run on the loop holds too): the domain
         objects are only ever touched by one thread at a time. While it waits for `_writing`, the loop
         starts no call of its own (a long call would starve); a command then looks for the write lock as
         the loop does, letting `_writing` go while another process holds it."""
+
+        loop = asyncio.get_running_loop()
 
         def locked() -> T:
             while True:
@@ -161,8 +187,11 @@ class Executor:
                 if kind != "read":
                     self.write_lock.__exit__(None, None, None)
                 self._writing.release()
+                released = self._released
+                if self._waiting and released is not None and self._released_on is loop:
+                    loop.call_soon_threadsafe(released.set)
 
-        return await asyncio.get_running_loop().run_in_executor(self._writer, locked)
+        return await loop.run_in_executor(self._writer, locked)
 
     def _run(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A domain call, holding `_writing`: after what other processes saved, where they may (a command

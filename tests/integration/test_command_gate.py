@@ -68,10 +68,11 @@ async def test_a_command_waits_its_turn_behind_a_busy_writer_thread(svc: Service
     queued = asyncio.ensure_future(svc.executor.command(quick))
     await asyncio.sleep(0.05)
     assert order == [] and not queued.done()  # neither run on the loop nor alongside `slow`
+    assert svc.executor.waiting == 1  # (woken as the writer thread lets the domain go, not looking meanwhile)
     release.set()
     assert (await busy).startswith("changji-writer")
-    await queued  # (on the loop, or after `LOCK_WAIT` on the writer thread: after `slow` either way)
-    assert order == ["slow", "quick"]
+    assert (await queued) == "MainThread"  # on the loop, after `slow`
+    assert order == ["slow", "quick"] and svc.executor.waiting == 0
 
 
 async def test_commands_never_overlap_whichever_thread_runs_them(svc: Service) -> None:
