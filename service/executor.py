@@ -21,6 +21,7 @@ processes fold at once); a fold another thread has under way at that moment is w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -76,8 +77,8 @@ class Executor:
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="changji-reader")
         self._writing = threading.Lock()  # held by whichever thread runs a domain call
         self._writer_waits = False  # the writer thread waits for `_writing`
-        self._released: asyncio.Event | None = None  # set (from the writer thread) as it lets the domain go
-        self._released_on: asyncio.AbstractEventLoop | None = None  # the loop `_released` belongs to
+        # set (from the writer thread, on the loop it belongs to) as it lets the domain go
+        self._released: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self._waiting = 0  # calls on the loop waiting for the writer thread to let the domain go
 
     @property
@@ -134,33 +135,34 @@ class Executor:
         for another, so a hold lasts as long as the call itself."""
         if not self.inline_commands:
             return await self._on_writer(kind, fn, *args, **kwargs)
-        released, loop = self._released, asyncio.get_running_loop()
-        if released is None or self._released_on is not loop:
-            released, self._released_on = asyncio.Event(), loop
-            self._released = released
-        while True:
-            released.clear()  # (a release from here on wakes this call)
-            if not self._writer_waits and self._writing.acquire(blocking=False):
-                try:
-                    if kind == "read":
-                        return self._run(kind, fn, *args, **kwargs)
-                    if self.write_lock.try_enter():
-                        try:
+        loop = asyncio.get_running_loop()
+        if self._released is None or self._released[0] is not loop:
+            self._released = (loop, asyncio.Event())
+        released = self._released[1]
+        self._waiting += 1  # (counted before the first look: a release after it wakes this call)
+        try:
+            while True:
+                released.clear()  # (a release from here on wakes this call)
+                if not self._writer_waits and self._writing.acquire(blocking=False):
+                    try:
+                        if kind == "read":
                             return self._run(kind, fn, *args, **kwargs)
-                        finally:
-                            self.write_lock.__exit__(None, None, None)
-                finally:
-                    self._writing.release()
-                await asyncio.sleep(LOCK_LOOK)  # another process holds the write lock: look again soon
-                continue
-            self._waiting += 1  # the writer thread holds the domain (or waits for it): woken as it lets go
-            try:
-                async with asyncio.timeout(RELEASE_WAIT):
-                    await released.wait()
-            except TimeoutError:
-                pass  # (a wake another waiter cleared first: looked again all the same)
-            finally:
-                self._waiting -= 1
+                        if self.write_lock.try_enter():
+                            try:
+                                return self._run(kind, fn, *args, **kwargs)
+                            finally:
+                                self.write_lock.__exit__(None, None, None)
+                    finally:
+                        self._writing.release()
+                    await asyncio.sleep(LOCK_LOOK)  # another process holds the write lock: look again soon
+                    continue
+                try:  # the writer thread holds the domain (or waits for it): woken as it lets go
+                    async with asyncio.timeout(RELEASE_WAIT):
+                        await released.wait()
+                except TimeoutError:
+                    pass  # (a wake another waiter cleared first: looked again all the same)
+        finally:
+            self._waiting -= 1
 
     async def _on_writer(self, kind: Kind, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """On the writer thread, holding `_writing` (which a call run on the loop holds too): the domain
@@ -188,8 +190,9 @@ class Executor:
                     self.write_lock.__exit__(None, None, None)
                 self._writing.release()
                 released = self._released
-                if self._waiting and released is not None and self._released_on is loop:
-                    loop.call_soon_threadsafe(released.set)
+                if self._waiting and released is not None and released[0] is loop:
+                    with contextlib.suppress(RuntimeError):  # (the loop closed meanwhile: nobody to wake)
+                        loop.call_soon_threadsafe(released[1].set)
 
         return await loop.run_in_executor(self._writer, locked)
 

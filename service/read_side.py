@@ -108,7 +108,8 @@ class ReadSide:
             moves = self.write_lock.files
             if moves != self._files_seen:
                 self._follow_current(self.data_dir)
-                self._files_seen = moves
+                if self.runner.store.path == str(read_model_files.current(self.data_dir)):
+                    self._files_seen = moves  # (else the next call tries again)
 
     def _follow_current(self, data_dir: Path) -> str | None:
         """Switch to the file the data dir names in use, if this process reads another."""
@@ -135,7 +136,12 @@ class ReadSide:
                 read_model_files.withdraw(data_dir, offered)
                 return None
             # any other failure (the disk, the event store) leaves the offer for the next poll
-            read_model_files.promote(data_dir, offered)
+            try:
+                read_model_files.promote(data_dir, offered)
+            except OSError:
+                if read_model_files.current(data_dir) != offered:
+                    raise  # (not named in use: nothing changed, the offer stays)
+                log.warning("the rebuilt read models are in use; tidying up after them failed", exc_info=True)
             self.write_lock.moved_files()
             switched = self._switch(offered, rebuilt=True)
             if switched is not None:  # (else `follow_moves` tries again at the next call)

@@ -102,15 +102,21 @@ class ReadModels:
 
     @staticmethod
     def check(path: str | Path, rebuilt: bool = True) -> None:
-        """Refuse (ValueError) a file that is not of this read-model layout, or (`rebuilt`) not a
-        finished rebuild, or is missing; it is only read (a missing file is not made)."""
-        try:
-            probe = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-        except sqlite3.OperationalError as exc:
-            raise ValueError(f"{path} cannot be opened: {exc}") from exc
+        """Refuse (ValueError) a file that is missing, is not a database of this read-model layout, or
+        (`rebuilt`) is not a finished rebuild; it is only read (a missing file is not made). Other
+        errors (a busy or unreadable file) are raised as they are: the file may do once they pass."""
+        text = str(path)
+        if not text.startswith("file:") and not Path(text).exists():
+            raise ValueError(f"{path} cannot be opened: there is no such file")
+        uri = text if text.startswith("file:") else Path(text).resolve().as_uri()
+        probe = sqlite3.connect(f"{uri}{'&' if '?' in uri else '?'}mode=ro", uri=True)
         try:
             marks = dict(probe.execute("select name, position from positions").fetchall())
-        except sqlite3.DatabaseError:
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            marks = {}
+        except sqlite3.DatabaseError:  # (not a database at all)
             marks = {}
         finally:
             probe.close()
