@@ -101,12 +101,19 @@ def _under_construction(path: Path) -> bool:
     marker = Path(f"{path}.building")
     if not marker.exists():
         return False
+    if _locked(marker):
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        marker.unlink()  # left by a rebuild that died: its file goes too
+    return False
+
+
+def _locked(marker: Path) -> bool:
+    """Whether a process holds a lock on the marker (it is looked at, not held)."""
     with marker.open("a") as handle:
         if not _try_lock(handle):
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
-    with contextlib.suppress(FileNotFoundError):
-        marker.unlink()  # left by a rebuild that died: its file goes too
     return False
 
 
@@ -153,13 +160,7 @@ def let_go(held: Held) -> None:
 
 def _in_use(path: Path) -> bool:
     marker = Path(f"{path}{IN_USE}")
-    if not marker.exists():
-        return False
-    with marker.open("a") as handle:
-        if not _try_lock(handle):
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
+    return marker.exists() and _locked(marker)
 
 
 def remove_unused(data_dir: Path) -> list[Path]:

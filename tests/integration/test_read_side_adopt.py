@@ -63,20 +63,20 @@ def data_dir(tmp_path: Path) -> Path:
     return folder
 
 
-def leader(app: Changji, data_dir: Path) -> tuple[Leader, WriteLock]:
+def leader(app: Changji, data_dir: Path) -> tuple[Leader, WriteLock, Path]:
+    """A leader's read side on the file in use (caught up), its write lock, and that file."""
     in_use = read_model_files.current(data_dir)
     runner = ProjectionRunner(app, ReadModels(in_use), SQLiteNotifications.of(app))
     runner.catch_up()
     lock = WriteLock(data_dir / "events.lock")
-    return Leader(runner, data_dir=data_dir, write_lock=lock, held=read_model_files.hold(in_use)), lock
+    return Leader(runner, data_dir=data_dir, write_lock=lock, held=read_model_files.hold(in_use)), lock, in_use
 
 
 def test_the_leader_names_a_rebuilt_file_in_use_only_once_it_holds_the_whole_log(
     sqlite_changji: Changji, sqlite_story: StoryBuilder, data_dir: Path
 ) -> None:
     sqlite_story.turns(4)
-    side, lock = leader(sqlite_changji, data_dir)
-    in_use = read_model_files.current(data_dir)
+    side, lock, in_use = leader(sqlite_changji, data_dir)
     target = offered_behind(sqlite_changji, sqlite_story, data_dir)
 
     assert adopted(side) == str(target)
@@ -95,8 +95,7 @@ def test_a_catch_up_of_the_offer_that_fails_changes_nothing_and_the_next_poll_ad
     sqlite_changji: Changji, sqlite_story: StoryBuilder, data_dir: Path
 ) -> None:
     sqlite_story.turns(4)
-    side, lock = leader(sqlite_changji, data_dir)
-    in_use = read_model_files.current(data_dir)
+    side, lock, in_use = leader(sqlite_changji, data_dir)
     target = offered_behind(sqlite_changji, sqlite_story, data_dir)
 
     side.fail = True
@@ -115,8 +114,7 @@ def test_an_offer_that_is_not_a_finished_rebuild_is_withdrawn_and_the_file_in_us
     sqlite_changji: Changji, sqlite_story: StoryBuilder, data_dir: Path
 ) -> None:
     sqlite_story.turns(2)
-    side, lock = leader(sqlite_changji, data_dir)
-    in_use = read_model_files.current(data_dir)
+    side, lock, in_use = leader(sqlite_changji, data_dir)
     unfinished = read_model_files.new_file(data_dir)
     with read_model_files.building(unfinished):
         ReadModels(unfinished).writer.conn.close()  # (never marked rebuilt)
