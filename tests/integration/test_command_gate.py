@@ -130,8 +130,8 @@ async def test_the_fold_after_a_short_write_reads_what_another_process_wrote_on_
 async def test_the_fold_after_a_short_write_leaves_a_fold_in_flight_to_its_thread(svc: Service) -> None:
     await svc.executor.command(svc.app.cards.create_card, *_card())
     position = int(svc.app.recorder.max_notification_id() or 0)
-    behind = svc.runner.position
     with svc.runner._lock:  # (the projector thread folding just then)
+        behind = svc.runner.position  # (read under the lock: a poll's fold may have moved it before)
         assert svc.read_side.fold_now(position) == behind
     assert await svc.read_side.sync(position) == position
 
