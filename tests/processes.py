@@ -22,6 +22,13 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CHANGJI, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
+def new_key(data_dir: Path, tenant: str = "local") -> str:
+    """`changji keys create` for the data dir (made if missing): the key it prints."""
+    created = run("keys", "create", "--data-dir", str(data_dir), "--tenant", tenant)
+    assert created.returncode == 0, created.stderr
+    return created.stdout.strip().splitlines()[0]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from providers.fake_server import FakeModelServer, Step, Text
-from tests.processes import run, serving
+from tests.processes import new_key, serving
 from tests.scene_support import SIDE_MODEL, answer
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def wait_for(condition: Any, timeout: float = 20.0) -> None:
 
 def test_a_scribe_job_cut_off_by_a_crash_runs_once_after_the_restart(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    key = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local").stdout.split()[0]
+    key = new_key(data_dir)
     stalled = {"on": True}
 
     def scribe(body: Mapping[str, Any]) -> Step:

@@ -13,7 +13,7 @@ import pytest
 
 from projections.read_models.store import REBUILT, ReadModels
 from storage import read_model_files
-from tests.processes import run, serving
+from tests.processes import new_key, run, serving
 
 pytestmark = pytest.mark.slow
 TURNS = [("user", "今天天气很好。"), ("reply", "风停了。"), ("user", "灯塔还亮着吗？"), ("reply", "亮着。")]
@@ -31,9 +31,7 @@ class Played:
 def played(tmp_path_factory: pytest.TempPathFactory) -> Played:
     """A key, then a story of two turns written through a served process that is then stopped."""
     data_dir = tmp_path_factory.mktemp("served") / "data"
-    created = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local")
-    assert created.returncode == 0, created.stderr
-    key = created.stdout.strip().splitlines()[0]
+    key = new_key(data_dir)
     with serving(data_dir, key) as server:
         card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
         story = server.call("POST", "/v1/stories", {"card_id": card["id"]})
@@ -86,7 +84,7 @@ def test_projections_rebuild_replays_every_event_while_the_server_is_stopped(pla
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_rebuild_beside_a_running_server_is_switched_to_without_a_stop(tmp_path: Path, workers: int) -> None:
     data_dir = tmp_path / "live"
-    key = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local").stdout.strip().splitlines()[0]
+    key = new_key(data_dir)
     with serving(data_dir, key, workers=workers) as server:
         card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
         story = server.call("POST", "/v1/stories", {"card_id": card["id"]})
@@ -133,7 +131,7 @@ def test_first_serve_prints_a_working_key(tmp_path: Path) -> None:
 
 def test_a_keyed_retry_after_a_crash_between_commit_and_answer_gets_what_was_made(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    key = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local").stdout.strip().splitlines()[0]
+    key = new_key(data_dir)
     with serving(data_dir, key) as server:
         card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
     made: dict[str, Any] = {}
@@ -168,7 +166,7 @@ def test_a_keyed_retry_after_a_crash_between_commit_and_answer_gets_what_was_mad
 
 def test_serve_says_what_it_runs_with_and_its_access_log_keeps_no_query_or_key(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    key = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local").stdout.strip().splitlines()[0]
+    key = new_key(data_dir)
     with serving(data_dir, key, env={"CHANGJI_ACCESS_LOG": "1"}) as server:
         card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚"}})
         story = server.call("POST", "/v1/stories", {"card_id": card["id"]})

@@ -23,7 +23,7 @@ import pytest
 
 from providers.fake_server import FakeModelServer, Text
 from storage import read_model_files
-from tests.processes import Server, run, serving
+from tests.processes import Server, new_key, run, serving
 
 pytestmark = pytest.mark.slow
 SMALL = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0}
@@ -32,9 +32,7 @@ SMALL = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars":
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     data_dir = tmp_path / "data"
-    created = run("keys", "create", "--data-dir", str(data_dir), "--tenant", "local")
-    assert created.returncode == 0, created.stderr
-    with serving(data_dir, created.stdout.strip().splitlines()[0], workers=2) as served:
+    with serving(data_dir, new_key(data_dir), workers=2) as served:
         yield served
 
 
@@ -184,7 +182,7 @@ def test_a_worker_that_dies_is_started_again_and_the_service_answers_on(server: 
 
 def test_sigterm_stops_every_worker(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    key = run("keys", "create", "--data-dir", str(data_dir)).stdout.strip().splitlines()[0]
+    key = new_key(data_dir)
     with serving(data_dir, key, workers=2) as served:
         children = workers(served)
         assert served.process is not None
@@ -241,7 +239,7 @@ async def test_a_stop_answered_by_another_worker_stops_the_turn_and_keeps_what_w
     slow = [f"第{i}句。" for i in range(1, 41)]
     async with FakeModelServer(lambda body: Text(slow, chunk_delay=0.1)) as fake:
         data_dir = tmp_path / "data"
-        key = run("keys", "create", "--data-dir", str(data_dir)).stdout.strip().splitlines()[0]
+        key = new_key(data_dir)
         env = {"CHANGJI_MAIN_BASE_URL": fake.url, "CHANGJI_MAIN_MODEL": "fake-main"}
         with serving(data_dir, key, env, workers=2) as server:
             outcome = await asyncio.to_thread(stop_from_the_other_worker, server)
@@ -305,7 +303,7 @@ def test_every_write_is_read_by_both_workers_while_they_move_to_a_rebuilt_file(s
 
 def test_workers_end_when_their_parent_is_killed(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    key = run("keys", "create", "--data-dir", str(data_dir)).stdout.strip().splitlines()[0]
+    key = new_key(data_dir)
     with serving(data_dir, key, workers=2) as served:
         children = workers(served)
         assert served.process is not None

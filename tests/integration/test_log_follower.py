@@ -171,15 +171,23 @@ class CountedReads(SQLiteNotifications):
         return super().rows(start, limit, stop)
 
 
+def locked_process(
+    story: StoryBuilder, events_path: Path, lock: WriteLock
+) -> tuple[StoryBuilder, LogFollower, CountedReads]:
+    """The same story driven by a second app that takes `lock` around its commits, with its follower
+    (which counts the log's reads and looks at the lock's count)."""
+    app = sqlite_app(events_path)
+    app.write_lock = lock
+    reader = CountedReads(str(events_path), app.mapper)
+    return replace(story, app=app), LogFollower(app, reader, lock), reader
+
+
 def test_the_log_is_asked_only_when_another_process_let_the_write_lock_go(
     sqlite_story: StoryBuilder, events_path: Path, tmp_path: Path
 ) -> None:
     here, there = WriteLock(tmp_path / "events.lock"), WriteLock(tmp_path / "events.lock")
-    app = sqlite_app(events_path)
-    app.write_lock = here
-    reader = CountedReads(str(events_path), app.mapper)
-    follower = LogFollower(app, reader, here)
-    second = replace(sqlite_story, app=app)
+    second, follower, reader = locked_process(sqlite_story, events_path, here)
+    app = second.app
     follower.command(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "user", "这里写的。")
     asked = reader.asked
     follower.follow()
@@ -213,10 +221,7 @@ def test_a_command_that_lost_a_race_asks_the_log_again_whatever_the_count_says(
     sqlite_story: StoryBuilder, events_path: Path, tmp_path: Path
 ) -> None:
     here = WriteLock(tmp_path / "events.lock")
-    app = sqlite_app(events_path)
-    app.write_lock = here
-    follower = LogFollower(app, CountedReads(str(events_path), app.mapper), here)
-    second = replace(sqlite_story, app=app)
+    second, follower, _ = locked_process(sqlite_story, events_path, here)
     second.app.story(second.tenant, second.story_id)
     follower.follow()
     sqlite_story.turn("没拿锁的一句。", "没拿锁的回答。")  # (a writer that does not take the lock: the count stays)
@@ -235,11 +240,8 @@ def test_the_follower_moves_past_this_process_s_own_writes_without_reading_them(
     sqlite_story: StoryBuilder, events_path: Path, tmp_path: Path
 ) -> None:
     here = WriteLock(tmp_path / "events.lock")
-    app = sqlite_app(events_path)
-    app.write_lock = here
-    reader = CountedReads(str(events_path), app.mapper)
-    follower = LogFollower(app, reader, here)
-    second = replace(sqlite_story, app=app)
+    second, follower, reader = locked_process(sqlite_story, events_path, here)
+    app = second.app
     for text in ("一", "二", "三"):
         follower.command(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "user", text)
         follower.command(second.app.stories.append_node, second.tenant, second.story_id, uuid4(), "reply", text)

@@ -32,18 +32,25 @@ def test_a_worker_that_dies_young_is_started_again_after_longer_and_longer_pause
 
 
 def test_sigterm_stops_the_workers_then_the_parent(tmp_path: Path) -> None:
-    stopped = tmp_path / "stopped"
+    stopped, ready = tmp_path / "stopped", tmp_path / "ready"
 
     def command(index: int) -> list[str]:
         script = (
             "import signal, sys, time\n"
             f"signal.signal(signal.SIGTERM, lambda *_: (open({str(stopped)!r}, 'a').write('{index}\\n'), sys.exit(0)))\n"
+            f"open({str(ready)!r}, 'a').write('{index}\\n')\n"
             "time.sleep(60)\n"
         )
         return [sys.executable, "-c", script]
 
+    def stop_once_both_listen() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (ready.exists() and len(ready.read_text().split()) == 2):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
     supervisor = Supervisor(command, 2, [])
-    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    threading.Thread(target=stop_once_both_listen, daemon=True).start()
     assert supervisor.run() == 0
     assert sorted(stopped.read_text().split()) == ["0", "1"]  # each worker heard it and finished
     assert supervisor.restarts == 0
