@@ -21,9 +21,9 @@ leaf), GET the context at them (recall and scene included), POST the reply.
 
 Figures per variant (`raw_…`, `compacted_…`, `floor_…`): turns_per_s, p50/p99/max over all requests,
 errors (non-2xx or exceptions), p50/p99 per request kind, the cold first context, the context answer's
-size, the server's and the client's CPU in cores, the server's resident memory after the load; then
-`variant_ratio` (the faster served variant's turns/s over the slower's), `variant_p99_ratio`, and each
-served variant's `share_of_floor`.
+size, the server's and the client's CPU in cores (and the server's system time, the kernel's share of
+its CPU), the server's resident memory after the load; then `variant_ratio` (the faster served
+variant's turns/s over the slower's), `variant_p99_ratio`, and each served variant's `share_of_floor`.
 
 `--profile`: py-spy (on PATH or $PY_SPY; `pip install py-spy`) attaches to each server once it is
 settled and samples the thread holding the GIL for the whole load; the top functions, by own and by
@@ -235,13 +235,14 @@ def family(pid: int) -> list[int]:
     return [pid, *(int(child) for child in children)]
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a process and its children so far (Linux /proc), 0 if unknown."""
+def cpu_seconds(pid: int | None, kernel: bool = False) -> float:
+    """User + system CPU time of a process and its children so far (Linux /proc), 0 if unknown;
+    `kernel`: the system time alone (the kernel's work for it: sockets, files, page faults)."""
     total = 0.0
     for member in family(pid) if pid is not None else []:
         try:
             fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            total += ((0 if kernel else int(fields[11])) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         except (OSError, IndexError, ValueError):
             pass
     return total
@@ -371,7 +372,7 @@ def run_server(
         if variant != "floor":
             settled = wait_settled(base, config["key"], config["story_id"], plan["settle_limit"])
             log(f"[{variant}] background jobs settled in {settled:.1f}s")
-        server_cpu = cpu_seconds(proc.pid)
+        server_cpu, server_sys = cpu_seconds(proc.pid), cpu_seconds(proc.pid, kernel=True)
         profiler = None
         if spy:  # attached once the server is up and settled: the samples are of the load alone
             seconds = str(int(plan["seconds"]))
@@ -386,6 +387,7 @@ def run_server(
         )
         result = run_driver(config)
         result["server_cpu_s"] = cpu_seconds(proc.pid) - server_cpu
+        result["server_sys_s"] = cpu_seconds(proc.pid, kernel=True) - server_sys
         result["server_rss_mb"] = rss_mb(proc.pid)
         if profiler is not None:
             profiler.wait(timeout=60)
@@ -438,6 +440,7 @@ def variant_figures(variant: str, result: dict[str, Any], figures: dict[str, Any
     figures[f"{v}_context_response_kb"] = result["context_kb"]
     # cores busy during the load (2 on this machine)
     figures[f"{v}_server_cpu_cores"] = result.get("server_cpu_s", 0.0) / result["duration_s"]
+    figures[f"{v}_server_sys_cores"] = result.get("server_sys_s", 0.0) / result["duration_s"]  # (of the above)
     figures[f"{v}_client_cpu_cores"] = result["client_cpu_s"] / result["duration_s"]
     figures[f"{v}_server_rss_mb"] = result.get("server_rss_mb", -1.0)
     log(f"[{v}] {result['turns']} turns in {result['duration_s']:.1f}s = {figures[f'{v}_turns_per_s']:.0f} turns/s; "
