@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web_app
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -15,6 +16,18 @@ from api.settings import Settings
 from providers.fake_server import FakeModelServer
 from tests.builders import OTHER_TENANT, TENANT, Api, MakeClient, api_for
 from tests.fake_model import MakeEngine, main_model
+
+
+@pytest.fixture(autouse=True)
+def _apps_let_go() -> Iterator[None]:
+    """After each test, aiohttp's cache of built middleware chains is emptied: it is keyed by the
+    applications a request went through and keeps up to 1,024 chains, so every test's application and
+    service (some 30 MB each) would stay alive long after it closed — 10 GB over this directory. A
+    server runs one application for its lifetime; only a run of many tests meets this."""
+    yield
+    cached = getattr(aiohttp.web_app, "_cached_build_middleware", None)
+    if cached is not None and hasattr(cached, "cache_clear"):
+        cached.cache_clear()
 
 
 class ServiceTestServer(TestServer):
