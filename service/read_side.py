@@ -244,14 +244,12 @@ class ReadSide:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _hold(self, path: str) -> None:
-        """Hold the read-model file in use (`read_model_files.hold`), letting go of the one before."""
-        if self.data_dir is None or (
-            self._held is not None and self._held.marker == f"{path}{read_model_files.IN_USE}"
-        ):
+        """Hold the read-model file in use (`read_model_files.Held`), letting go of the one before."""
+        if self.data_dir is None or (self._held is not None and self._held.path == path):
             return
-        held, self._held = self._held, read_model_files.hold(path)
+        held, self._held = self._held, read_model_files.Held(path)
         if held is not None:
-            read_model_files.let_go(held)
+            held.let_go()
 
     async def start(self) -> None:
         """Fold everything already in the log, then poll for events written by other processes (and
@@ -284,7 +282,7 @@ class ReadSide:
                     await task
         self._projector.shutdown(wait=True)
         if self._held is not None:
-            read_model_files.let_go(self._held)
+            self._held.let_go()
             self._held = None
 
 

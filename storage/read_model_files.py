@@ -123,8 +123,8 @@ class Held:
     one after the other, and the old one is removed only once none of them holds it."""
 
     def __init__(self, path: str | Path) -> None:
-        self.marker = f"{path}{IN_USE}"
-        self._fd: int | None = os.open(self.marker, os.O_RDWR | os.O_CREAT, 0o644)
+        self.path = str(path)
+        self._fd: int | None = os.open(f"{path}{IN_USE}", os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(self._fd, fcntl.LOCK_SH)
 
     def let_go(self) -> None:
@@ -136,26 +136,18 @@ class Held:
         self.let_go()
 
 
-def hold(path: str | Path) -> Held:
-    return Held(path)
-
-
 def hold_current(data_dir: Path) -> tuple[Path, Held]:
-    """The read-model file in use, held (`hold`) before it is opened, so no promotion elsewhere removes it
+    """The read-model file in use, held (`Held`) before it is opened, so no promotion elsewhere removes it
     in between; a file promoted over while it was being held is let go, and the new one held instead."""
     while True:
         path = current(data_dir)
-        handle = hold(path)
+        handle = Held(path)
         if current(data_dir) == path:
             return path, handle
-        let_go(handle)
+        handle.let_go()
         if not path.exists():  # (removed meanwhile: its marker too)
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{path}{IN_USE}").unlink()
-
-
-def let_go(held: Held) -> None:
-    held.let_go()
 
 
 def _in_use(path: Path) -> bool:

@@ -69,7 +69,7 @@ def leader(app: Changji, data_dir: Path) -> tuple[Leader, WriteLock, Path]:
     runner = ProjectionRunner(app, ReadModels(in_use), SQLiteNotifications.of(app))
     runner.catch_up()
     lock = WriteLock(data_dir / "events.lock")
-    return Leader(runner, data_dir=data_dir, write_lock=lock, held=read_model_files.hold(in_use)), lock, in_use
+    return Leader(runner, data_dir=data_dir, write_lock=lock, held=read_model_files.Held(in_use)), lock, in_use
 
 
 def test_the_leader_names_a_rebuilt_file_in_use_only_once_it_holds_the_whole_log(
