@@ -38,12 +38,22 @@ class WriteLock:
         self.waits = 0  # times the lock was found held by another process
 
     def __enter__(self) -> WriteLock:
+        self._take(wait=True)
+        return self
+
+    def try_enter(self) -> bool:
+        """Take the lock only if nobody holds it right now (this thread may, again); whether it did.
+        Exit it as `with` would (`__exit__`)."""
+        return self._take(wait=False)
+
+    def _take(self, wait: bool) -> bool:
+        """Take the lock (again, for the thread that holds it); without `wait`, only if it is free."""
         me = threading.get_ident()
         if self._owner == me:
             self._depth += 1
-            return self
-        self._guard.acquire()
-        self._owner, self._depth = me, 1
+            return True
+        if not self._guard.acquire(blocking=wait):
+            return False
         if self.path is not None:
             try:
                 self._open()
@@ -51,31 +61,11 @@ class WriteLock:
                 try:
                     fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
+                    if not wait:
+                        self._guard.release()
+                        return False
                     self.waits += 1
                     fcntl.flock(self._fd, fcntl.LOCK_EX)  # (the GIL is let go while it waits)
-            except BaseException:
-                self._owner, self._depth = None, 0
-                self._guard.release()
-                raise
-        return self
-
-    def try_enter(self) -> bool:
-        """Take the lock only if nobody holds it right now (this thread may, again); whether it did.
-        Exit it as `with` would (`__exit__`)."""
-        me = threading.get_ident()
-        if self._owner == me:
-            self._depth += 1
-            return True
-        if not self._guard.acquire(blocking=False):
-            return False
-        if self.path is not None:
-            try:
-                self._open()
-                assert self._fd is not None
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                self._guard.release()
-                return False
             except BaseException:
                 self._guard.release()
                 raise
