@@ -126,7 +126,8 @@ class Recall:
         leaves the build running for the others waiting on it)."""
         wanted = await asyncio.to_thread(self.store.archive_seq, story_id)  # (a read: not on the loop)
         index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
-        if index is not None and index.seq < wanted:  # it joined a build that began before the write
+        if wanted and (index is None or index.seq < wanted):  # it joined a build that began before the
+            # write, or before the story was forgotten (deleted, then restored): that one keeps nothing
             index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
         return index
 

@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal
 from uuid import UUID
@@ -21,6 +22,7 @@ from api.settings import ModelSettings, Settings
 from domain.application import Changji
 from projections.context.records import Context
 from projections.read_models.store import ReadModels
+from projections.recall.story_index import StoryIndex
 from projections.runner import ProjectionRunner
 from providers.embedders import HashingEmbedder
 from providers.tokens import EstimatingCounter
@@ -473,3 +475,58 @@ def test_an_index_built_step_by_step_holds_what_one_built_at_once_holds(
         got = built.search(query, vector, 5, 10_000, on_path)
         want = whole.search(query, vector, 5, 10_000, on_path)
         assert [(h.row["id"], h.score, h.found_by) for h in got] == [(h.row["id"], h.score, h.found_by) for h in want]
+
+
+class GatedEmbedder(HashingEmbedder):
+    """A local embedder whose passages wait at a gate (a build held under way)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray:
+        if purpose == "passage":
+            self.entered.set()
+            assert self.gate.wait(30)
+        return super().encode(texts, purpose)
+
+
+class WatchedRecall(Recall):
+    """Recall that says when a caller asked for an index it waits on."""
+
+    def __init__(self, store: ReadModels, embedder: HashingEmbedder) -> None:
+        super().__init__(store, embedder)
+        self.asked = threading.Event()
+
+    def refresh_soon(self, story_id: UUID, now: bool = False) -> Future[StoryIndex | None]:
+        future = super().refresh_soon(story_id, now)
+        if now:
+            self.asked.set()
+        return future
+
+
+def test_a_refresh_that_joins_a_build_begun_before_the_story_was_forgotten_builds_again(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    """Deleted while its index was being built, then restored: the build under way keeps nothing, and a
+    search asked for after the restore waits for one that does."""
+    embedder = GatedEmbedder()
+    recall = WatchedRecall(read_models, embedder)
+    story = StoryBuilder.start(sqlite_changji)
+    story.turns(3)
+    runner.catch_up()
+    under_way = recall.refresh_soon(story.story_id)
+    assert embedder.entered.wait(30)
+    recall.forget(story.story_id)  # (the story deleted, and restored: its events and archive stand)
+
+    async def refreshed() -> StoryIndex | None:
+        asking = asyncio.create_task(recall.refresh(story.story_id))
+        while not recall.asked.is_set():  # it joined the build under way …
+            await asyncio.sleep(0.01)
+        embedder.gate.set()  # … which then ends, keeping nothing
+        return await asking
+
+    index = asyncio.run(refreshed())
+    assert under_way.result(timeout=30) is None
+    assert index is not None and len(index.rows) == 3
+    assert recall.index(story.story_id) is index
