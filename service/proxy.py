@@ -26,6 +26,7 @@ from domain.card import Card
 from domain.commands.base import Written
 from domain.errors import StoryNotFoundError
 from domain.rules.reconcile import (
+    Anchor,
     Append,
     ChatMessage,
     Continue,
@@ -33,9 +34,11 @@ from domain.rules.reconcile import (
     PassThrough,
     Regenerate,
     SplitRequest,
+    anchors,
     decide,
+    links,
     own_request,
-    repeated,
+    same_words,
 )
 from domain.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
@@ -49,6 +52,8 @@ SAME_CARD, OTHER_CARD = 2, 4  # path messages a chat must repeat (the greeting f
 KNOWN = 200_000  # nodes whose chat digest the proxy keeps
 ALIKE = 0.6  # of the shorter system text (by its lines' length), in lines the other has too: the same card
 KEPT_PARTS = 1024  # blobs of client parts (their texts, their manifests) the proxy knows are kept
+FOUND_ROWS = 2_000  # nodes a chat's links find, at most (the most recently changed stories' first)
+ANCHORS_TRIED = 8  # runs of a chat's messages found in the tree that are read against, at most
 PROXY_CARDS = uuid5(NAMESPACE_URL, "https://changji.dev/proxy/cards")
 
 
@@ -92,86 +97,77 @@ class ChatProxy:
     def choose(self, tenant_id: str, request: ProxyRequest, hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
         split, digests = request.split, request.digests
-        stories = [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES)
         card = _Prompt(_card_id(tenant_id, split), split.fixed)
-        for story_id in stories:
+        for story_id in [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES):
             quick = self._continued(tenant_id, story_id, split, digests, card)
             if quick is not None:
                 return quick
-        best: tuple[int, Story, tuple[NodeView, ...]] | None = None
-        for story_id in stories:
-            story = self.app.story(tenant_id, story_id)
-            if not self._starts_like(story, split):  # (a cut chat, another chat: not read against the path)
-                continue
-            path = self._path(story)
-            matched = repeated(split, _messages(path))
-            enough = SAME_CARD if hint else self._enough(story, card, split)
-            if matched >= enough and (best is None or matched > best[0]):
-                best = (matched, story, path)
-        cut = (
-            best is not None and split.greeting is None and best[0] <= SAME_CARD and len(split.chat) + 1 < len(best[2])
-        )
-        if best is None or cut:  # (a cut chat may open with the story's first words)
-            trimmed = self._trimmed(tenant_id, split, digests, stories, None if hint else card)
-            if trimmed is not None and (best is None or trimmed[0] > best[0]):
-                return trimmed[1]
-        if best is not None:
-            return Chosen(best[1].id, best[2], split, decide(split, _messages(best[2])), digests)
-        if hint is None:
-            return None
+        found = self._found(tenant_id, request, card, hint)
+        if found is not None or hint is None:
+            return found
         story = self.app.story(tenant_id, hint)  # the story named: the request is read against its path
         path = self._path(story)
         return Chosen(story.id, path, split, decide(split, _messages(path)), digests)
 
-    def _trimmed(
-        self, tenant_id: str, split: SplitRequest, digests: ChatDigests, stories: Sequence[UUID], card: _Prompt | None
-    ) -> tuple[int, Chosen] | None:
-        """A chat the front end cut to its own context size (its greeting and oldest turns gone): the story
-        whose path ends with the chat's last messages — its leaf the reply before the user's new words (a
-        new turn), or the leaf's user node those words (a swipe) — the one that repeats most of them, as
-        many as a story's path must (`card` None: any card's story will do). Read from the tree: it holds
-        after a restart, and whatever the front end's system text became since. With how many it repeats."""
-        chat = split.chat
-        if len(chat) < 3:
-            return None
-        best: tuple[int, Chosen] | None = None
-        for story_id in stories:
-            story = self.app.story(tenant_id, story_id)
-            assert story.leaf_id is not None
-            leaf = self.app.node(story.leaf_id)
-            if chat[-1].role == "assistant":  # a continue of the leaf (a quiet request never comes here)
-                went_on = _repeated_upward(self.app.node, chat, leaf)
-                enough = SAME_CARD if card is None or story.card_id == card.card_id else OTHER_CARD
-                if leaf.kind == "reply" and went_on >= enough and (best is None or went_on > best[0]):
-                    best = (went_on, Chosen(story.id, (leaf,), split, Continue(0, chat[-1].text), digests))
+    def _found(self, tenant_id: str, request: ProxyRequest, card: _Prompt, hint: UUID | None) -> Chosen | None:
+        """The request read where its chat lies in the tree, wherever the front end cut it: the runs of its
+        messages found one after another on a path (by their `link`s, kept as a read model), the one that
+        holds the chat from its first message furthest first; the path up to its end, from the node before
+        the chat's first message (or the chat's greeting, the story's own), is what the chat is read
+        against (`decide`). Costs what the chat holds, never what the story does."""
+        split = request.split
+        opens = split.greeting is not None
+        said = [ChatMessage("assistant", split.greeting or ""), *split.chat] if opens else list(split.chat)
+        found = self.store.linked(tenant_id, links(said, opens), hint, FOUND_ROWS)
+        tried = [(anchor, self.app.story(tenant_id, UUID(anchor.story_id))) for anchor in anchors(found)[:ANCHORS_TRIED]]
+        rank = {(a.start, a.at): i for i, (a, _) in reversed(list(enumerate(tried)))}
+        tried.sort(key=lambda t: (rank[t[0].start, t[0].at], t[1].card_id != card.card_id))  # (the same run: its card's)
+        for anchor, story in tried:
+            path = self._aligned(anchor, opens)
+            if path is None or (hint is None and _held(anchor, path, opens, said) < self._enough(story, card, split)):
+                continue  # (another card's story: a run of a few messages is not enough)
+            if path[0].kind == "greeting" and not self._same_chat(story, path, anchor, opens, split, card, hint):
                 continue
-            turn = _repeated_upward(self.app.node, chat[:-1], leaf)
-            swipe, user = 0, None
-            if leaf.kind != "user" and leaf.parent_id is not None:
-                user = self.app.node(leaf.parent_id)
-                swipe = _repeated_upward(self.app.node, chat, user) - 1  # (the words themselves: not repeated)
-            if max(turn, swipe) < SAME_CARD:
-                continue
-            enough = SAME_CARD if card is None or story.card_id == card.card_id else OTHER_CARD
-            if turn >= enough and (best is None or turn > best[0]):
-                best = (turn, Chosen(story.id, (leaf,), split, Append(0, (chat[-1],), branch=False), digests))
-            if user is not None and user.kind == "user" and swipe >= enough and (best is None or swipe > best[0]):
-                best = (swipe, Chosen(story.id, (user,), split, Regenerate(0), digests))
-        return best
+            return Chosen(story.id, path, split, decide(split, _messages(path)), request.digests)
+        return None
+
+    def _aligned(self, anchor: Anchor, opens: bool) -> tuple[NodeView, ...] | None:
+        """The path a chat is read against, from its anchor up: the node of its first message — or, when
+        the chat does not start with a greeting, the one before it — down to the anchor's (None: the tree
+        has fewer nodes above the anchor than the chat messages before it)."""
+        node = self.app.node(UUID(anchor.node_id))
+        path = [node]
+        for _ in range(anchor.at if opens else anchor.at + 1):
+            if node.parent_id is None:
+                return None
+            node = self.app.node(node.parent_id)
+            path.append(node)
+        return tuple(reversed(path))
+
+    def _same_chat(
+        self, story: Story, path: Sequence[NodeView], anchor: Anchor, opens: bool, split: SplitRequest,
+        card: _Prompt, hint: UUID | None,
+    ) -> bool:  # fmt: skip
+        """Whether a chat that opens with a story's greeting is that story's chat, not another chat of the
+        same card: it repeats one of the story's replies — what a model wrote is the chat's own — or, when
+        it repeats only the greeting and the first words, the story has nothing past them but a reply (a
+        swipe of the first reply) and the request is the same card's. A chat whose first words differ
+        continues the story only when it repeats a reply after them (an edit of the first words). (A chat
+        with no greeting is read as opening with the story's empty one.)"""
+        at, start = (anchor.at, anchor.start) if opens else (anchor.at + 1, anchor.start and anchor.start + 1)
+        if hint is not None or at >= 2 or (start > 0 and at >= 1):
+            return True
+        if at == 0 or len(split.chat) != 1:
+            return False
+        words = path[-1]
+        if any(self.store.children(UUID(reply["id"])) for reply in self.store.children(words.id)):
+            return False  # the story went on past its first turn: a new chat of the same card
+        return self._enough(story, card, split) <= SAME_CARD
 
     def passing(self, request: ProxyRequest) -> PassThrough | None:
         """A request the front end makes for itself (a summary, an impersonation: nothing to record),
         told from the request alone; None when it is for a story."""
         return own_request(request.split)
-
-    def _starts_like(self, story: Story, split: SplitRequest) -> bool:
-        """Whether the chat starts where the story does — its greeting, and its first message one the
-        story's root has below it — told from the root, without the path (which grows with the story)."""
-        assert story.root_id is not None
-        root = self.app.node(story.root_id)
-        if split.greeting is not None and split.greeting.strip() != root.text.strip():
-            return False
-        return not split.chat or self._child(root, split.chat[0]) is not None
 
     def _enough(self, story: Story, card: _Prompt, split: SplitRequest) -> int:
         """How many of a story's path messages, the greeting counted, a chat must repeat to go on in it:
@@ -255,7 +251,7 @@ class ChatProxy:
         for row in self.store.children(parent.id):
             if row["kind"] == kind and not row["hidden"]:
                 node = self.app.node(UUID(row["id"]))
-                if node.text.strip() == message.text.strip() and node.phase in ("final", "sealed"):
+                if same_words(node.text, message.text) and node.phase in ("final", "sealed"):
                     return node
         return None
 
@@ -384,6 +380,16 @@ def _lines(fixed: Sequence[str]) -> dict[str, int]:
     return {line.strip(): len(line.strip()) for text in fixed for line in text.splitlines() if line.strip()}
 
 
+def _held(anchor: Anchor, path: Sequence[NodeView], opens: bool, said: Sequence[ChatMessage]) -> int:
+    """How many of a story's messages a run of a chat repeats: the story's empty greeting counted when a
+    chat with none starts where the story does; the user's last words not counted when the chat was cut
+    (words alone are not a story's)."""
+    held = anchor.at - anchor.start + 1
+    if path[0].kind == "greeting" and anchor.start == 0:
+        return held + (not opens)
+    return held - (anchor.at == len(said) - 1 and said[-1].role == "user")
+
+
 def _card_id(tenant_id: str, split: SplitRequest) -> UUID:
     """The card a request's system messages make (the same text, the same card)."""
     fixed = "\n\n".join(split.fixed)
@@ -397,20 +403,3 @@ def _bound(kept: dict[Any, Any]) -> None:
 
 def _messages(path: Sequence[NodeView]) -> list[ChatMessage]:
     return [ChatMessage("user" if node.kind == "user" else "assistant", node.text) for node in path]
-
-
-TRIM_WALK = 8  # the messages up from a story's leaf a cut chat's last ones are compared with
-
-
-def _repeated_upward(node_of: Callable[[UUID], NodeView], messages: Sequence[ChatMessage], node: NodeView) -> int:
-    """How many of `messages`, the last first, repeat the path up from `node` (up to TRIM_WALK)."""
-    count = 0
-    for message in reversed(messages[-TRIM_WALK:]):
-        role = "user" if node.kind == "user" else "assistant"
-        if message.role != role or message.text.strip() != node.text.strip():
-            break
-        count += 1
-        if node.parent_id is None:
-            break
-        node = node_of(node.parent_id)
-    return count

@@ -26,6 +26,7 @@ assistant message. Read against the path root→leaf (the greeting first):
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -177,20 +178,12 @@ def _alternating(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
     return tuple(out)
 
 
-def repeated(request: SplitRequest, path: Sequence[ChatMessage]) -> int:
-    """How many messages of a story's path, the greeting first, the request repeats — 0 when it opens
-    with another greeting (which story a request continues: the furthest repeated)."""
-    if not path or (request.greeting is not None and request.greeting.strip() != path[0].text.strip()):
-        return 0
-    return _matched(request.chat, path)
-
-
 def _matched(chat: Sequence[ChatMessage], path: Sequence[ChatMessage]) -> int:
     """How many messages of the path, the greeting first, the request repeats unchanged (the greeting
     always: it is the story's own, and a front end may show it otherwise)."""
     count = 1 if path else 0
     for message, node in zip(chat, path[1:], strict=False):
-        if message.role != node.role or message.text.strip() != node.text.strip():
+        if message.role != node.role or not same_words(message.text, node.text):
             break
         count += 1
     return count
@@ -209,3 +202,68 @@ def _nudges(after: Sequence[str], chat: Sequence[ChatMessage]) -> bool:
     words. An instruction that merely says "continue the story" is not one."""
     last = chat[-1].text.strip()
     return any(_CONTINUE.search(text) or (len(last) >= 20 and last[-200:] in text) for text in after)
+
+
+def same_words(a: str, b: str) -> bool:
+    """Whether two texts say the same: the same words, whatever the whitespace between them (a front end
+    trims a reply, re-wraps it, or sends it back with its own line ends)."""
+    return a.split() == b.split()
+
+
+def said(role: Role, text: str) -> bytes:
+    """A message's digest: its role and its words, whitespace runs taken as one (`same_words`)."""
+    return hashlib.blake2b(f"{role}\x1f{' '.join(text.split())}".encode(), digest_size=16).digest()
+
+
+def link(parent: bytes | None, child: bytes) -> bytes:
+    """The digest of a message and the one before it (`said` of each; None: it opens a story): the key a
+    chat's messages are found by in the tree, wherever the chat was cut (`Anchor`)."""
+    return hashlib.blake2b((parent or b"\x00" * 16) + child, digest_size=16).digest()
+
+
+def links(messages: Sequence[ChatMessage], opens: bool) -> list[bytes]:
+    """The `link` of each message with the one before it; the first's with nothing when the messages
+    open a story (`opens`: the chat starts with its greeting), else with an empty greeting (a chat with
+    none may be the start of a story that has none; anywhere else, the first message's link finds nothing)."""
+    digests = [said(m.role, m.text) for m in messages]
+    before = None if opens else said("assistant", "")
+    return [link(before if i == 0 else digests[i - 1], digests[i]) for i in range(len(digests))]
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A node whose message and the one before it are a chat's messages at `at` and `at - 1` (at 0: a
+    story's first message, its greeting): one row of the tree's index of links."""
+
+    node_id: str
+    parent_id: str | None
+    story_id: str
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Where a chat lies in a story's tree: the node of its message at `at`, and `start`, the first of
+    the chat's messages that the run of repeated messages ending there holds (0: from the chat's first)."""
+
+    node_id: str
+    story_id: str
+    at: int
+    start: int
+
+
+def anchors(found: Sequence[Found]) -> list[Anchor]:
+    """The runs of a chat's messages that lie on a path of the tree one after another, each as its last
+    node and where it starts (a row at `at` goes on from a row at `at - 1` that is its parent): those that
+    hold the chat from its first message first, furthest into the chat first; then the others, longest
+    first. Pure: the caller looks the rows up."""
+    by_at: dict[int, dict[str, Anchor]] = {}
+    went_on: set[tuple[int, str]] = set()
+    for row in sorted(found, key=lambda r: r.at):
+        below = by_at.get(row.at - 1, {}).get(row.parent_id or "")
+        if below is not None:
+            went_on.add((row.at - 1, below.node_id))
+        start = below.start if below is not None else max(row.at - 1, 0)
+        by_at.setdefault(row.at, {})[row.node_id] = Anchor(row.node_id, row.story_id, row.at, start)
+    ends = [a for at, runs in by_at.items() for a in runs.values() if (at, a.node_id) not in went_on]
+    return sorted(ends, key=lambda a: (a.start != 0, -a.at if a.start == 0 else a.start - a.at, -a.at))

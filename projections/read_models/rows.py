@@ -16,6 +16,7 @@ from uuid import UUID
 from domain import events as ev
 from domain.jobs import made_due, results_of
 from domain.rules.drafting import Edit, apply_edits
+from domain.rules.reconcile import link, said
 from domain.values import JobKind, JobState
 from projections.read_models.archive import ArchiveChanges, Summary, Turn, episode_passages, turn_passages
 
@@ -35,9 +36,15 @@ class RowChanges:
     """What one batch of events does to the tables. `lookup(node_id)` gives (story id, text) of a node
     folded in an earlier batch, `node_lookup(node_id)` its `nodes` row."""
 
-    def __init__(self, lookup: Callable[[str], tuple[str, str]], node_lookup: Callable[[str], Row]) -> None:
-        self.lookup, self.node_lookup = lookup, node_lookup
+    def __init__(
+        self,
+        lookup: Callable[[str], tuple[str, str]],
+        node_lookup: Callable[[str], Row],
+        children_lookup: Callable[[str], list[str]] = lambda node_id: [],
+    ) -> None:
+        self.lookup, self.node_lookup, self.children_lookup = lookup, node_lookup, children_lookup
         self.node_rows: dict[str, Row] = {}  # nodes inserted in this batch
+        self.children: dict[str, set[str]] = {}  # ... by their parent
         self.archive = ArchiveChanges.empty()
         self.inserts: defaultdict[str, list[Row]] = defaultdict(list)
         self.updates: defaultdict[str, defaultdict[str, Row]] = defaultdict(lambda: defaultdict(dict))
@@ -53,8 +60,28 @@ class RowChanges:
         self.increments[table][str(key)][column] += by
 
     def _text(self, node_id: str, story_id: str, text: str, seq: int) -> None:
-        """A node's text as of `seq` (the full-text index picks it up from there: `ReadModels.index_texts`)."""
+        """A node's text as of `seq` (the full-text index picks it up from there: `ReadModels.index_texts`),
+        and the links a proxied chat is found by: the node's own, and its children's when it had some."""
         self.texts[node_id] = {"node_id": node_id, "story_id": story_id, "text": text, "seq": seq}
+        self._link(node_id)
+        children = self.children.get(node_id, set())
+        if node_id not in self.node_rows:  # (a node made in this batch has no children folded before it)
+            children = children | set(self.children_lookup(node_id))
+        for child in children:
+            self._link(child)
+
+    def _said(self, node_id: str) -> bytes:
+        kind = self._node_now(node_id)["kind"]
+        return said("user" if kind == "user" else "assistant", self._current(node_id)[1])
+
+    def _link(self, node_id: str) -> None:
+        """A node's `link`: the digest of its message after its parent's (`domain/rules/reconcile.py`)."""
+        parent = self._node_now(node_id)["parent_id"]
+        linked = link(self._said(parent) if parent else None, self._said(node_id))
+        if node_id in self.node_rows:
+            self.node_rows[node_id]["link"] = linked
+        else:
+            self._update("nodes", node_id, link=linked)
 
     def fold(self, event: Any, seq: int) -> None:
         """Fold one event; events no read model cares about pass through. A job row is made or settled
@@ -128,10 +155,12 @@ class RowChanges:
                 "id": node_id, "story_id": story_id, "parent_id": str(parent) if parent else None,
                 "kind": kind, "depth": depth, "turn": turn, "hidden": 0, "starred": 0, "revisions": 0,
                 "chars": len(text), "phase": phase, "created_at": _ts(getattr(e, "said_at", None) or e.timestamp),
-                "seq": seq, "scene_at": None,
+                "seq": seq, "scene_at": None, "link": None,
             }
         )  # fmt: skip
         self.node_rows[node_id] = self.inserts["nodes"][-1]
+        if parent is not None:
+            self.children.setdefault(str(parent), set()).add(node_id)
         self._text(node_id, story_id, text, seq)
         self._increment("stories", story_id, "nodes")
 

@@ -30,6 +30,7 @@ from uuid import UUID
 
 import sqlite_utils
 
+from domain.rules.reconcile import Found
 from projections.read_models import archive, positions, search_index
 from projections.read_models.rows import RowChanges, job_time
 from projections.read_models.scenes import SceneAt, SceneTables
@@ -40,7 +41,8 @@ TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
     "passages", "positions",
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 9  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 10
+LINKS_PER_QUERY = 5_000  # a chat's links looked up in one query  # bump when a table changes: the read models are then rebuilt
 PREVIEW_CHARS = 80  # of a node's text in the tree listing
 # a replay from 0: no sync or checkpoint at its commits, a page cache of 256 MiB (SQLite's default: 2
 # MiB), a minute's wait for a writer beside it; and the connection's settings for serving
@@ -167,11 +169,12 @@ class ReadModels:
                 {
                     "id": str, "story_id": str, "parent_id": str, "kind": str, "depth": int, "turn": int,
                     "hidden": int, "starred": int, "revisions": int, "chars": int, "phase": str,
-                    "created_at": str, "seq": int, "scene_at": str,
+                    "created_at": str, "seq": int, "scene_at": str, "link": bytes,
                 },
                 pk="id", if_not_exists=True,
             )  # fmt: skip
             db.table("nodes").create_index(["story_id", "seq"], if_not_exists=True)  # a story's nodes since
+            db.table("nodes").create_index(["link"], if_not_exists=True)  # a proxied chat's messages, found
             db.execute("drop index if exists idx_nodes_story_id_parent_id")  # (no query read it; files had it)
             db.table("nodes").create_index(["parent_id"], if_not_exists=True)
             db.table("node_texts").create(  # `id` is the full-text index's rowid: an explicit key keeps it
@@ -284,7 +287,7 @@ class ReadModels:
         start = next((i for i, (seq, _) in enumerate(batch) if seq > position), len(batch))
         if start == len(batch) or batch[start][0] != position + 1:
             return position
-        changes = RowChanges(self._lookup, self._node_row)
+        changes = RowChanges(self._lookup, self._node_row, self._children_of)
         for seq, event in batch[start:]:
             changes.fold(event, seq)
         with self._transaction():
@@ -318,6 +321,9 @@ class ReadModels:
         if row is None:
             raise LookupError(f"read models have no node {node_id}")
         return dict(zip([c[0] for c in cursor.description], row, strict=True))
+
+    def _children_of(self, node_id: str) -> list[str]:
+        return [row[0] for row in self.writer.execute("select id from nodes where parent_id = ?", [node_id])]
 
     def _lookup(self, node_id: str) -> tuple[str, str]:
         row = self.writer.execute("select story_id, text from node_texts where node_id = ?", [node_id]).fetchone()
@@ -410,6 +416,30 @@ class ReadModels:
             [str(node_id), min_depth],
         ).fetchall()
         return {UUID(r[0]) for r in rows}
+
+    def linked(self, tenant_id: str, keys: Sequence[bytes], story_id: UUID | None, most: int) -> list[Found]:
+        """The finished nodes of the tenant's stories (of `story_id` alone, when given) whose `link` is one
+        of `keys`, each at every place of `keys` it has (b"": not looked up), the most recently changed
+        stories' first, `most` at most: where a proxied chat's messages lie in the tree."""
+        places: dict[bytes, list[int]] = {}
+        for at, key in enumerate(keys):
+            if key:
+                places.setdefault(key, []).append(at)
+        found: list[Found] = []
+        wanted = list(places)
+        for i in range(0, len(wanted), LINKS_PER_QUERY):
+            chunk = wanted[i : i + LINKS_PER_QUERY]
+            story = " and s.id = ?" if story_id is not None else ""
+            rows = self.db.execute(
+                "select n.id, n.parent_id, n.story_id, n.link from nodes n join stories s on s.id = n.story_id"
+                f" where n.link in ({', '.join('?' for _ in chunk)}) and s.tenant_id = ? and s.deleted = 0{story}"
+                " and n.phase in ('final', 'sealed', 'stopped') order by s.updated_at desc, s.seq desc limit ?",
+                [*chunk, tenant_id, *([str(story_id)] if story_id is not None else []), most - len(found)],
+            ).fetchall()
+            found += [Found(row[0], row[1], row[2], at) for row in rows for at in places[row[3]]]
+            if len(found) >= most:
+                break
+        return found
 
     def recent_stories(self, tenant_id: str, limit: int) -> list[UUID]:
         """A tenant's stories, the most recently changed first."""
