@@ -119,9 +119,10 @@ class ChatProxy:
         opens = split.greeting is not None
         said = [ChatMessage("assistant", split.greeting or ""), *split.chat] if opens else list(split.chat)
         found = self.store.linked(tenant_id, links(said, opens), hint, FOUND_ROWS)
-        tried = [(anchor, self.app.story(tenant_id, UUID(anchor.story_id))) for anchor in anchors(found)[:ANCHORS_TRIED]]
-        rank = {(a.start, a.at): i for i, (a, _) in reversed(list(enumerate(tried)))}
-        tried.sort(key=lambda t: (rank[t[0].start, t[0].at], t[1].card_id != card.card_id))  # (the same run: its card's)
+        runs = anchors(found)[:ANCHORS_TRIED]
+        tried = [(anchor, self.app.story(tenant_id, UUID(anchor.story_id))) for anchor in runs]
+        rank = {(a.start, a.at): i for i, a in reversed(list(enumerate(runs)))}
+        tried.sort(key=lambda t: (rank[t[0].start, t[0].at], t[1].card_id != card.card_id))  # a run alike: its card's
         for anchor, story in tried:
             path = self._aligned(anchor, opens)
             if path is None or (hint is None and _held(anchor, path, opens, said) < self._enough(story, card, split)):

@@ -41,8 +41,8 @@ TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
     "passages", "positions",
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 10
-LINKS_PER_QUERY = 5_000  # a chat's links looked up in one query  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 10  # bump when a table changes: the read models are then rebuilt
+LINKS_PER_QUERY = 5_000  # a chat's links looked up in one query
 PREVIEW_CHARS = 80  # of a node's text in the tree listing
 # a replay from 0: no sync or checkpoint at its commits, a page cache of 256 MiB (SQLite's default: 2
 # MiB), a minute's wait for a writer beside it; and the connection's settings for serving
