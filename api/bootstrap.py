@@ -223,7 +223,7 @@ def bootstrap(
         settings, app, store, runner, read_side, executor, views, StoryWrites(app, views), recall, keys,
         Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer, leadership, follower,
-        Importer(app, keys, settings.import_max_bytes), ChatProxy(app, views, store, keys.put_blob), _relay(main_model),
+        Importer(app, keys, settings.import_max_bytes), ChatProxy(app, views, store, keys.put_blob, settings.proxy_budget), _relay(main_model),
     )  # fmt: skip
 
 

@@ -90,6 +90,11 @@ class Settings(BaseModel):
         description="tests only (CHANGJI_FAULT_EXIT_AFTER_KEY): the process exits right after committing the request"
         " that carries this Idempotency-Key, before it answers — a crash at the worst moment",
     )
+    proxy_budget: Literal["client", "story"] = Field(
+        "client",
+        description="what a proxied request's context may hold, for cards and stories on auto: no more tokens than the"
+        " front end sent (client), or the story's own window (story)",
+    )
     sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
         "NORMAL", description="event-store commits: NORMAL survives kill -9, FULL also power loss"
     )
@@ -123,6 +128,7 @@ class Settings(BaseModel):
             "job_max_attempts": os.environ.get("CHANGJI_JOB_MAX_ATTEMPTS"),
             "job_concurrency": os.environ.get("CHANGJI_JOB_CONCURRENCY"),
             "embedder": os.environ.get("CHANGJI_EMBEDDER"),
+            "proxy_budget": os.environ.get("CHANGJI_PROXY_BUDGET"),
             "fault_exit_after_key": os.environ.get("CHANGJI_FAULT_EXIT_AFTER_KEY"),
             "embed_dimensions": os.environ.get("CHANGJI_EMBED_DIMENSIONS"),
             "embed_query_prefix": os.environ.get("CHANGJI_EMBED_QUERY_PREFIX"),

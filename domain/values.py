@@ -67,6 +67,11 @@ class StorySettings(BaseModel):
     language: LanguageChoice = Field(
         "auto", description="the language of changji's own prompt texts: zh, en, or auto (from the card's text)"
     )
+    proxy_budget: Literal["auto", "client", "story"] = Field(
+        "auto",
+        description="what a proxied request's context may hold: no more tokens than the front end sent (client),"
+        " or the story's own window (story); auto = the service's choice (CHANGJI_PROXY_BUDGET, client unless set)",
+    )
 
     def merged(self, overrides: dict[str, Any]) -> StorySettings:
         return StorySettings.model_validate({**self.model_dump(), **overrides})

@@ -80,6 +80,19 @@ class _Client:
         if self._session is not None:
             await self._session.close()
 
+    def _unreached(self, exc: BaseException) -> str:
+        """What went wrong when no answer came, in words: could not connect, no answer in time, cut off."""
+        if isinstance(exc, TimeoutError):
+            return (
+                f"no answer within {self.endpoint.read_timeout:g} s (connecting: {self.endpoint.connect_timeout:g} s)"
+            )
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            reason = exc.os_error.strerror or str(exc.os_error) if exc.os_error is not None else str(exc)
+            return f"could not connect to {exc.host}:{exc.port}: {reason}"
+        if isinstance(exc, aiohttp.ServerDisconnectedError):
+            return "the server closed the connection before it answered"
+        return f"{type(exc).__name__}: {exc}"
+
     def _scrubbed(self, text: str) -> str:
         """Provider error text as kept in events: without our key, should a gateway echo it."""
         key = self.endpoint.api_key
@@ -122,7 +135,7 @@ class _Client:
                     if delivered():
                         raise ModelCallError("interrupted", f"the stream broke after output began: {exc!r}") from exc
                     if attempt >= self.endpoint.max_retries:
-                        raise ModelCallError(outcome, f"{type(exc).__name__}: {exc}") from exc
+                        raise ModelCallError(outcome, self._unreached(exc)) from exc
                     delay = self._delay(attempt, None)
                     log.warning("%r failed (%s); retry %d in %.2fs", self, outcome, attempt + 1, delay)
                 attempt += 1

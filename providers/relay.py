@@ -87,11 +87,17 @@ class Relay(_Client):
             raise ModelCallError("malformed", f"the upstream answered what is not JSON: {bad}") from bad
 
     async def models(self) -> bytes:
-        """The upstream's model list, as it answers it."""
-        async with self._client_session().get(self.endpoint.url + "/models", headers=self._headers()) as response:
-            if response.status != 200:
-                raise ModelCallError(f"http {response.status}", self._scrubbed((await response.text())[:300]))
-            return await response.read()
+        """The upstream's model list, as it answers it; ModelCallError when it cannot be reached or does not
+        answer 200 (no retries: a front end asks again)."""
+        try:
+            async with self._client_session().get(self.endpoint.url + "/models", headers=self._headers()) as response:
+                if response.status != 200:
+                    raise ModelCallError(f"http {response.status}", self._scrubbed((await response.text())[:300]))
+                return await response.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise ModelCallError(
+                "timeout" if isinstance(exc, TimeoutError) else "network", self._unreached(exc)
+            ) from exc
 
 
 def _take_chunk(relayed: Relayed, chunk: Mapping[str, Any]) -> None:

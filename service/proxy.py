@@ -37,6 +37,7 @@ from domain.rules.reconcile import (
     anchors,
     decide,
     links,
+    message_text,
     own_request,
     same_words,
 )
@@ -79,6 +80,29 @@ class Opened:
     continues: UUID | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """What a request records once the upstream has answered: the turn it opens, its ids chosen before the
+    call; for new messages, where they go (`parent_id`), what they say and their ids (the reply's last),
+    and their views (`nodes`: the context is assembled on them before they are saved); `regenerate`: a new
+    reply under the user node that is there already."""
+
+    opened: Opened
+    parent_id: UUID | None = None
+    said: tuple[tuple[NodeKind, str], ...] = ()
+    ids: tuple[UUID, ...] = ()
+    nodes: tuple[NodeView, ...] = ()
+    regenerate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """What the upstream gets, and the tokens its context was fitted to (None: the story's window)."""
+
+    messages: list[dict[str, Any]]
+    budget: int | None
+
+
 class ChatProxy:
     """Keeps, for nodes it has seen a front end's chat reach, a digest of that chat up to them (`_known`:
     node → (messages, digest)): a request whose chat up to the story's leaf (or its user node) has that
@@ -86,9 +110,15 @@ class ChatProxy:
     history each time, and the walk would grow with it. Other requests are read against the whole path."""
 
     def __init__(
-        self, app: Changji, views: StoryViews, store: ReadModels, put_blob: Callable[[bytes, str], str]
+        self,
+        app: Changji,
+        views: StoryViews,
+        store: ReadModels,
+        put_blob: Callable[[bytes, str], str],
+        budget_rule: str = "client",
     ) -> None:
         self.app, self.views, self.store, self._put_blob = app, views, store, put_blob
+        self.budget_rule = budget_rule  # what a story on `auto` fits its proxied contexts to: client | story
         self._parts: dict[str, None] = {}  # the blobs of client parts kept already (oldest first)
         self._known: dict[UUID, tuple[int, bytes]] = {}
         self._remembering = threading.Lock()  # (readers run on several threads)
@@ -186,8 +216,11 @@ class ChatProxy:
         greeting = (split.greeting or "").strip()
         return SAME_CARD if greeting and greeting == self.app.node(story.root_id).text.strip() else SAME_CARD + 1
 
-    def start(self, tenant_id: str, request: ProxyRequest, names: tuple[str, str]) -> Written[Chosen]:
-        """A new story for a request no story continues, on the card its system messages make."""
+    def start(
+        self, tenant_id: str, request: ProxyRequest, names: tuple[str, str], model: str
+    ) -> Written[tuple[Chosen, Opened | None]]:
+        """A new story for a request no story continues, on the card its system messages make, with the turn
+        the request opens in it (once the upstream has answered: a request that fails makes no story)."""
         split = request.split
         fixed = "\n\n".join(split.fixed)
         card_id = _card_id(tenant_id, split)
@@ -206,35 +239,54 @@ class ChatProxy:
             ).position
         story = self.app.story(tenant_id, story_id)
         path = self._path(story)
-        return Written(Chosen(story.id, path, split, decide(split, _messages(path)), request.digests), position)
+        chosen = Chosen(story.id, path, split, decide(split, _messages(path)), request.digests)
+        planned = self.plan(tenant_id, chosen)
+        if planned is None:
+            return Written((chosen, None), position)
+        opened = self.open(tenant_id, chosen, planned, model)
+        return Written((chosen, opened.value), max(position, opened.position))
 
-    def open(self, tenant_id: str, chosen: Chosen, model: str) -> Written[Opened | None]:
-        """The nodes the decision makes, in one command (None: nothing to record)."""
-        decision, path, split = chosen.decision, chosen.path, chosen.split
+    def plan(self, tenant_id: str, chosen: Chosen) -> Planned | None:
+        """What the decision will record once the upstream has answered — the turn's ids chosen now, the
+        nodes it adds checked and made as views (the context is assembled on them) — and nothing saved;
+        None: nothing to record. A read."""
+        decision, path = chosen.decision, chosen.path
         if isinstance(decision, Append):
             parent, messages = self._existing(path[decision.parent], decision.messages)
             if not messages[:-1] and messages[-1].role == "user":
                 same = self._child(parent, messages[-1])
                 if same is not None:  # the user's words are in the tree already (another branch): a swipe there
-                    kept = self.kept(ClientPart(split.fixed, split.blocks, split.after))
-                    opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), same.id, model, kept)
-                    return Written(Opened(opened.user.id, opened.reply.id, ""), opened.position)
-            said: list[tuple[NodeKind, str]] = [("user" if m.role == "user" else "reply", m.text) for m in messages]
-            ids = [uuid4() for _ in range(len(said) + 1)]
+                    return Planned(Opened(same.id, uuid4(), ""), regenerate=True)
+            said: tuple[tuple[NodeKind, str], ...] = tuple(
+                ("user" if m.role == "user" else "reply", m.text) for m in messages
+            )
+            ids = tuple(uuid4() for _ in range(len(said) + 1))
+            nodes = self.app.turns.plan_relayed_turn(tenant_id, chosen.story_id, parent.id, said, ids)
             starts = messages[-1].text if messages[-1].role == "assistant" else ""
-            kept = self.kept(ClientPart(split.fixed, split.blocks, split.after, starts))
-            opened = self.app.turns.open_relayed_turn(tenant_id, chosen.story_id, parent.id, said, ids, model, kept)
-            return Written(Opened(opened.user.id, opened.reply.id, starts), opened.position)
+            user_id = nodes[-1].id if nodes else parent.id
+            return Planned(Opened(user_id, ids[-1], starts), parent.id, said, ids, nodes)
         if isinstance(decision, Regenerate):
-            kept = self.kept(ClientPart(split.fixed, split.blocks, split.after))
-            user_id = path[decision.user].id
-            opened = self.app.turns.reopen_turn(tenant_id, chosen.story_id, uuid4(), user_id, model, kept)
-            return Written(Opened(opened.user.id, opened.reply.id, ""), opened.position)
+            return Planned(Opened(path[decision.user].id, uuid4(), ""), regenerate=True)
         if isinstance(decision, Continue):
             reply = path[decision.reply]
             assert reply.parent_id is not None
-            return Written(Opened(reply.parent_id, reply.id, decision.text, continues=reply.id), 0)
-        return Written(None, 0)
+            return Planned(Opened(reply.parent_id, reply.id, decision.text, continues=reply.id))
+        return None
+
+    def open(self, tenant_id: str, chosen: Chosen, planned: Planned, model: str) -> Written[Opened]:
+        """What `plan` planned, written in one command, once the upstream has answered."""
+        split, opened = chosen.split, planned.opened
+        if opened.continues is not None:  # (a continue adds to its reply when the words are in)
+            return Written(opened, 0)
+        kept = self.kept(ClientPart(split.fixed, split.blocks, split.after, opened.starts_with))
+        if planned.regenerate:
+            turn = self.app.turns.reopen_turn(tenant_id, chosen.story_id, opened.reply_id, opened.user_id, model, kept)
+            return Written(opened, turn.position)
+        assert planned.parent_id is not None
+        turn = self.app.turns.open_relayed_turn(
+            tenant_id, chosen.story_id, planned.parent_id, planned.said, planned.ids, model, kept
+        )
+        return Written(opened, turn.position)
 
     def _existing(self, parent: NodeView, messages: Sequence[ChatMessage]) -> tuple[NodeView, list[ChatMessage]]:
         """Down from `parent` through the children that already hold the messages (a branch the story has,
@@ -256,19 +308,23 @@ class ChatProxy:
                     return node
         return None
 
-    def upstream_messages(
-        self, tenant_id: str, chosen: Chosen, opened: Opened | None, original: Sequence[Mapping[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """What the upstream gets: the request as it came when nothing is recorded; else the client's fixed
-        prompt, changji's context at the user's words, the client's own blocks (those inside its chat right
-        before the user's words, those after it at the end), any words the reply starts with (for the
-        upstream to go on from), a round of the front end's tools at work on the words, after them, and the
-        words' parts that are not text (an image), with them."""
-        if opened is None:
-            return [dict(m) for m in original]
-        split = chosen.split
+    def outgoing(
+        self, tenant_id: str, chosen: Chosen | None, planned: Planned | None, original: Sequence[Mapping[str, Any]]
+    ) -> Outgoing:
+        """What the upstream gets: the request as it came when nothing is recorded, or for a new story (it
+        has no memory to add yet); else the client's fixed prompt, changji's context at the user's words —
+        fitted to the tokens the client sent, unless the story's settings say its own window decides —, the
+        client's own blocks (those inside its chat right before the user's words, those after it at the
+        end), any words the reply starts with (for the upstream to go on from), a round of the front end's
+        tools at work on the words, after them, and the words' parts that are not text (an image), with them."""
+        if chosen is None or planned is None:
+            return Outgoing([dict(m) for m in original], None)
+        split, opened = chosen.split, planned.opened
+        budget = self.views.proxy_budget(
+            tenant_id, chosen.story_id, _sent_tokens(self.views.renders.count, original), self.budget_rule
+        )
         part = ClientPart(split.fixed, split.blocks, split.after, opened.starts_with)
-        context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, part)
+        context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, part, budget, planned.nodes)
         messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in context.messages]
         fixed = [dict(m) for m in original[: len(split.fixed)]]
         if len(fixed) == len(split.fixed) and all(m.get("role") in ("system", "developer") for m in fixed):
@@ -278,7 +334,7 @@ class ChatProxy:
             messages[words]["content"] = [{"type": "text", "text": messages[words]["content"]}, *split.attachments]
         if split.tool_round:  # the front end's tools at work on the user's words: right after them, as they came
             messages[words + 1 : words + 1] = [dict(m) for m in split.tool_round]
-        return messages
+        return Outgoing(messages, budget)
 
     def continued(
         self, tenant_id: str, chosen: Chosen, opened: Opened, text: str, call: tuple[str, int, int, float]
@@ -379,6 +435,21 @@ class _Prompt:
 
 def _lines(fixed: Sequence[str]) -> dict[str, int]:
     return {line.strip(): len(line.strip()) for text in fixed for line in text.splitlines() if line.strip()}
+
+
+def _sent_tokens(count: Callable[[str], int], original: Sequence[Mapping[str, Any]]) -> Callable[[int], int]:
+    """What a request's messages count, newest first, stopping once past `most` (a front end that sends
+    its whole history sends far more than any budget: the count costs the budget, not the history)."""
+
+    def sent(most: int) -> int:
+        total = 0
+        for message in reversed(original):
+            total += count(message_text(message.get("content")))
+            if total > most:
+                break
+        return total
+
+    return sent
 
 
 def _held(anchor: Anchor, path: Sequence[NodeView], opens: bool, said: Sequence[ChatMessage]) -> int:

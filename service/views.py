@@ -105,16 +105,43 @@ class StoryViews:
         part = self.noted_part(node)
         return self._assemble(story, node.id) if part is None else self._relayed(story, node, part)
 
-    def relayed_context(self, tenant_id: str, story_id: UUID, at: UUID, part: ClientPart) -> Context:
+    def relayed_context(
+        self,
+        tenant_id: str,
+        story_id: UUID,
+        at: UUID,
+        part: ClientPart,
+        budget: int | None = None,
+        planned: Sequence[NodeView] = (),
+    ) -> Context:
         """The context the chat-completions proxy sends upstream at a user node: the client's own system
         prompt instead of the card's, its blocks and prefill where it had them (`projections/context/
-        relayed.py`), the rest as any context (the main model there has the client's tools, not changji's)."""
+        relayed.py`), the rest as any context (the main model there has the client's tools, not changji's).
+        `budget`: the tokens it may hold in all, the client's own part included (None: the story's window);
+        `planned`: the nodes down to `at` the request adds, not saved before the upstream answers."""
         story = self.app.story(tenant_id, story_id)
-        return self._relayed(story, self.app.leaf_or(story, at, "at").view, part)
+        node = planned[-1] if planned and planned[-1].id == at else self.app.leaf_or(story, at, "at").view
+        return self._relayed(story, node, part, budget, planned)
 
-    def _relayed(self, story: Story, node: NodeView, part: ClientPart) -> Context:
-        assembled = self._assemble(story, node.id, fixed_prompt=part.prompt)
+    def _relayed(
+        self, story: Story, node: NodeView, part: ClientPart, budget: int | None = None, planned: Sequence[NodeView] = ()
+    ) -> Context:
+        if budget is not None:  # the client's part besides its prompt is sent as it came: its tokens are taken first
+            extra = [*part.blocks, *part.after, *([part.prefill] if part.prefill else [])]
+            budget = max(budget - sum(self.renders.count(text) for text in extra), 0)
+        assembled = self._assemble(story, node.id, fixed_prompt=part.prompt, budget=budget, planned=planned)
         return relayed(assembled, part, self.renders.count) if node.kind == "user" else assembled
+
+    def proxy_budget(self, tenant_id: str, story_id: UUID, sent: Callable[[int], int], default: str) -> int | None:
+        """The tokens a proxied request's context may hold: what the client sent (`sent(most)` counts it,
+        stopping past `most`), never more than the story's own budget; None when the story's settings (or,
+        on auto, `default`) say the story's window decides."""
+        settings = self.app.settings(self.app.story(tenant_id, story_id))
+        rule = default if settings.proxy_budget == "auto" else settings.proxy_budget
+        if rule == "story":
+            return None
+        own = max(settings.context_window - settings.reply_reserve, 0)
+        return min(sent(own), own)
 
     def noted_part(self, node: NodeView) -> ClientPart | None:
         """The client's part of the proxied request a reply answers; at a user node, of its latest reply
@@ -167,14 +194,17 @@ class StoryViews:
         return node.text if node.kind == "user" and self._can_recall(story.id) else None
 
     def pack_if_over_budget(
-        self, tenant_id: str, story_id: UUID, reply_id: UUID, fixed_prompt: str | None = None
+        self, tenant_id: str, story_id: UUID, reply_id: UUID, fixed_prompt: str | None = None, budget: int | None = None
     ) -> int:
         """After a reply is added: when the context that follows it would leave turns out for the budget,
         a compaction is announced on the reply (`CompactionDue`, reason budget); the position, or 0.
         The write that changed the path decides, so a read of the context never has to. `fixed_prompt`:
-        the system prompt a proxied client sends instead of the card's."""
+        the system prompt a proxied client sends instead of the card's; `budget`: the tokens its requests
+        may hold (None: the story's window)."""
         story = self.app.story(tenant_id, story_id)
         settings = self.app.settings(story)
+        if budget is not None:
+            settings = settings.model_copy(update={"context_window": budget, "reply_reserve": 0})
         recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
         over = leaves_turns_out(  # the next turn recalls into its share
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
@@ -199,30 +229,49 @@ class StoryViews:
         epoch = self._assembled.get(story_id)
         return epoch is not None and epoch == self.app.render_epoch(story_id)
 
-    def _assemble(self, story: Story, leaf: UUID, tools: bool = False, fixed_prompt: str | None = None) -> Context:
+    def _assemble(
+        self,
+        story: Story,
+        leaf: UUID,
+        tools: bool = False,
+        fixed_prompt: str | None = None,
+        budget: int | None = None,
+        planned: Sequence[NodeView] = (),
+    ) -> Context:
+        """The context at `leaf`; `planned`: nodes not saved yet that end the path there (root→leaf; a
+        proxied request's words, whose context is sent before they are recorded), in the path and the
+        window, the rest — scene, recall's path, lore's — as at the last saved node above them."""
         settings, card = self.app.settings(story), self.app.card_of(story)
+        if budget is not None:  # (a proxied client's budget, its reply reserved by the client)
+            settings = settings.model_copy(update={"context_window": budget, "reply_reserve": 0})
         bodies = settings.lore_bodies == "full" or (settings.lore_bodies == "auto" and not tools)
-        context = self._assemble_with(story, leaf, settings, card, bodies, tools, fixed_prompt)
+        context = self._assemble_with(story, leaf, settings, card, bodies, tools, fixed_prompt, planned)
         self._assembled[story.id] = self.app.render_epoch(story.id)
         return context
 
     def _assemble_with(
         self, story: Story, leaf: UUID, settings: StorySettings, card: Card, bodies: bool, tools: bool,
-        fixed_prompt: str | None,
+        fixed_prompt: str | None, planned: Sequence[NodeView] = (),
     ) -> Context:  # fmt: skip
+        node_of, saved = self.app.node, leaf
+        if planned:
+            unsaved = {node.id: node for node in planned}
+            node_of = lambda node_id: unsaved.get(node_id) or self.app.node(node_id)  # noqa: E731
+            assert planned[0].parent_id is not None
+            saved = planned[0].parent_id
         return assemble_context(
             card.data,
             settings,
-            walk_up(self.app.node, leaf),
+            walk_up(node_of, leaf),
             self.renders,
             self.windows,
             self.app.render_epoch(story.id),
-            self.scene_of(leaf),
-            self.app.node,
+            self.scene_of(saved),
+            node_of,
             self._summarized(story.id),
-            self._recaller(story.id, leaf, settings) if self._can_recall(story.id) else None,
+            self._recaller(story.id, saved, settings, node_of(leaf).text) if self._can_recall(story.id) else None,
             self.app.summarized(story.id),
-            self._lore(card, story.id, leaf),
+            self._lore(card, story.id, saved),
             bodies,
             tools,
             fixed_prompt,
@@ -282,17 +331,18 @@ class StoryViews:
         return True
 
     def _recaller(
-        self, story_id: UUID, leaf: UUID, settings: StorySettings
+        self, story_id: UUID, leaf: UUID, settings: StorySettings, words: str | None = None
     ) -> Callable[[int, frozenset[str]], Sequence[Hit]]:
-        """Recall for the leaf's words, over passages on its path (the lineage is moved there first)."""
+        """Recall for the leaf's words (or `words`, said below it and not saved yet), over passages on its
+        path (the lineage is moved there first)."""
 
         def recall(before_depth: int, shown_episodes: frozenset[str]) -> Sequence[Hit]:
             assert self.recall is not None
             node = self.app.node(leaf)
             lineage = self.lineage(story_id, node)
             return self.recall.search_within(
-                self.recall_seconds, story_id, node.text, settings.recall_k, before_depth, lineage.__contains__,
-                shown_episodes if settings.recall_summaries else None,
+                self.recall_seconds, story_id, node.text if words is None else words, settings.recall_k,
+                before_depth, lineage.__contains__, shown_episodes if settings.recall_summaries else None,
             )  # fmt: skip
 
         return recall

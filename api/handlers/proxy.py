@@ -20,8 +20,8 @@ from domain.errors import TurnStateError
 from domain.ports import ChatResult, ModelCallError
 from domain.values import StopReason
 from providers.relay import ClientGone, Relayed
-from service.proxy import Chosen, Opened
-from service.proxy_requests import BadRequest
+from service.proxy import Chosen, Opened, Planned
+from service.proxy_requests import BadRequest, ProxyRequest
 
 STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
 INLINE_BYTES = 64 << 10  # a longer body is read on a thread
@@ -53,63 +53,102 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if passing is not None:  # the front end's own request (a summary, an impersonation): forwarded as it came
         forwarded = {**body, "messages": list(asked.messages)}
         headers = {RECORDED: "false", REASON: passing.reason[:200]}
+        quiet = _Turn(svc, tenant(request), asked, None, None, "")
         if body.get("stream") is True:
-            return await _streamed(request, svc, forwarded, None, None, headers)
-        return await _answered(svc, tenant(request), forwarded, None, None, headers)
+            return await _streamed(request, svc, forwarded, quiet, headers)
+        return await _answered(svc, forwarded, quiet, headers)
     hint = hint or await svc.executor.load(svc.proxy.story_hint, tenant(request), body.get("user"))
     chosen = await svc.executor.load(svc.proxy.choose, tenant(request), asked, hint)
-    if chosen is None:
-        names = _names(asked.messages)
-        chosen = (await svc.executor.write(svc.proxy.start, tenant(request), asked, names)).value
-    model = str(body.get("model") or svc.relay.model)
-    opened = (await svc.executor.write(svc.proxy.open, tenant(request), chosen, model)).value
-    try:
-        sent = await svc.executor.load(svc.proxy.upstream_messages, tenant(request), chosen, opened, asked.messages)
-        forwarded = {**body, "messages": sent}
+    planned = await svc.executor.load(svc.proxy.plan, tenant(request), chosen) if chosen is not None else None
+    turn = _Turn(svc, tenant(request), asked, chosen, planned, str(body.get("model") or svc.relay.model))
+    if chosen is not None and planned is None:  # nothing to record (the chat does not start where the story does)
+        forwarded = {**body, "messages": list(asked.messages)}
+        headers = _headers(chosen, None)
         if body.get("stream") is True:
-            return await _streamed(request, svc, forwarded, chosen, opened, _headers(chosen, opened))
-        return await _answered(svc, tenant(request), forwarded, chosen, opened, _headers(chosen, opened))
-    except BaseException as broke:  # whatever ends the request, the reply it opened does not stay "writing"
-        await asyncio.shield(_failed(svc, opened, "error", broke, ""))
+            return await _streamed(request, svc, forwarded, turn, headers)
+        return await _answered(svc, forwarded, turn, headers)
+    outgoing = await svc.executor.load(svc.proxy.outgoing, tenant(request), chosen, planned, asked.messages)
+    turn.budget = outgoing.budget
+    forwarded = {**body, "messages": outgoing.messages}
+    try:
+        if body.get("stream") is True:
+            return await _streamed(request, svc, forwarded, turn, None)
+        return await _answered(svc, forwarded, turn, None)
+    except BaseException as broke:  # whatever ends the request, a reply it opened does not stay "writing"
+        await asyncio.shield(_failed(svc, turn, "error", broke, ""))
         raise
 
 
+class _Turn:
+    """A request's turn: chosen and planned before the upstream is called, written once it has answered
+    (its first streamed chunk, or its whole answer) — an upstream that cannot be reached or fails before
+    that leaves nothing behind, neither a reply nor a story."""
+
+    def __init__(
+        self, svc: Service, tenant_id: str, asked: ProxyRequest, chosen: Chosen | None, planned: Planned | None,
+        model: str,
+    ) -> None:  # fmt: skip
+        self.svc, self.tenant_id, self.asked, self.model = svc, tenant_id, asked, model
+        self.chosen, self.planned = chosen, planned
+        self.opened: Opened | None = None
+        self.budget: int | None = None
+        self.records = chosen is None or planned is not None
+
+    async def open(self) -> None:
+        """The turn written (a new story too, when no story continues), once."""
+        if self.opened is not None or not self.records:
+            return
+        proxy, executor = self.svc.proxy, self.svc.executor
+        if self.chosen is None:
+            names = _names(self.asked.messages)
+            started = await executor.write(proxy.start, self.tenant_id, self.asked, names, self.model)
+            self.chosen, self.opened = started.value
+            self.records = self.opened is not None
+        else:
+            assert self.planned is not None
+            self.opened = (
+                await executor.write(proxy.open, self.tenant_id, self.chosen, self.planned, self.model)
+            ).value
+
+    def headers(self) -> dict[str, str]:
+        if self.chosen is None:
+            return {RECORDED: "false", REASON: "nothing to record"}
+        return _headers(self.chosen, self.opened)
+
+
 async def _answered(
-    svc: Service,
-    tenant_id: str,
-    forwarded: dict[str, Any],
-    chosen: Chosen | None,
-    opened: Opened | None,
-    headers: dict[str, str],
+    svc: Service, forwarded: dict[str, Any], turn: _Turn, headers: dict[str, str] | None
 ) -> web.Response:
+    """The upstream's whole answer; the turn is written once it is in (`headers`: a request that records
+    nothing)."""
     assert svc.relay is not None
     started = time.perf_counter()
     try:
         relayed = await svc.relay.complete(forwarded, None)
     except ModelCallError as failed:
-        await _failed(svc, opened, "error", failed, "")
         return _upstream_error(failed)
-    await _record(svc, tenant_id, chosen, opened, relayed, started)
-    return web.Response(body=relayed.body, content_type="application/json", headers=headers)
+    if headers is None:
+        await turn.open()
+        await _record(svc, turn, relayed, started)
+    return web.Response(body=relayed.body, content_type="application/json", headers=headers or turn.headers())
 
 
 async def _streamed(
-    request: web.Request,
-    svc: Service,
-    forwarded: dict[str, Any],
-    chosen: Chosen | None,
-    opened: Opened | None,
-    headers: dict[str, str],
+    request: web.Request, svc: Service, forwarded: dict[str, Any], turn: _Turn, headers: dict[str, str] | None
 ) -> web.StreamResponse:
-    """The upstream's chunks as they come. The answer starts with its first chunk: an upstream that refuses
-    before it (a 4xx) is answered with its own status."""
+    """The upstream's chunks as they come. The answer starts with its first chunk, once the turn is written
+    (`headers`: a request that records nothing): an upstream that fails before it is answered with an
+    error, its own status for a refusal (a 4xx), and nothing is recorded."""
     assert svc.relay is not None
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers})
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     streamed: list[str] = []
     started = time.perf_counter()
 
     async def send(chunk: bytes, text: str) -> None:
         if not response.prepared:
+            if headers is None:
+                await turn.open()
+            response.headers.update(headers or turn.headers())
             await response.prepare(request)
         streamed.append(text)
         await response.write(chunk)
@@ -117,26 +156,29 @@ async def _streamed(
     try:
         relayed = await svc.relay.complete(forwarded, send)
     except ModelCallError as failed:
-        await _failed(svc, opened, "error", failed, "".join(streamed))
+        await _failed(svc, turn, "error", failed, "".join(streamed))
         if not response.prepared:
             return _upstream_error(failed)
         error = {"error": {"message": f"the upstream model failed: {failed}", "type": "api_error"}}
         await response.write(b"data: " + orjson.dumps(error) + b"\n\n")
         return response
     except (ClientGone, ConnectionResetError, asyncio.CancelledError):  # the client went away: what came is kept
-        await asyncio.shield(_failed(svc, opened, "disconnected", None, "".join(streamed)))
+        await asyncio.shield(_failed(svc, turn, "disconnected", None, "".join(streamed)))
         raise
-    if not response.prepared:
+    if not response.prepared:  # (an answer with no chunk at all)
+        if headers is None:
+            await turn.open()
+        response.headers.update(headers or turn.headers())
         await response.prepare(request)
-    await _record(svc, tenant(request), chosen, opened, relayed, started)  # before [DONE]: clients close on it
+    if headers is None:
+        await _record(svc, turn, relayed, started)  # before [DONE]: clients close on it
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
 
 
-async def _record(
-    svc: Service, tenant_id: str, chosen: Chosen | None, opened: Opened | None, relayed: Relayed, started: float
-) -> None:
+async def _record(svc: Service, turn: _Turn, relayed: Relayed, started: float) -> None:
+    chosen, opened, tenant_id = turn.chosen, turn.opened, turn.tenant_id
     if opened is None or chosen is None:
         return
     call = (
@@ -161,14 +203,15 @@ async def _record(
     if played.ends == "sealed":
         await svc.executor.load(svc.proxy.remember, tenant_id, chosen, opened, played.reply.text)
         fixed = "\n\n".join(chosen.split.fixed)  # the next context would cut turns: a pack is announced now
-        await svc.executor.write(svc.views.pack_if_over_budget, tenant_id, chosen.story_id, opened.reply_id, fixed)
+        await svc.executor.write(
+            svc.views.pack_if_over_budget, tenant_id, chosen.story_id, opened.reply_id, fixed, turn.budget
+        )
 
 
-async def _failed(
-    svc: Service, opened: Opened | None, reason: StopReason, error: BaseException | None, text: str
-) -> None:
+async def _failed(svc: Service, turn: _Turn, reason: StopReason, error: BaseException | None, text: str) -> None:
     """A reply the request opened, ended: what was streamed kept as an unsealed draft (nothing to do when
-    the reply has ended already)."""
+    nothing was opened, or the reply has ended already)."""
+    opened = turn.opened
     if opened is None or opened.continues is not None:
         return
     detail = str(error) if error is not None else "the client went away while the reply streamed"
@@ -185,12 +228,37 @@ async def _failed(
 
 
 def _upstream_error(failed: ModelCallError) -> web.Response:
-    """The upstream's refusal of the request (a 4xx but for its key) answered with its status; else 502."""
-    outcome = failed.outcome
-    status = int(outcome[5:]) if outcome.startswith("http 4") and outcome[5:].isdigit() else 502
-    if status in (401, 403):  # the upstream's key, not the client's: the operator's to fix
-        status = 502
-    return openai_error(status, f"the upstream model answered: {failed}")
+    """Why the upstream gave no answer, in OpenAI's shape: could not connect (502), no answer in time (504),
+    failed with a 5xx (502, with its own message), refused the request (its 4xx status; a refusal of the
+    operator's key for it is 502: not the client's to fix), or answered what cannot be read (502)."""
+    outcome, detail = failed.outcome, str(failed)
+    if outcome == "network":
+        return openai_error(502, f"the upstream model could not be reached: {detail}", code="upstream_unreachable")
+    if outcome == "timeout":
+        return openai_error(504, f"the upstream model did not answer: {detail}", code="upstream_timeout")
+    status = int(outcome[5:]) if outcome.startswith("http ") and outcome[5:].isdigit() else 0
+    said = _error_message(detail)
+    if status in (401, 403):
+        return openai_error(502, f"the upstream model refused the key changji has for it ({status}): {said}")
+    if 400 <= status < 500:
+        return openai_error(status, f"the upstream model refused the request ({status}): {said}")
+    if status:
+        return openai_error(502, f"the upstream model failed ({status}): {said}", code="upstream_error")
+    return openai_error(502, f"the upstream model's answer could not be used: {detail}", code="upstream_error")
+
+
+def _error_message(body: str) -> str:
+    """An upstream error body's own message (OpenAI's `error.message`, or `message`), else the body."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.strip() or "(no message)"
+    error = parsed.get("error", parsed) if isinstance(parsed, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    return body.strip() or "(no message)"
 
 
 def _headers(chosen: Chosen, opened: Opened | None) -> dict[str, str]:
@@ -212,12 +280,16 @@ def _names(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
 
 
 async def models(request: web.Request) -> web.Response:
-    """The upstream's models; when it cannot be reached, the configured one."""
+    """The upstream's models. An upstream that cannot be reached, fails, or refuses the key changji has for
+    it is a 502 in OpenAI's shape (a front end's "connect" then shows the failure); one that is reached
+    but lists no models (a 404 there) lists the configured one."""
     svc = service(request)
     if svc.relay is None:
         return openai_error(503, "no upstream model is configured (CHANGJI_MAIN_BASE_URL, CHANGJI_MAIN_MODEL)")
     try:
         return web.Response(body=await svc.relay.models(), content_type="application/json")
-    except (ModelCallError, OSError, TimeoutError):
-        listed = {"object": "list", "data": [{"id": svc.relay.model, "object": "model", "owned_by": "upstream"}]}
-        return web.json_response(listed)
+    except ModelCallError as failed:
+        if failed.outcome.startswith("http 4") and failed.outcome not in ("http 401", "http 403"):
+            listed = {"object": "list", "data": [{"id": svc.relay.model, "object": "model", "owned_by": "upstream"}]}
+            return web.json_response(listed)
+        return _upstream_error(failed)

@@ -113,22 +113,34 @@ class TurnCommands(CommandGroup):
         those words and what the upstream goes on with). `client_part`: the blob of the request's own part
         of what the upstream gets, noted on the reply."""
         story = self.app.story(tenant_id, story_id)
-        parent = self.app.story_node(story, parent_id)
-        nodes: list[Node] = []
         with self.app.evicting(story):
-            for (kind, text), node_id in zip(said[:-1], ids, strict=False):
-                parent = Node.attach(node_id, kind, parent, text)
-                nodes.append(parent)
-            kind, text = said[-1]
-            if kind == "user":
-                user = Node.attach(ids[len(said) - 1], "user", parent, text)
-                nodes.append(user)
-                reply = Node.open_reply(ids[len(said)], user, model)
-            else:
-                user, reply = parent, Node.open_reply(ids[len(said)], parent, model)
+            nodes = self._relayed_nodes(story, parent_id, said, ids)
+            user = nodes[-1] if nodes else self.app.story_node(story, parent_id)  # (the user's words, or a prefill's)
+            reply = Node.open_reply(ids[len(said)], user, model)
             reply.note_client_part(client_part)
             story.move_leaf(reply.id, cause="turn")
             return OpenedTurn(user.view, reply.view, self.app.commit(story, *nodes, reply))
+
+    def plan_relayed_turn(
+        self, tenant_id: str, story_id: UUID, parent_id: UUID, said: Sequence[tuple[NodeKind, str]], ids: Sequence[UUID]
+    ) -> tuple[NodeView, ...]:
+        """The nodes `open_relayed_turn` would add for the messages (the reply aside), as views, checked as
+        it checks them, and nothing saved: a proxied request's context is assembled on them before the
+        upstream answers, and they are written only once it has."""
+        story = self.app.story(tenant_id, story_id)
+        return tuple(node.view for node in self._relayed_nodes(story, parent_id, said, ids))
+
+    def _relayed_nodes(
+        self, story: Story, parent_id: UUID, said: Sequence[tuple[NodeKind, str]], ids: Sequence[UUID]
+    ) -> list[Node]:
+        """The messages under `parent_id` as new nodes, oldest first (a prefill, the last, is the reply's
+        and makes none)."""
+        parent = self.app.story_node(story, parent_id)
+        nodes: list[Node] = []
+        for (kind, text), node_id in zip(said if said[-1][0] == "user" else said[:-1], ids, strict=False):
+            parent = Node.attach(node_id, kind, parent, text)
+            nodes.append(parent)
+        return nodes
 
     def reopen_turn(
         self,
