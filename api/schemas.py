@@ -128,8 +128,12 @@ class StoryResponse(BaseModel):
 class StorySummary(BaseModel):
     id: UUID
     card_id: UUID
+    card_name: str = Field(
+        "", description="the card's name (a card the proxy made is named from what the front end sent)"
+    )
     title: str
     leaf_id: UUID
+    last_words: str = Field("", description="the first 200 characters of the leaf's text: which chat this is")
     nodes: int
     created_at: datetime
     updated_at: datetime

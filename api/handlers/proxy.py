@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -20,7 +19,7 @@ from domain.errors import TurnStateError
 from domain.ports import ChatResult, ModelCallError
 from domain.values import StopReason
 from providers.relay import ClientGone, Relayed
-from service.proxy import Chosen, Opened, Planned
+from service.proxy import Chosen, Opened, Planned, front_end_names
 from service.proxy_requests import BadRequest, ProxyRequest
 
 STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
@@ -100,7 +99,7 @@ class _Turn:
             return
         proxy, executor = self.svc.proxy, self.svc.executor
         if self.chosen is None:
-            names = _names(self.asked.messages)
+            names = front_end_names(self.asked.messages)
             started = await executor.write(proxy.start, self.tenant_id, self.asked, names, self.model)
             self.chosen, self.opened = started.value
             self.records = self.opened is not None
@@ -268,15 +267,6 @@ def _headers(chosen: Chosen, opened: Opened | None) -> dict[str, str]:
     else:
         headers[REASON] = getattr(chosen.decision, "reason", "")[:200]
     return headers
-
-
-def _names(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
-    """The character's and the user's names, where the messages carry them (`name`)."""
-
-    def named(role: str) -> str:
-        return next((str(m["name"]) for m in messages if m.get("role") == role and m.get("name")), "")
-
-    return named("assistant") or "Assistant", named("user") or "User"
 
 
 async def models(request: web.Request) -> web.Response:

@@ -82,7 +82,9 @@ async def list_stories(request: web.Request) -> web.Response:
         svc.store.list_rows, "stories", tenant(request), after, limit, deleted=int(deleted), **where
     )
     next_cursor = str(rows[-1]["seq"]) if len(rows) == limit else None
-    return respond(StoryListResponse(items=[StorySummary.model_validate(r) for r in rows], next_cursor=next_cursor))
+    shown = await svc.executor.query(svc.store.stories_shown, [str(r["id"]) for r in rows])
+    items = [StorySummary.model_validate({**r, **shown.get(str(r["id"]), {})}) for r in rows]
+    return respond(StoryListResponse(items=items, next_cursor=next_cursor))
 
 
 async def update_story(request: web.Request) -> web.Response:

@@ -23,8 +23,17 @@ CHANGJI_EMBEDDER none); the upstream is the fake model server, answering a fixed
   chat is longer than its context size: 25 more requests (the first 5 left out), the upstream's time
   (the last measured) less; the request's size does not grow with the story, so this is the proxy's
   cost of the story's length alone.
+- **An edit in a cut chat** (`proxy_cut_edit_p50_ms_<n>`, `proxy_cut_edit_p50_ratio` 10k over 1k): the
+  cut chat with its user message three back edited and new words sent (a branch found by the chat's
+  content, wherever it lies in the tree), 20 requests (the first 4 left out), the upstream's time less.
 - **Time to first chunk** (`first_chunk_added_ms_<n>`): streamed, the first chunk's arrival through
   the proxy less straight from the fake, median.
+- **The client's budget** (`budget_client_<n>`, `budget_upstream_<n>`, `budget_facts_<n>` at turns n =
+  100, 500, 1,000, 2,000; --quick 100, 400): a front end that cuts its chat to a 4,096-token context the
+  way SillyTavern does (its system prompt, then the newest messages that fit) plays the chat; facts
+  planted in its first turns ("my sister's name is …") are asked about at each mark, and
+  `budget_facts_<n>` is the share of them whose words reach the upstream. `budget_over` counts requests
+  whose upstream messages held more tokens than the client sent (the rule: none).
 
 Progress goes to stderr; the figures are one JSON object on the last line of stdout.
 """
@@ -35,6 +44,7 @@ import asyncio
 import statistics
 import tempfile
 import time
+from itertools import count
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,7 +77,8 @@ class Served(TestServer):
 async def main_async(quick: bool) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     pool = texts()
-    async with FakeModelServer(fallback=lambda body: Text(REPLY)) as fake:
+    said = count(1)  # (each reply its own words, as a model's are: a chat is found by what its messages say)
+    async with FakeModelServer(fallback=lambda body: Text(f"{REPLY} ({next(said)})")) as fake:
         with tempfile.TemporaryDirectory() as tmp:
             settings = Settings(
                 data_dir=Path(tmp), embedder="none", main_model=ModelSettings(base_url=fake.url, model="fake-model")
@@ -78,20 +89,86 @@ async def main_async(quick: bool) -> dict[str, Any]:
                 _, key = client.app[SERVICE].keys.create_key("bench")
                 headers = {"Authorization": f"Bearer {key}"}
                 await tokens(client, headers, fake, pool, 400 if quick else 2000, figures)
+                await budget(client, headers, fake, pool, (100, 400) if quick else (100, 500, 1000, 2000), figures)
                 for turns in (1000, 10_000) if not quick else (1000, 3000):
                     await proxy_time(client, headers, fake, pool, turns, figures)
             finally:
                 await client.close()
     small, large = (1000, 3000) if quick else (1000, 10_000)
     figures["proxy_p50_ratio"] = figures[f"proxy_p50_ms_{large}"] / max(figures[f"proxy_p50_ms_{small}"], 1e-9)
+    figures["proxy_cut_edit_p50_ratio"] = figures[f"proxy_cut_edit_p50_ms_{large}"] / max(
+        figures[f"proxy_cut_edit_p50_ms_{small}"], 1e-9
+    )
     return figures
+
+
+CONTEXT = 4096  # the front end's context size, SillyTavern's default
+FACTS = [  # planted in the chat's first turns, asked about later: (what the user says, the question, the words)
+    ("By the way, my sister's name is Brigid Ostrander and she keeps bees.", "What was my sister's name again?",
+     "Brigid Ostrander"),
+    ("I left my grandfather's brass compass on the ferry's third bench.", "Where did I leave the compass?",
+     "third bench"),
+    ("My dog is a grey lurcher called Pemberton.", "What is my dog called?", "Pemberton"),
+    ("I was born in the harbour town of Kestrelwick.", "Which town was I born in?", "Kestrelwick"),
+]  # fmt: skip
+
+
+def _cut(system: dict[str, str], chat: list[dict[str, str]], counter: Any) -> list[dict[str, str]]:
+    """The system prompt and the newest messages that fit CONTEXT tokens, as SillyTavern sends a long chat."""
+    room = CONTEXT - _tokens(counter, [system])
+    kept: list[dict[str, str]] = []
+    for message in reversed(chat):
+        room -= _tokens(counter, [message])
+        if room < 0:
+            break
+        kept.append(message)
+    return [system, *reversed(kept)]
+
+
+async def budget(
+    client: TestClient[Any, Any],
+    headers: dict[str, str],
+    fake: FakeModelServer,
+    pool: Any,
+    marks: tuple[int, ...],
+    figures: dict[str, Any],
+) -> None:
+    counter = default_counter()
+    system = {"role": "system", "content": SYSTEM + " (the lighthouse chat)"}
+    chat: list[dict[str, str]] = [{"role": "assistant", "content": GREETING}]
+    story, over = None, 0
+    for i in range(1, marks[-1] + 1):
+        user = FACTS[i - 1][0] if i <= len(FACTS) else pool.pair(i)[0]
+        chat.append({"role": "user", "content": user})
+        sent = _cut(system, chat, counter)
+        answer = await _post(client, headers, {"model": "fake-model", "messages": sent})
+        over += _tokens(counter, fake.requests[-1]["messages"]) > _tokens(counter, sent)
+        chat.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
+        story = story or answer["_story"]
+        if i in marks:
+            await _settle(client, headers, story)
+            found = 0
+            for _, question, words in FACTS:
+                asked = _cut(system, [*chat, {"role": "user", "content": question}], counter)
+                await _post(client, headers, {"model": "fake-model", "messages": asked})
+                upstream = fake.requests[-1]["messages"]
+                found += any(words in str(m.get("content") or "") for m in upstream)
+                over += _tokens(counter, upstream) > _tokens(counter, asked)
+                figures[f"budget_client_{i}"] = _tokens(counter, asked)
+                figures[f"budget_upstream_{i}"] = _tokens(counter, upstream)
+            figures[f"budget_facts_{i}"] = found / len(FACTS)
+            log(f"turn {i}: a cut chat sent {figures[f'budget_client_{i}']:,} tokens, the upstream got "
+                f"{figures[f'budget_upstream_{i}']:,}; facts from the first turns in it: {found}/{len(FACTS)}")  # fmt: skip
+        elif i % 200 == 0:
+            await _settle(client, headers, story)
+    figures["budget_over"] = over
 
 
 def _chat(pool: Any, turns: int) -> list[dict[str, str]]:
     chat: list[dict[str, str]] = []
     for i in range(turns):
         user, _ = pool.pair(i)
-        chat += [{"role": "user", "content": user}, {"role": "assistant", "content": REPLY}]
+        chat += [{"role": "user", "content": user}, {"role": "assistant", "content": f"{REPLY} [{i}]"}]
     return chat
 
 
@@ -208,9 +285,20 @@ async def proxy_time(
             cut.append(time.perf_counter() - started - ups[-1])
             chat.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
             assert answer["_story"] == story
+        edits = []  # the cut chat with its user message three back edited, and new words: a branch
+        for i in range(20):
+            user, _ = pool.pair(turns + 80 + i)
+            sent = [{"role": "system", "content": SYSTEM}, *chat[-40:]]
+            sent[-3] = {"role": "user", "content": f"{sent[-3]['content']} (edited {i})"}
+            body = orjson.dumps({"model": "fake-model", "messages": [*sent, {"role": "user", "content": user}]})
+            started = time.perf_counter()
+            answer = await _post(client, headers, body)
+            edits.append(time.perf_counter() - started - ups[-1])
+            assert answer["_story"] == story
     finally:
         await session.close()
         await floor.close()
+    figures[f"proxy_cut_edit_p50_ms_{turns}"] = statistics.median(edits[4:]) * 1000
     figures[f"proxy_cut_p50_ms_{turns}"] = statistics.median(cut[5:]) * 1000
     figures[f"first_ms_{turns}"] = (walls[0] - ups[0]) * 1000
     own = [max(w - u, 0.0) for w, u in zip(walls, ups, strict=True)]
@@ -223,7 +311,7 @@ async def proxy_time(
     figures[f"first_chunk_added_ms_{turns}"] = statistics.median(firsts) * 1000
     log(f"{turns} turns: proxy p50 {figures[f'proxy_p50_ms_{turns}']:.1f} ms, p99 {figures[f'proxy_p99_ms_{turns}']:.1f} ms, "
         f"net of the body's transport {figures[f'proxy_net_p50_ms_{turns}']:.1f} ms; first {figures[f'first_ms_{turns}']:.0f} ms; "
-        f"cut chat {figures[f'proxy_cut_p50_ms_{turns}']:.1f} ms; "
+        f"cut chat {figures[f'proxy_cut_p50_ms_{turns}']:.1f} ms, an edit in it {figures[f'proxy_cut_edit_p50_ms_{turns}']:.1f} ms; "
         f"first chunk +{figures[f'first_chunk_added_ms_{turns}']:.1f} ms")  # fmt: skip
 
 

@@ -441,6 +441,18 @@ class ReadModels:
                 break
         return found
 
+    def stories_shown(self, story_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """What a list shows of each story besides its row: its card's name and its leaf's first words."""
+        if not story_ids:
+            return {}
+        rows = self.db.execute(
+            "select s.id, coalesce(c.name, ''), coalesce(substr(t.text, 1, 200), '') from stories s"
+            " left join cards c on c.id = s.card_id left join node_texts t on t.node_id = s.leaf_id"
+            f" where s.id in ({', '.join('?' for _ in story_ids)})",
+            list(story_ids),
+        ).fetchall()
+        return {row[0]: {"card_name": row[1], "last_words": row[2]} for row in rows}
+
     def recent_stories(self, tenant_id: str, limit: int) -> list[UUID]:
         """A tenant's stories, the most recently changed first."""
         rows = self.db.execute(
