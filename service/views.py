@@ -124,7 +124,12 @@ class StoryViews:
         return self._relayed(story, node, part, budget, planned)
 
     def _relayed(
-        self, story: Story, node: NodeView, part: ClientPart, budget: int | None = None, planned: Sequence[NodeView] = ()
+        self,
+        story: Story,
+        node: NodeView,
+        part: ClientPart,
+        budget: int | None = None,
+        planned: Sequence[NodeView] = (),
     ) -> Context:
         if budget is not None:  # the client's part besides its prompt is sent as it came: its tokens are taken first
             extra = [*part.blocks, *part.after, *([part.prefill] if part.prefill else [])]

@@ -44,8 +44,8 @@ import asyncio
 import statistics
 import tempfile
 import time
-from itertools import count
 from datetime import UTC, datetime
+from itertools import count
 from pathlib import Path
 from typing import Any
 
