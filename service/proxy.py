@@ -340,11 +340,15 @@ class ChatProxy:
     def continued(
         self, tenant_id: str, chosen: Chosen, opened: Opened, text: str, call: tuple[str, int, int, float]
     ) -> Written[NodeView]:
-        """A continue's words added to the reply it continued, with the call and the request's own part."""
+        """A continue's words added to the reply it continued, with the call and the request's own part. A
+        continue asked for by a nudge (a system message after the reply, as SillyTavern sends) is joined
+        with a space, as such a front end joins it; the reply itself at the chat's end goes on as written."""
         assert opened.continues is not None
         split = chosen.split
         part = self.kept(ClientPart(split.fixed, split.blocks, split.after, opened.starts_with))
-        return self.app.nodes.continue_reply(tenant_id, opened.continues, opened.starts_with + text, call, part)
+        before = opened.starts_with
+        joint = " " if split.after and before and text and not before[-1].isspace() and not text[0].isspace() else ""
+        return self.app.nodes.continue_reply(tenant_id, opened.continues, before + joint + text, call, part)
 
     def kept(self, part: ClientPart) -> str:
         """The blob of a request's client part: its texts and their manifest, each kept once (a front end
