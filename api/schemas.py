@@ -36,6 +36,12 @@ class SettingsOverrides(Strict):
     lore_bodies: Literal["auto", "titles", "full"] | None = None
     lore_tokens: int | None = Field(None, ge=0, le=1_000_000)
     lore_write_gate: bool | None = None
+    recall_summaries: bool | None = None
+    proxy_budget: Literal["auto", "client", "story"] | None = Field(
+        None,
+        description="what a proxied request's context may hold: no more than the front end sent (client), the"
+        " story's window (story), or the service's choice (auto)",
+    )
 
     def given(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

@@ -32,6 +32,7 @@ class ContextTexts:
     episode_label: str  # {first} {last}
     anchors: str
     anchor_line: str  # {turn} {speaker} {text}
+    shortened: str  # a summary cut to the budget of a request (a proxied client's small one)
     digest_headings: Mapping[str, str]
     # recall
     recall_opener: str
@@ -83,6 +84,7 @@ ZH = ContextTexts(
     user_plays="# 用户扮演：{user}",
     lore_constant="# 世界设定",
     card_tail="【卡作者末端指令】",
+    shortened="……（篇幅所限，以下从略）",
     summary_opener="【前情提要】以下是更早剧情的接力摘要，是既定事实：",
     episode_label="### 第{first}–{last}轮",
     anchors="【锚点原文】",
@@ -128,6 +130,7 @@ EN = ContextTexts(
     user_plays="# The user plays: {user}",
     lore_constant="# World notes",
     card_tail="[The card author's closing instructions] ",
+    shortened="… (cut here to fit the budget)",
     summary_opener="[Story so far] A relay summary of the earlier story; all of it is established fact:",
     episode_label="### Turns {first}–{last}",
     anchors="[Anchors, word for word]",

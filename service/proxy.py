@@ -18,9 +18,11 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
+
+import orjson
 
 from domain.application import Changji
 from domain.card import Card
@@ -149,24 +151,34 @@ class ChatProxy:
         split = request.split
         opens = split.greeting is not None
         said = [ChatMessage("assistant", split.greeting or ""), *split.chat] if opens else list(split.chat)
-        found = self.store.linked(tenant_id, links(said, opens), hint, FOUND_ROWS)
-        runs = anchors(found)[:ANCHORS_TRIED]
+        found = self.store.linked(tenant_id, links(said, opens), hint, FOUND_ROWS + 2 * len(said))
+        runs = _few_per_story(anchors(found))[:ANCHORS_TRIED]
         tried = [(anchor, self.app.story(tenant_id, UUID(anchor.story_id))) for anchor in runs]
         rank = {(a.start, a.at): i for i, a in reversed(list(enumerate(runs)))}
         tried.sort(key=lambda t: (rank[t[0].start, t[0].at], t[1].card_id != card.card_id))  # a run alike: its card's
         for anchor, story in tried:
-            path = self._aligned(anchor, opens)
-            if path is None or (hint is None and _held(anchor, path, opens, said) < self._enough(story, card, split)):
+            aligned = self._aligned(anchor, opens, split, story)
+            if aligned is None:
+                continue
+            path, read = aligned
+            if hint is None and _held(anchor, path, opens, said) < self._enough(story, card, split):
                 continue  # (another card's story: a run of a few messages is not enough)
             if path[0].kind == "greeting" and not self._same_chat(story, path, anchor, opens, split, card, hint):
                 continue
-            return Chosen(story.id, path, split, decide(split, _messages(path)), request.digests)
+            return Chosen(story.id, path, split, decide(read, _messages(path)), request.digests)
         return None
 
-    def _aligned(self, anchor: Anchor, opens: bool) -> tuple[NodeView, ...] | None:
-        """The path a chat is read against, from its anchor up: the node of its first message — or, when
-        the chat does not start with a greeting, the one before it — down to the anchor's (None: the tree
-        has fewer nodes above the anchor than the chat messages before it)."""
+    def _aligned(
+        self, anchor: Anchor, opens: bool, split: SplitRequest, story: Story
+    ) -> tuple[tuple[NodeView, ...], SplitRequest] | None:
+        """The path a chat is read against, from its anchor up — the node of its first message (or, when
+        the chat does not start with an assistant message, the one before it) down to the anchor's — and
+        the chat as it is read there (None: the tree has fewer nodes above the anchor than the chat has
+        messages before it). A chat that opens with the story's greeting but whose run does not reach it
+        (a message deleted or added above the run) is read against the whole path from the greeting; a
+        cut chat whose oldest message, a reply, was edited is read with that reply as one of its messages.
+        (A chat that keeps the greeting and is cut after it is read from the node before its first message
+        after the greeting, the greeting standing for the story's.)"""
         node = self.app.node(UUID(anchor.node_id))
         path = [node]
         for _ in range(anchor.at if opens else anchor.at + 1):
@@ -174,7 +186,20 @@ class ChatProxy:
                 return None
             node = self.app.node(node.parent_id)
             path.append(node)
-        return tuple(reversed(path))
+        path.reverse()
+        first, greeting = path[0], split.greeting or ""
+        if not opens or first.kind == "greeting" or same_words(first.text, greeting):
+            return tuple(path), split
+        assert story.root_id is not None and story.leaf_id is not None
+        root = self.app.node(story.root_id)
+        if same_words(root.text, greeting):  # the story's greeting: it opens the chat, or stands for it
+            if split.chat and self._child(root, split.chat[0]) is not None:
+                return tuple(self.views.path(story.tenant_id, story.id, UUID(anchor.node_id), None)), split
+            return tuple(path), split
+        if first.parent_id is None:
+            return None
+        moved = replace(split, greeting=None, chat=(ChatMessage("assistant", greeting), *split.chat))
+        return (self.app.node(first.parent_id), *path), moved
 
     def _same_chat(
         self, story: Story, path: Sequence[NodeView], anchor: Anchor, opens: bool, split: SplitRequest,
@@ -186,8 +211,8 @@ class ChatProxy:
         swipe of the first reply) and the request is the same card's. A chat whose first words differ
         continues the story only when it repeats a reply after them (an edit of the first words). (A chat
         with no greeting is read as opening with the story's empty one.)"""
-        at, start = (anchor.at, anchor.start) if opens else (anchor.at + 1, anchor.start and anchor.start + 1)
-        if hint is not None or at >= 2 or (start > 0 and at >= 1):
+        at = anchor.at if opens else anchor.at + 1
+        if hint is not None or at >= 2:
             return True
         if at == 0 or len(split.chat) != 1:
             return False
@@ -284,6 +309,11 @@ class ChatProxy:
             turn = self.app.turns.reopen_turn(tenant_id, chosen.story_id, opened.reply_id, opened.user_id, model, kept)
             return Written(opened, turn.position)
         assert planned.parent_id is not None
+        if len(planned.said) == 1 and planned.said[0][0] == "user":  # the same words written meanwhile (a retry)?
+            same = self._child(self.app.node(planned.parent_id), ChatMessage("user", planned.said[0][1]))
+            if same is not None:  # then a reply beside the other one there, not a second copy of the words
+                turn = self.app.turns.reopen_turn(tenant_id, chosen.story_id, opened.reply_id, same.id, model, kept)
+                return Written(replace(opened, user_id=same.id), turn.position)
         turn = self.app.turns.open_relayed_turn(
             tenant_id, chosen.story_id, planned.parent_id, planned.said, planned.ids, model, kept
         )
@@ -324,6 +354,8 @@ class ChatProxy:
         budget = self.views.proxy_budget(
             tenant_id, chosen.story_id, _sent_tokens(self.views.renders.count, original), self.budget_rule
         )
+        if budget is not None and split.tool_round:  # the front end's tool round goes as it came: taken first
+            budget = max(budget - sum(self.views.renders.count(orjson.dumps(m).decode()) for m in split.tool_round), 0)
         part = ClientPart(split.fixed, split.blocks, split.after, opened.starts_with)
         context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, part, budget, planned.nodes)
         messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in context.messages]
@@ -447,7 +479,7 @@ _MAIN_PROMPT = re.compile(  # SillyTavern's default main prompt, its {{char}} an
     r" (?P<user>[^\n]{1,80}?)\.",
 )
 _PERSONALITY = re.compile(r"^(?P<char>[^\n]{1,80}?)'s personality:", re.MULTILINE)  # its personality line
-_SPEAKER = re.compile(r"^(?P<char>[^\s:：][^\n:：]{0,40})[:：]\s")  # "Seraphina: …", a greeting with its speaker
+_SPEAKER = re.compile(r"^(?P<char>[^\W\d_][^\n:：\d]{0,40})[:：]\s")  # "Seraphina: …", a greeting with its speaker
 
 
 def front_end_names(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
@@ -490,6 +522,18 @@ def _sent_tokens(count: Callable[[str], int], original: Sequence[Mapping[str, An
         return total
 
     return sent
+
+
+def _few_per_story(runs: Sequence[Anchor], most: int = 2) -> list[Anchor]:
+    """The best runs of each story, in their order (runs alike in many stories — a card's greeting and
+    common first words — would otherwise crowd out a story's own)."""
+    seen: dict[str, int] = {}
+    kept = []
+    for run in runs:
+        seen[run.story_id] = seen.get(run.story_id, 0) + 1
+        if seen[run.story_id] <= most:
+            kept.append(run)
+    return kept
 
 
 def _held(anchor: Anchor, path: Sequence[NodeView], opens: bool, said: Sequence[ChatMessage]) -> int:

@@ -199,17 +199,17 @@ class StoryViews:
         return node.text if node.kind == "user" and self._can_recall(story.id) else None
 
     def pack_if_over_budget(
-        self, tenant_id: str, story_id: UUID, reply_id: UUID, fixed_prompt: str | None = None, budget: int | None = None
+        self, tenant_id: str, story_id: UUID, reply_id: UUID, fixed_prompt: str | None = None
     ) -> int:
-        """After a reply is added: when the context that follows it would leave turns out for the budget,
-        a compaction is announced on the reply (`CompactionDue`, reason budget); the position, or 0.
+        """After a reply is added: when the context that follows it would leave turns out for the story's
+        budget, a compaction is announced on the reply (`CompactionDue`, reason budget); the position, or 0.
         The write that changed the path decides, so a read of the context never has to. `fixed_prompt`:
-        the system prompt a proxied client sends instead of the card's; `budget`: the tokens its requests
-        may hold (None: the story's window)."""
+        the system prompt a proxied client sends instead of the card's. (A proxied client's own smaller
+        budget does not announce: it sits at the edge of what the client sends turn after turn, and would
+        announce a pack of a turn or two at every reply; the story's own pace packs, and recall reaches
+        what the client's budget leaves out.)"""
         story = self.app.story(tenant_id, story_id)
         settings = self.app.settings(story)
-        if budget is not None:
-            settings = settings.model_copy(update={"context_window": budget, "reply_reserve": 0})
         recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
         over = leaves_turns_out(  # the next turn recalls into its share
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,

@@ -67,7 +67,6 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             return await _streamed(request, svc, forwarded, turn, headers)
         return await _answered(svc, forwarded, turn, headers)
     outgoing = await svc.executor.load(svc.proxy.outgoing, tenant(request), chosen, planned, asked.messages)
-    turn.budget = outgoing.budget
     forwarded = {**body, "messages": outgoing.messages}
     try:
         if body.get("stream") is True:
@@ -90,7 +89,6 @@ class _Turn:
         self.svc, self.tenant_id, self.asked, self.model = svc, tenant_id, asked, model
         self.chosen, self.planned = chosen, planned
         self.opened: Opened | None = None
-        self.budget: int | None = None
         self.records = chosen is None or planned is not None
 
     async def open(self) -> None:
@@ -202,9 +200,7 @@ async def _record(svc: Service, turn: _Turn, relayed: Relayed, started: float) -
     if played.ends == "sealed":
         await svc.executor.load(svc.proxy.remember, tenant_id, chosen, opened, played.reply.text)
         fixed = "\n\n".join(chosen.split.fixed)  # the next context would cut turns: a pack is announced now
-        await svc.executor.write(
-            svc.views.pack_if_over_budget, tenant_id, chosen.story_id, opened.reply_id, fixed, turn.budget
-        )
+        await svc.executor.write(svc.views.pack_if_over_budget, tenant_id, chosen.story_id, opened.reply_id, fixed)
 
 
 async def _failed(svc: Service, turn: _Turn, reason: StopReason, error: BaseException | None, text: str) -> None:

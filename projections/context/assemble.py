@@ -143,12 +143,18 @@ def assemble_context(
             room = key.budget - scene_tokens - reserved  # room left: fill it word for word
             turns, upper = unfold_episodes(turns, upper, room, summary_tokens, load, cache, windows)
         counted_layers = counted(upper)
+        room = key.budget - scene_tokens - _floor(turns)  # the words and the exchange before them come first
+        if counted_layers and sum(summary.tokens for summary in counted_layers) > room:  # a small budget
+            counted_layers = _shortened(counted_layers, room, cache, texts)
         besides = scene_tokens + sum(summary.tokens for summary in counted_layers)
         if besides:  # the scene and the summaries change as the story goes: fitted after the cached window
             turns = extend_window(turns, [], key._replace(budget=key.budget - besides))
         return turns, upper, counted_layers, besides
 
     window, layers, summaries, extra = filled(share)
+    if recalling:  # recall takes no more than the budget leaves beside the summaries and the last exchange
+        share = min(share, max(key.budget - extra - _floor(window), 0))
+        recalling = share > 0
     outside = window.cut_at is not None or window.boundary is not None
     if recall is not None and recalling and outside:
         wide = window  # (the share not yet taken from the window)
@@ -261,6 +267,62 @@ def _counted(
         _CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
         for i, block in enumerate(blocks)
     ]
+
+
+def _floor(window: Window) -> int:
+    """The tokens of the window's last exchange — the turn before the newest and the newest (the user's
+    words) — or of what the window holds of them: kept word for word before any summary (a small budget
+    shortens the summaries, never the reply being answered)."""
+    kept = window.kept
+    starts = [i for i, item in enumerate(kept) if item[NODE].kind in ("user", "greeting")]
+    first = starts[-2] if len(starts) >= 2 else 0
+    return sum(map(_TOKENS, kept[first:]))
+
+
+def _shortened(
+    summaries: list[_CountedSummary], room: int, cache: RenderCache, texts: ContextTexts
+) -> list[_CountedSummary]:
+    """Summary layers that do not fit `room` tokens (a proxied client's budget may be smaller than the
+    story's), cut to fit: the anchors kept whole (starred words are never dropped), the newest layers kept
+    whole while they fit, the older ones cut at a line — their first line (its opener, its label) kept —
+    with a note saying so. Each layer stays, standing for the turns it covers: at a budget too small for
+    even that, the layers' first lines and notes are what is sent."""
+    left = max(room, 0) - sum(s.tokens for s in summaries if s.block.what == "anchors")
+    kept: list[_CountedSummary] = []
+    for i in range(len(summaries) - 1, -1, -1):
+        summary = summaries[i]
+        if summary.block.what == "anchors":
+            kept.append(summary)
+            continue
+        overhead = MESSAGE_OVERHEAD_TOKENS if i == 0 else 0
+        if summary.tokens <= left - _LEAST_FOR_OLDER * i:
+            kept.append(summary)
+            left -= summary.tokens
+            continue
+        allowed = left - _LEAST_FOR_OLDER * i - overhead
+        text = _cut_to(summary.block.text, allowed, cache, texts.shortened)
+        tokens = cache.counter.count(text) + overhead
+        why = f"{summary.block.why}; cut to fit the budget"
+        kept.append(_CountedSummary(replace(summary.block, text=text, why=why), tokens))
+        left -= tokens
+    kept.reverse()
+    return kept
+
+
+_LEAST_FOR_OLDER = 24  # tokens kept for each older layer while a newer one is placed (its note, its first line)
+
+
+def _cut_to(text: str, tokens: int, cache: RenderCache, note: str) -> str:
+    """`text`'s first lines that fit `tokens` with `note` after them; its first line at least."""
+    lines = text.split("\n")
+    low, high = 1, len(lines)  # the most lines that fit, found by halving
+    while low < high:
+        middle = (low + high + 1) // 2
+        if cache.counter.count("\n".join([*lines[:middle], note])) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return "\n".join([*lines[:low], note]) if low < len(lines) else text
 
 
 def _summary_tokens(

@@ -426,7 +426,7 @@ class ReadModels:
             if key:
                 places.setdefault(key, []).append(at)
         found: list[Found] = []
-        wanted = list(places)
+        wanted = list(reversed(places))  # the chat's newest messages first: `most` keeps its end
         for i in range(0, len(wanted), LINKS_PER_QUERY):
             chunk = wanted[i : i + LINKS_PER_QUERY]
             story = " and s.id = ?" if story_id is not None else ""

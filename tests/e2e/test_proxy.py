@@ -604,3 +604,52 @@ async def test_a_chat_without_a_greeting_whose_system_text_changes_stays_one_sto
         chat.append({"role": "assistant", "content": text})
         stories.add(headers["x-changji-story"])
     assert len(stories) == 1
+
+
+async def test_a_chat_from_its_greeting_with_its_first_reply_deleted_branches_from_the_greeting(
+    fake: FakeModelServer, front: Front
+) -> None:
+    story = await front.play(fake, "u1", "u2", "u3")
+    del front.chat[1]  # r1 deleted: u1 and u2 meet
+    fake.script(Text("r4"))
+    _, headers = await front.send("u4")
+    assert headers["x-changji-story"] == story and headers["x-changji-recorded"] == "true"
+    path = await path_texts(front.api, story)
+    assert path == [
+        ("greeting", GREETING), ("user", "u1\n\nu2"), ("reply", "r2"), ("user", "u3"), ("reply", "r3"),
+        ("user", "u4"), ("reply", "r4"),
+    ]  # fmt: skip
+
+
+async def test_a_cut_chat_whose_oldest_message_a_reply_was_edited_branches_above_it(
+    fake: FakeModelServer, front: Front
+) -> None:
+    story = await front.play(fake, "u1", "u2", "u3", "u4")
+    cut = [{"role": "system", "content": SYSTEM}, *front_chat(4)[3:], {"role": "user", "content": "u5"}]
+    cut[1] = {"role": "assistant", "content": "r2, edited"}  # the oldest message the front end still shows
+    fake.script(Text("r5"))
+    _, headers = await front.complete(cut, stream=False)
+    assert headers["x-changji-story"] == story
+    path = await path_texts(front.api, story)
+    assert path[:5] == [
+        ("greeting", GREETING),
+        ("user", "u1"),
+        ("reply", "r1"),
+        ("user", "u2"),
+        ("reply", "r2, edited"),
+    ]
+    assert path[-2:] == [("user", "u5"), ("reply", "r5")] and len(path) == 11
+
+
+async def test_the_same_words_sent_twice_at_once_make_one_user_node_with_two_replies(
+    fake: FakeModelServer, front: Front
+) -> None:
+    story = await front.play(fake, "u1")
+    fake.script(Text("first"), Text("second"))
+    messages = [*front.messages(), {"role": "user", "content": "u2"}]
+    both = await asyncio.gather(front.complete(messages, False), front.complete(messages, False))
+    assert {headers["x-changji-story"] for _, headers in both} == {story}
+    replies = [await front.api.call("GET", f"/v1/nodes/{headers['x-changji-node']}") for _, headers in both]
+    assert replies[0]["id"] != replies[1]["id"] and replies[0]["parent_id"] == replies[1]["parent_id"]
+    siblings = await front.api.call("GET", f"/v1/nodes/{replies[0]['parent_id']}/siblings")
+    assert [n["text"] for n in siblings["nodes"]] == ["u2"]  # one user node for the words, not two
