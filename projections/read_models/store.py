@@ -427,11 +427,12 @@ class ReadModels:
                 places.setdefault(key, []).append(at)
         found: list[Found] = []
         wanted = list(reversed(places))  # the chat's newest messages first: `most` keeps its end
+        # (nodes by their link first — a cross join keeps SQLite from reading a tenant's stories node by node)
         for i in range(0, len(wanted), LINKS_PER_QUERY):
             chunk = wanted[i : i + LINKS_PER_QUERY]
             story = " and s.id = ?" if story_id is not None else ""
             rows = self.db.execute(
-                "select n.id, n.parent_id, n.story_id, n.link from nodes n join stories s on s.id = n.story_id"
+                "select n.id, n.parent_id, n.story_id, n.link from nodes n cross join stories s on s.id = n.story_id"
                 f" where n.link in ({', '.join('?' for _ in chunk)}) and s.tenant_id = ? and s.deleted = 0{story}"
                 " and n.phase in ('final', 'sealed', 'stopped') order by s.updated_at desc, s.seq desc limit ?",
                 [*chunk, tenant_id, *([str(story_id)] if story_id is not None else []), most - len(found)],
