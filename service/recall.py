@@ -1,5 +1,5 @@
 """Recall as the running service keeps it: one index per story over its archive, built on a thread of
-its own whenever the archive moved on, never on a turn's path.
+its own (at the lowest CPU priority) whenever the archive moved on, never on a turn's path.
 
 A recall uses the story's index as it stands, however far behind (the newest turns it may lack are
 in the verbatim window anyway) and asks for a fresh one in the background. Embeddings are cached
@@ -9,9 +9,12 @@ or deleted) has none.
 
 Queries are embedded ahead of the search where the caller can (`prepare`, on the event loop: the
 context is assembled on the writer thread, which must not wait for an embeddings endpoint) and kept
-for the next search of the same words (a regenerate, the engine's own reads). An embedder that fails
-leaves BM25 alone: a query it could not embed is searched by words, and an index it could not embed is
-built without vectors and built again after `RETRY_SECONDS`.
+for the next search of the same words (a regenerate, the engine's own reads). An embedder in this
+process embeds queries on a thread of their own, one at a time, never behind an index build (e5 embeds
+passages on threads of its own, at the lowest priority); a search waits at most `vector_wait` for its
+query's vector and otherwise goes by words alone, the vector kept for the next search of those words.
+An embedder that fails leaves BM25 alone: a query it could not embed is searched by words, and an index
+it could not embed is built without vectors and built again after `RETRY_SECONDS`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -34,6 +37,7 @@ from projections.read_models.store import ReadModels
 from projections.recall.dense_text import previous_passages, with_previous
 from projections.recall.lexical import Vocabulary
 from projections.recall.story_index import Hit, StoryIndex
+from providers.embedders import lowest_priority
 from service.passage_vectors import PassageVectors
 from storage.embedding_cache import EmbeddingCache
 
@@ -46,6 +50,10 @@ MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns 
 BUILD_REST = 19.0
 RETRY_SECONDS = 30.0  # after the embedder failed, the wait before a story's vectors are tried again
 QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
+# how long a search waits for its query's vector from an embedder in this process: e5 takes some 0.75 ms
+# a token of the words on two idle cores (55 tokens: 40 ms), so this lets words of up to ~250 tokens
+# in while the machine is idle, and bounds the wait where it is not (a queue of queries, a busy machine)
+VECTOR_WAIT = 0.2
 VOCABULARY_TERMS = 500_000  # terms numbered before the builds start on a new vocabulary
 
 
@@ -70,11 +78,14 @@ class Recall:
         max_stories: int = 64,
         saved: EmbeddingCache | None = None,
         query_seconds: float = 5.0,
+        vector_wait: float = VECTOR_WAIT,
     ) -> None:
         """`saved`: embeddings kept on disk across restarts (None: in memory only); `query_seconds`: how
-        long `prepare` waits for a query's vector."""
+        long `prepare` waits for a query's vector; `vector_wait`: how long a search waits for it (an
+        embedder in this process) before it goes by words alone."""
         self.store, self.embedder, self.max_stories, self.saved = store, embedder, max_stories, saved
-        self.query_seconds, self.retry_seconds, self.build_pause = query_seconds, RETRY_SECONDS, MIN_BUILD_SECONDS
+        self.query_seconds, self.vector_wait = query_seconds, vector_wait
+        self.retry_seconds, self.build_pause = RETRY_SECONDS, MIN_BUILD_SECONDS
         self.build_rest = BUILD_REST
         # query text → (its vector, or None where the embedder failed; when, monotonic)
         self._query_vectors: OrderedDict[str, tuple[np.ndarray | None, float]] = OrderedDict()
@@ -89,8 +100,10 @@ class Recall:
         self._forgotten: dict[UUID, int] = {}  # how often each story was forgotten (a build under way stores nothing)
         self._next_build: dict[UUID, float] = {}  # when each story's index may be built next (monotonic)
         self._retry_at: dict[UUID, float] = {}  # when a story's vectors may be tried again after a failure
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="changji-recall")  # index builds
-        self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # searches, time-limited
+        # index builds, at the lowest priority: a build gives way to a turn and to a query's embedding
+        self._pool = ThreadPoolExecutor(1, "changji-recall", initializer=lowest_priority)
+        self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # query embeddings
+        self._embedding: dict[str, Future[np.ndarray | None]] = {}  # query texts on their way to a vector
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
         self._lock = threading.Lock()
 
@@ -187,12 +200,71 @@ class Recall:
         index = self.index(story_id)
         if index is None or index.vectors is None:
             return
+        if not self.embedder.remote:  # (on the query thread: a search of the same words finds it under way)
+            running = self.embed_soon(query)
+            try:
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(running)), self.query_seconds)
+            except TimeoutError:
+                pass
+            except asyncio.CancelledError:
+                if not running.cancelled():  # (dropped by a search that gave up on it: not this task's cancel)
+                    raise
+            return
         vector: np.ndarray | None = None
         try:
             vector = (await asyncio.wait_for(self.embedder.embed([query], "query"), self.query_seconds))[0]
         except Exception as exc:
             log.warning("embedding a recall query failed (%r): it is searched by words alone", exc)
         self._keep_query_vector(query, vector)
+
+    def embed_soon(self, query: str) -> Future[np.ndarray | None]:
+        """The query's vector (None: the embedder failed) from the embedder in this process: known, under
+        way on the query thread, or asked of it now."""
+        known = self._known_query_vector(query)
+        if known is not None:
+            done: Future[np.ndarray | None] = Future()
+            done.set_result(known[0])
+            return done
+        with self._lock:
+            running = self._embedding.get(query)
+            if running is None:
+                running = self._embedding[query] = self._queries.submit(self._embed_query, query)
+            return running
+
+    def _embed_query(self, query: str) -> np.ndarray | None:
+        assert self.embedder is not None
+        vector: np.ndarray | None = None
+        try:
+            vector = self.embedder.encode([query], "query")[0]
+        except Exception as exc:
+            log.warning("embedding a recall query failed (%r): it is searched by words alone", exc)
+        with self._lock:
+            self._remember_query_vector(query, vector)
+            self._embedding.pop(query, None)
+        return vector
+
+    def _query_vector(self, query: str, seconds: float | None = None) -> np.ndarray | None:
+        """The query's vector: prepared, or embedded by an embedder in this process if it comes within
+        `seconds` (None: however long it takes). None: BM25 alone — not prepared for an endpoint, which is
+        never waited for here, not in time, or the embedder failed. An embedding nobody waits for any more
+        is dropped unless it has begun."""
+        known = self._known_query_vector(query)
+        if known is not None:
+            return known[0]
+        assert self.embedder is not None
+        if self.embedder.remote:
+            log.info("a recall query was not embedded ahead: it is searched by words alone")
+            return None
+        running = self.embed_soon(query)
+        try:
+            return running.result(timeout=seconds)
+        except (TimeoutError, CancelledError):
+            if running.cancel():
+                with self._lock:
+                    if self._embedding.get(query) is running:
+                        del self._embedding[query]
+            log.info("a recall query's vector did not come within %s s: this search goes by words alone", seconds)
+            return None
 
     def _known_query_vector(self, query: str) -> tuple[np.ndarray | None] | None:
         """(the vector,) when known — (None,) for a failure within `retry_seconds` — else None."""
@@ -207,28 +279,14 @@ class Recall:
 
     def _keep_query_vector(self, query: str, vector: np.ndarray | None) -> None:
         with self._lock:
-            self._query_vectors[query] = (vector, time.monotonic())
-            self._query_vectors.move_to_end(query)
-            while len(self._query_vectors) > QUERY_VECTORS:
-                self._query_vectors.popitem(last=False)
+            self._remember_query_vector(query, vector)
 
-    def _query_vector(self, query: str) -> np.ndarray | None:
-        """The query's vector: prepared, or embedded here by an embedder in this process (None: not
-        prepared for an endpoint, which is never waited for here, or the embedder failed; BM25 alone)."""
-        known = self._known_query_vector(query)
-        if known is not None:
-            return known[0]
-        assert self.embedder is not None
-        if self.embedder.remote:
-            log.info("a recall query was not embedded ahead: it is searched by words alone")
-            return None
-        try:
-            vector: np.ndarray | None = self.embedder.encode([query], "query")[0]
-        except Exception as exc:
-            log.warning("embedding a recall query failed (%r): it is searched by words alone", exc)
-            vector = None
-        self._keep_query_vector(query, vector)
-        return vector
+    def _remember_query_vector(self, query: str, vector: np.ndarray | None) -> None:
+        """(holding `_lock`)"""
+        self._query_vectors[query] = (vector, time.monotonic())
+        self._query_vectors.move_to_end(query)
+        while len(self._query_vectors) > QUERY_VECTORS:
+            self._query_vectors.popitem(last=False)
 
     def forget(self, story_id: UUID) -> None:
         """Drop a story's index (the story was deleted)."""
@@ -348,22 +406,13 @@ class Recall:
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None = (),
     ) -> list[Hit]:
-        """`search`, given up after `seconds` (the turn goes on without recall; the search finishes unseen)
-        where it would wait on an embedder in this process (a query not embedded ahead); any other search
-        runs right here, with the index and the query's vector it was judged by — it waits on no model
-        (a read of the archive's position aside), and the hop to the search thread and back cost more
-        than a search of a 1k-turn story."""
+        """`search`, right here, waiting at most `seconds` (and `vector_wait`) for the query's vector from
+        an embedder in this process (its words not embedded ahead); without it, by words alone. The
+        search itself waits on no model (a read of the archive's position aside)."""
         index = self.index(story_id)
-        known = self._known_query_vector(query) if index is not None and index.vectors is not None else (None,)
-        if known is not None or self.embedder is None or self.embedder.remote:  # (nothing to wait on)
-            vector = known[0] if known is not None else None  # (a remote embedder's: never waited for here)
-            return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
-        future = self._queries.submit(self.search, story_id, query, k, before_depth, on_path, shown_episodes)
-        try:
-            return future.result(timeout=seconds)
-        except TimeoutError:
-            log.warning("recall for story %s took over %s s: this turn goes on without it", story_id, seconds)
-            return []
+        wanted = self.embedder is not None and index is not None and index.vectors is not None and query.strip()
+        vector = self._query_vector(query, min(seconds, self.vector_wait)) if wanted else None
+        return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
 
     async def stop(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -180,37 +180,46 @@ def test_an_index_rebuilt_from_events_answers_as_the_live_one(
 
 
 class SlowEmbedder(HashingEmbedder):
-    """A local embedder that takes its time over queries."""
+    """A local embedder that takes its time over queries (and notes the threads it embeds them on)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
 
     def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray:
         if purpose == "query":
+            self.threads.add(threading.current_thread().name)
             time.sleep(1.0)
         return super().encode(texts, purpose)
 
 
-def test_a_recall_that_takes_too_long_is_given_up_and_the_turn_goes_on(
+def test_a_query_vector_that_takes_too_long_leaves_the_recall_to_words_and_the_turn_goes_on(
     sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
 ) -> None:
     slow = Recall(read_models, SlowEmbedder())
     views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), slow, recall_seconds=0.1)
     story = StoryBuilder.start(sqlite_changji, **TIGHT)
-    story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
+    _, treasure = story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
     filler(story, 20)
     story.user("银币宝藏呢？")
     indexed(runner, slow, story)
     started = time.perf_counter()
     ctx = views.context(story.tenant, story.story_id, None)
-    assert time.perf_counter() - started < 0.9 and recalled(ctx) == []
+    assert time.perf_counter() - started < 0.9 and treasure in recalled(ctx)  # by words
     assert ctx.messages[-1].content.endswith("银币宝藏呢？")
+    assert slow.embed_soon("银币宝藏呢？").result(timeout=5) is not None  # the vector comes all the same …
+    started = time.perf_counter()
+    [hit, *_] = slow.search_within(0.1, story.story_id, "银币宝藏呢？", 3, 10**6, everywhere)
+    assert "dense" in hit.found_by and time.perf_counter() - started < 0.9  # … for the next search of the words
 
 
 @pytest.mark.parametrize("embedder", [None, HashingEmbedder(), SlowEmbedder()])
-def test_a_search_that_cannot_wait_on_an_embedder_runs_on_the_callers_thread(
+def test_a_search_runs_on_the_callers_thread_and_only_a_query_to_embed_goes_to_the_query_thread(
     sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels, embedder: HashingEmbedder | None
 ) -> None:
-    """No hop to the search thread unless a local embedder has a query to encode: by words alone, or
-    with the query's vector known (a slow embedder then prepared ahead, as the context's handler does)."""
-    recall = Recall(read_models, embedder)
+    """No hop to another thread unless a local embedder has a query to encode: by words alone, or with
+    the query's vector known (a slow embedder then prepared ahead, as the context's handler does)."""
+    recall = Recall(read_models, embedder, vector_wait=5.0)
     story = StoryBuilder.start(sqlite_changji)
     story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
     filler(story, 5)
@@ -225,10 +234,11 @@ def test_a_search_that_cannot_wait_on_an_embedder_runs_on_the_callers_thread(
 
     hits = recall.search_within(5.0, story.story_id, "银币宝藏", 3, 10**6, on_path)
     assert hits and threads == {threading.current_thread().name}
-    if isinstance(embedder, SlowEmbedder):  # a query it has not seen goes to the search thread, time-limited
+    if isinstance(embedder, SlowEmbedder):  # a query it has not seen is embedded on the query thread, waited for
         threads.clear()
-        assert recall.search_within(5.0, story.story_id, "旧银币", 3, 10**6, on_path)
-        assert threads and threading.current_thread().name not in threads
+        [hit, *_] = recall.search_within(5.0, story.story_id, "旧银币", 3, 10**6, on_path)
+        assert "dense" in hit.found_by and threads == {threading.current_thread().name}
+        assert embedder.threads and threading.current_thread().name not in embedder.threads
 
 
 def test_a_deleted_storys_index_is_gone(sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall) -> None:
