@@ -15,7 +15,6 @@ summaries or vector blocks) right before the user's words, as they came."""
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -96,14 +95,6 @@ class Planned:
     ids: tuple[UUID, ...] = ()
     nodes: tuple[NodeView, ...] = ()
     regenerate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """What the upstream gets, and the tokens its context was fitted to (None: the story's window)."""
-
-    messages: list[dict[str, Any]]
-    budget: int | None
 
 
 class ChatProxy:
@@ -341,7 +332,7 @@ class ChatProxy:
 
     def outgoing(
         self, tenant_id: str, chosen: Chosen | None, planned: Planned | None, original: Sequence[Mapping[str, Any]]
-    ) -> Outgoing:
+    ) -> list[dict[str, Any]]:
         """What the upstream gets: the request as it came when nothing is recorded, or for a new story (it
         has no memory to add yet); else the client's fixed prompt, changji's context at the user's words —
         fitted to the tokens the client sent, unless the story's settings say its own window decides —, the
@@ -349,7 +340,7 @@ class ChatProxy:
         end), any words the reply starts with (for the upstream to go on from), a round of the front end's
         tools at work on the words, after them, and the words' parts that are not text (an image), with them."""
         if chosen is None or planned is None:
-            return Outgoing([dict(m) for m in original], None)
+            return [dict(m) for m in original]
         split, opened = chosen.split, planned.opened
         budget = self.views.proxy_budget(
             tenant_id, chosen.story_id, _sent_tokens(self.views.renders.count, original), self.budget_rule
@@ -367,7 +358,7 @@ class ChatProxy:
             messages[words]["content"] = [{"type": "text", "text": messages[words]["content"]}, *split.attachments]
         if split.tool_round:  # the front end's tools at work on the user's words: right after them, as they came
             messages[words + 1 : words + 1] = [dict(m) for m in split.tool_round]
-        return Outgoing(messages, budget)
+        return messages
 
     def continued(
         self, tenant_id: str, chosen: Chosen, opened: Opened, text: str, call: tuple[str, int, int, float]
@@ -472,41 +463,6 @@ class _Prompt:
 
 def _lines(fixed: Sequence[str]) -> dict[str, int]:
     return {line.strip(): len(line.strip()) for text in fixed for line in text.splitlines() if line.strip()}
-
-
-_MAIN_PROMPT = re.compile(  # SillyTavern's default main prompt, its {{char}} and {{user}} filled in
-    r"Write (?P<char>[^\n]{1,80}?)'s next reply in a fictional (?:chat|roleplay) between (?P=char) and"
-    r" (?P<user>[^\n]{1,80}?)\.",
-)
-_PERSONALITY = re.compile(r"^(?P<char>[^\n]{1,80}?)'s personality:", re.MULTILINE)  # its personality line
-_SPEAKER = re.compile(r"^(?P<char>[^\W\d_][^\n:：\d]{0,40})[:：]\s")  # "Seraphina: …", a greeting with its speaker
-
-
-def front_end_names(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
-    """The character's and the user's names as a front end sends them: the messages' `name` fields where
-    present; else SillyTavern's main prompt ("Write Seraphina's next reply in a fictional chat between
-    Seraphina and Anna."), its personality line ("Seraphina's personality: …"), or the speaker the
-    greeting opens with; "Assistant" and "User" when nothing names them."""
-
-    def named(role: str) -> str:
-        return next((str(m["name"]) for m in messages if m.get("role") == role and m.get("name")), "")
-
-    char, user = named("assistant"), named("user")
-    system = [message_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
-    for text in system:
-        found = _MAIN_PROMPT.search(text)
-        if found:
-            char, user = char or found["char"].strip(), user or found["user"].strip()
-            break
-    for text in system:
-        found = _PERSONALITY.search(text)
-        if found and not char:
-            char = found["char"].strip()
-    greeting = next((message_text(m.get("content")) for m in messages if m.get("role") in ("assistant", "user")), "")
-    spoken = _SPEAKER.match(greeting) if messages and not char else None
-    if spoken and any(m.get("role") == "assistant" and message_text(m.get("content")) == greeting for m in messages):
-        char = spoken["char"].strip()
-    return char or "Assistant", user or "User"
 
 
 def _sent_tokens(count: Callable[[str], int], original: Sequence[Mapping[str, Any]]) -> Callable[[int], int]:

@@ -19,7 +19,8 @@ from domain.errors import TurnStateError
 from domain.ports import ChatResult, ModelCallError
 from domain.values import StopReason
 from providers.relay import ClientGone, Relayed
-from service.proxy import Chosen, Opened, Planned, front_end_names
+from service.front_end_names import front_end_names
+from service.proxy import Chosen, Opened, Planned
 from service.proxy_requests import BadRequest, ProxyRequest
 
 STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
@@ -67,7 +68,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             return await _streamed(request, svc, forwarded, turn, headers)
         return await _answered(svc, forwarded, turn, headers)
     outgoing = await svc.executor.load(svc.proxy.outgoing, tenant(request), chosen, planned, asked.messages)
-    forwarded = {**body, "messages": outgoing.messages}
+    forwarded = {**body, "messages": outgoing}
     try:
         if body.get("stream") is True:
             return await _streamed(request, svc, forwarded, turn, None)
