@@ -186,7 +186,7 @@ def bootstrap(
         if embedder is not None and not embedder.instant and settings.persistence == "sqlite"
         else None
     )
-    recall = Recall(store, embedder, saved=saved)
+    recall = Recall(store, embedder, saved=saved, vector_wait=settings.recall_vector_wait)
     follower.on(StoryDeleted, lambda deleted: recall.forget(deleted.originator_id))  # (deleted by another worker)
     views = StoryViews(app, store, counter, recall, blobs=keys.blob)
     turns = (

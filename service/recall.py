@@ -13,6 +13,9 @@ for the next search of the same words (a regenerate, the engine's own reads). An
 process embeds queries on a thread of their own, one at a time, never behind an index build (e5 embeds
 passages on threads of its own, at the lowest priority); a search waits at most `vector_wait` for its
 query's vector and otherwise goes by words alone, the vector kept for the next search of those words.
+A caller that knows the words early (the proxy, as a request arrives) starts their embedding with
+`embed_ahead`, so the wait overlaps the work before the search; `vectors` counts the searches that had
+their vector in time and those that went by words for want of it.
 An embedder that fails leaves BM25 alone: a query it could not embed is searched by words, and an index
 it could not embed is built without vectors and built again after `RETRY_SECONDS`.
 """
@@ -23,7 +26,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,10 +53,11 @@ MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns 
 BUILD_REST = 19.0
 RETRY_SECONDS = 30.0  # after the embedder failed, the wait before a story's vectors are tried again
 QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
-# how long a search waits for its query's vector from an embedder in this process: e5 takes some 0.75 ms
-# a token of the words on two idle cores (55 tokens: 40 ms), so this lets words of up to ~250 tokens
-# in while the machine is idle, and bounds the wait where it is not (a queue of queries, a busy machine)
+# how long a search waits for its query's vector from an embedder in this process (the service's own
+# default is `Settings.recall_vector_wait`): e5 takes some 2 ms and 0.65 ms a token of the words on two
+# idle cores (a short question: 9 ms; 55 tokens: 40 ms)
 VECTOR_WAIT = 0.2
+AHEAD_MOST = 8  # query embeddings under way or queued past which words are not embedded ahead
 VOCABULARY_TERMS = 500_000  # terms numbered before the builds start on a new vocabulary
 
 
@@ -101,11 +105,17 @@ class Recall:
         self._next_build: dict[UUID, float] = {}  # when each story's index may be built next (monotonic)
         self._retry_at: dict[UUID, float] = {}  # when a story's vectors may be tried again after a failure
         # index builds, at the lowest priority: a build gives way to a turn and to a query's embedding
-        self._pool = ThreadPoolExecutor(1, "changji-recall", initializer=lowest_priority)
+        background = embedder.background_thread if embedder is not None else lowest_priority
+        self._pool = ThreadPoolExecutor(1, "changji-recall", initializer=background)
         self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # query embeddings
+        # ... and those no search waits for (longer than it waits), for the next search of the same words
+        self._later = ThreadPoolExecutor(1, "changji-recall-later", initializer=background)
+        self._later_queued: tuple[str, Future[np.ndarray | None]] | None = None
         self._embedding: dict[str, Future[np.ndarray | None]] = {}  # query texts on their way to a vector
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
         self._lock = threading.Lock()
+        # searches of an index with vectors: "in_time" had the query's vector, "late" went by words alone
+        self.vectors: Counter[str] = Counter()
 
     @property
     def embedder_name(self) -> str:
@@ -172,6 +182,8 @@ class Recall:
         index = self.index(story_id)
         wanted = index is not None and index.vectors is not None and query.strip()
         vector = self._query_vector(query) if wanted else None
+        if wanted:
+            self.vectors["in_time" if vector is not None else "late"] += 1
         return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
 
     def _search(
@@ -217,9 +229,21 @@ class Recall:
             log.warning("embedding a recall query failed (%r): it is searched by words alone", exc)
         self._keep_query_vector(query, vector)
 
-    def embed_soon(self, query: str) -> Future[np.ndarray | None]:
+    def embed_ahead(self, query: str) -> None:
+        """Start embedding `query` (an embedder in this process, words not known yet) for a search of those
+        words soon, when the embedder is expected to have it within the search's wait; returns at once.
+        (Longer words are left to the search, which sends them to the lowest priority: started here, they
+        would take a core from the work before the search.)"""
+        if self.embedder is None or self.embedder.remote or self.embedder.instant or not query.strip():
+            return
+        if len(self._embedding) >= AHEAD_MOST:  # (a burst of requests: their searches ask for themselves)
+            return
+        if self.embedder.query_seconds(query) <= self.vector_wait:
+            self.embed_soon(query)
+
+    def embed_soon(self, query: str, later: bool = False) -> Future[np.ndarray | None]:
         """The query's vector (None: the embedder failed) from the embedder in this process: known, under
-        way on the query thread, or asked of it now."""
+        way, or asked of it now — on the query thread, or `later` on a thread at the lowest priority."""
         known = self._known_query_vector(query)
         if known is not None:
             done: Future[np.ndarray | None] = Future()
@@ -227,8 +251,18 @@ class Recall:
             return done
         with self._lock:
             running = self._embedding.get(query)
+            queued = self._later_queued
+            if running is not None and not later and queued is not None and queued[1] is running and running.cancel():
+                running = None  # (waited for now: off the lowest priority's queue, onto the query thread)
             if running is None:
-                running = self._embedding[query] = self._queries.submit(self._embed_query, query)
+                if later:  # (only the newest words wait there: those a regenerate would search again)
+                    if queued is not None and queued[1].cancel() and self._embedding.get(queued[0]) is queued[1]:
+                        del self._embedding[queued[0]]
+                    running = self._later.submit(self._embed_query, query)
+                    self._later_queued = (query, running)
+                else:
+                    running = self._queries.submit(self._embed_query, query)
+                self._embedding[query] = running
             return running
 
     def _embed_query(self, query: str) -> np.ndarray | None:
@@ -246,14 +280,21 @@ class Recall:
     def _query_vector(self, query: str, seconds: float | None = None) -> np.ndarray | None:
         """The query's vector: prepared, or embedded by an embedder in this process if it comes within
         `seconds` (None: however long it takes). None: BM25 alone — not prepared for an endpoint, which is
-        never waited for here, not in time, or the embedder failed. An embedding nobody waits for any more
-        is dropped unless it has begun."""
+        never waited for here, not in time (or not expected to be: then embedded at the lowest priority,
+        for the next search of the same words), or the embedder failed. An embedding nobody waits for any
+        more is dropped unless it has begun."""
         known = self._known_query_vector(query)
         if known is not None:
             return known[0]
         assert self.embedder is not None
         if self.embedder.remote:
             log.info("a recall query was not embedded ahead: it is searched by words alone")
+            return None
+        if self.embedder.instant:  # (about as fast as a hash: here, no thread)
+            return self._embed_query(query)
+        if seconds is not None and self.embedder.query_seconds(query) > seconds:
+            self.embed_soon(query, later=True)  # (or under way already)
+            log.info("a recall query would take longer than %s s to embed: this search goes by words alone", seconds)
             return None
         running = self.embed_soon(query)
         try:
@@ -412,11 +453,14 @@ class Recall:
         index = self.index(story_id)
         wanted = self.embedder is not None and index is not None and index.vectors is not None and query.strip()
         vector = self._query_vector(query, min(seconds, self.vector_wait)) if wanted else None
+        if wanted:
+            self.vectors["in_time" if vector is not None else "late"] += 1
         return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
 
     async def stop(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._queries.shutdown(wait=True, cancel_futures=True)
+        self._later.shutdown(wait=True, cancel_futures=True)
         if self.embedder is not None:
             await self.embedder.close()
         if self.saved is not None:

@@ -57,6 +57,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if body.get("stream") is True:
             return await _streamed(request, svc, forwarded, quiet, headers)
         return await _answered(svc, forwarded, quiet, headers)
+    if asked.split.chat and asked.split.chat[-1].role == "user":  # its recall's words, embedded while the chat is found
+        svc.recall.embed_ahead(asked.split.chat[-1].text)
     hint = hint or await svc.executor.load(svc.proxy.story_hint, tenant(request), body.get("user"))
     chosen = await svc.executor.load(svc.proxy.choose, tenant(request), asked, hint)
     planned = await svc.executor.load(svc.proxy.plan, tenant(request), chosen) if chosen is not None else None

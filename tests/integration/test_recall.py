@@ -182,6 +182,8 @@ def test_an_index_rebuilt_from_events_answers_as_the_live_one(
 class SlowEmbedder(HashingEmbedder):
     """A local embedder that takes its time over queries (and notes the threads it embeds them on)."""
 
+    instant = False
+
     def __init__(self) -> None:
         super().__init__()
         self.threads: set[str] = set()

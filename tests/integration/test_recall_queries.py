@@ -27,8 +27,10 @@ linux_only = pytest.mark.skipif(sys.platform != "linux", reason="a thread's prio
 
 
 class HeldEmbedder(HashingEmbedder):
-    """A local embedder whose passages and queries can each be held at a gate; it notes the queries it
-    embeds and the priority of the threads that embed passages."""
+    """A local embedder whose passages and queries can each be held at a gate (one that takes its time,
+    as e5 does); it notes the queries it embeds and the priority of the threads that embed passages."""
+
+    instant = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -148,3 +150,128 @@ def test_e5_embeds_passages_on_its_threads_as_its_engine_does_in_one_call() -> N
             assert embedder._passages.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == 19
     finally:
         asyncio.run(embedder.close())
+
+
+class UnhurriedEmbedder(HeldEmbedder):
+    """As `HeldEmbedder`; words of more than `short` characters are expected to take a second."""
+
+    def __init__(self, short: int = 1000) -> None:
+        super().__init__()
+        self.short = short
+        self.query_priorities: dict[str, int] = {}
+
+    def query_seconds(self, text: str) -> float:
+        return 1.0 if len(text) > self.short else 0.001
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray:
+        if purpose == "query" and sys.platform == "linux":
+            self.query_priorities.update(
+                dict.fromkeys(texts, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            )
+        return super().encode(texts, purpose)
+
+
+def test_words_without_their_vector_in_time_go_by_words_and_find_it_on_the_next_search(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    embedder = UnhurriedEmbedder()
+    recall = Recall(read_models, embedder, vector_wait=0.01)
+    story = indexed_story(sqlite_changji, runner, recall)
+    embedder.queries_open.clear()
+    [hit, *_] = recall.search_within(5.0, story.story_id, "银币宝藏", 3, 10**6, everywhere)
+    assert "dense" not in hit.found_by and recall.vectors == {"late": 1}
+    embedder.queries_open.set()
+    recall.embed_soon("银币宝藏").result(timeout=30)  # (the embedding went on; a regenerate's search finds it)
+    [hit, *_] = recall.search_within(5.0, story.story_id, "银币宝藏", 3, 10**6, everywhere)
+    assert "dense" in hit.found_by and recall.vectors == {"late": 1, "in_time": 1}
+    assert embedder.queries == ["银币宝藏"]
+
+
+def test_words_embedded_ahead_are_searched_with_their_vector_embedded_once(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    embedder = UnhurriedEmbedder()
+    recall = Recall(read_models, embedder, vector_wait=0.01)
+    story = indexed_story(sqlite_changji, runner, recall)
+    recall.embed_ahead("那箱银币宝藏在哪里？")
+    assert embedder.query_entered.wait(30)
+    recall.embed_soon("那箱银币宝藏在哪里？").result(timeout=30)
+    [hit, *_] = recall.search_within(5.0, story.story_id, "那箱银币宝藏在哪里？", 3, 10**6, everywhere)
+    assert "dense" in hit.found_by and recall.vectors == {"in_time": 1}
+    assert embedder.queries == ["那箱银币宝藏在哪里？"]
+
+
+class InstantEmbedder(HashingEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def encode(self, texts: Sequence[str], purpose: Literal["passage", "query"] = "passage") -> np.ndarray:
+        if purpose == "query":
+            self.threads.append(threading.current_thread().name)
+        return super().encode(texts, purpose)
+
+
+def test_an_instant_embedder_is_not_asked_ahead_and_embeds_the_words_at_the_search(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    """(The hashing embedder costs less than a thread's hand-off: its words are embedded right at the
+    search, on the search's thread, however short the wait.)"""
+    embedder = InstantEmbedder()
+    recall = Recall(read_models, embedder, vector_wait=0.0)
+    story = indexed_story(sqlite_changji, runner, recall)
+    recall.embed_ahead("银币宝藏")
+    time.sleep(0.05)
+    assert embedder.threads == []
+    [hit, *_] = recall.search_within(0.0, story.story_id, "银币宝藏", 3, 10**6, everywhere)
+    assert "dense" in hit.found_by and embedder.threads == [threading.current_thread().name]
+
+
+def test_words_expected_to_take_longer_than_the_wait_are_not_waited_for_and_serve_a_regenerate(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    embedder = UnhurriedEmbedder(short=5)
+    recall = Recall(read_models, embedder, vector_wait=0.5)
+    story = indexed_story(sqlite_changji, runner, recall)
+    words = "那箱旧银币宝藏后来藏到哪里去了？"
+    embedder.queries_open.clear()  # (were the search to wait, it would wait its whole half second)
+    started = time.perf_counter()
+    [hit, *_] = recall.search_within(5.0, story.story_id, words, 3, 10**6, everywhere)
+    assert "dense" not in hit.found_by and time.perf_counter() - started < 0.4
+    assert embedder.query_entered.wait(30)  # embedded all the same, for the next search of these words
+    embedder.queries_open.set()
+    recall.embed_soon(words).result(timeout=30)
+    [hit, *_] = recall.search_within(5.0, story.story_id, words, 3, 10**6, everywhere)
+    assert "dense" in hit.found_by and recall.vectors == {"late": 1, "in_time": 1}
+    if sys.platform == "linux":
+        assert embedder.query_priorities[words] == 19  # (at the lowest priority: nobody waits for it)
+
+
+def test_only_the_newest_long_words_wait_to_be_embedded_for_later(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    embedder = UnhurriedEmbedder(short=0)
+    recall = Recall(read_models, embedder, vector_wait=0.01)
+    embedder.queries_open.clear()
+    recall.embed_ahead("第零句很长的话")  # (longer than a search waits: not embedded ahead at all)
+    recall.embed_soon("第一句很长的话", later=True)  # as searches that did not wait for them leave them
+    assert embedder.query_entered.wait(30)  # (under way: it is not dropped)
+    recall.embed_soon("第二句很长的话", later=True)
+    recall.embed_soon("第三句很长的话", later=True)
+    embedder.queries_open.set()
+    recall.embed_soon("第三句很长的话").result(timeout=30)
+    assert embedder.queries == ["第一句很长的话", "第三句很长的话"]
+
+
+def test_words_queued_for_later_and_then_waited_for_move_to_the_query_thread(read_models: ReadModels) -> None:
+    embedder = UnhurriedEmbedder(short=0)
+    recall = Recall(read_models, embedder, vector_wait=0.01)
+    embedder.queries_open.clear()
+    recall.embed_soon("第一句很长的话", later=True)
+    assert embedder.query_entered.wait(30)  # (the lowest priority's thread is busy with it)
+    recall.embed_soon("第二句很长的话", later=True)  # queued behind it
+    waited = recall.embed_soon("第二句很长的话")  # (a turn's `prepare` waits for these words)
+    embedder.queries_open.set()
+    assert waited.result(timeout=30) is not None
+    if sys.platform == "linux":
+        assert embedder.query_priorities == {"第一句很长的话": 19, "第二句很长的话": 0}
