@@ -63,6 +63,7 @@ ROUTES = (
     Route("GET", "/v1/cards/{card_id}/lore/search", lore.search_lore, "Search the card's lore as the model's lorebook_search does", None, s.LoreSearchResponse, query=("q", "limit"), ranges=(("q", 1, 500), ("limit", 1, 100))),
     Route("PATCH", "/v1/cards/{card_id}", cards.update_card, "Update a card", s.UpdateCardRequest, s.CardResponse, if_match=True),
     Route("DELETE", "/v1/cards/{card_id}", cards.delete_card, "Delete a card", status=204),
+    Route("POST", "/v1/cards/{card_id}/merge", cards.merge_card, "Merge the card into another (a card the proxy made into an imported one): its stories and lorebooks move there, and chats that would make it go there", s.MergeCardRequest, s.MergeCardResponse),
     Route("POST", "/v1/stories", stories.create_story, "Start a story from a card", s.CreateStoryRequest, s.StoryResponse, 201, idempotent=True),
     Route("GET", "/v1/stories", stories.list_stories, "List stories (deleted=true: the deleted ones, to restore)", None, s.StoryListResponse, query=("limit", "cursor", "card_id", "deleted"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
     Route("POST", "/v1/stories/import", chats.import_chat, "Import a SillyTavern chat (.jsonl, the body or a multipart file) into a new story of a card", None, s.ImportChatResponse, 201, query=("card_id", "title"), idempotent=True),

@@ -60,6 +60,10 @@ class UpdateCardRequest(Strict):
     settings: SettingsOverrides | None = None
 
 
+class MergeCardRequest(Strict):
+    into: UUID = Field(description="the card to merge this one into: its stories move there")
+
+
 class FileRef(BaseModel):
     path: str | None = None
     sha256: str
@@ -87,6 +91,11 @@ class CardResponse(BaseModel):
     lorebooks: list[LorebookRef] = Field(default_factory=list, description="stand-alone lorebooks attached")
     created_at: datetime
     updated_at: datetime
+
+
+class MergeCardResponse(BaseModel):
+    card: CardResponse = Field(description="the card merged into, as it is now")
+    stories_moved: int = Field(description="the stories this request moved (none when asked again)")
 
 
 class CardSummary(BaseModel):

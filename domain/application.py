@@ -48,6 +48,7 @@ A = TypeVar("A", bound=Aggregate)
 RERENDERING = (ev.NodeHidden, ev.NodeUnhidden, ev.ReplyRevised)
 SUMMARIZING = (ev.EpisodeSummarized, ev.DigestFolded, ev.SummaryEdited)
 FINISHED_REPLY = (ev.ReplySealed, ev.ReplyPosted)
+MERGE_HOPS = 1000  # a card merged into one merged in turn… (each merge's target was live when it was made)
 _RERENDERING = frozenset(get_topic(cls) for cls in RERENDERING)
 _SUMMARIZING = frozenset(get_topic(cls) for cls in SUMMARIZING)
 PRELOAD_BATCH = 500  # nodes per read of `preload` (as bound parameters: under SQLite's old limit of 999)
@@ -141,8 +142,29 @@ class Changji(Application[UUID]):
     def card(self, tenant_id: str, card_id: UUID) -> Card:
         card = self.get(Card, card_id, CardNotFoundError)
         if card.tenant_id != tenant_id or card.deleted:
-            raise CardNotFoundError(f"card {card_id} not found")
+            merged = (
+                f" (it was merged into card {card.merged_into})"
+                if card.tenant_id == tenant_id and card.merged_into
+                else ""
+            )
+            raise CardNotFoundError(f"card {card_id} not found{merged}")
         return card
+
+    def merged_end(self, card: Card) -> Card | None:
+        """Where a card's merges lead: the card itself when it was never merged, the card its merges end
+        at, or None where they end at a deleted card."""
+        for _ in range(MERGE_HOPS):
+            if card.merged_into is None:
+                return None if card.deleted else card
+            card = self.get(Card, card.merged_into, CardNotFoundError)
+        return None
+
+    def merge_target(self, card_id: UUID) -> UUID:
+        """The live card a merged card's merges lead to (CardNotFoundError where they end at a deleted one)."""
+        end = self.merged_end(self.get(Card, card_id, CardNotFoundError))
+        if end is None:
+            raise CardNotFoundError(f"card {card_id} was merged into a card deleted since")
+        return end.id
 
     def story(self, tenant_id: str, story_id: UUID) -> Story:
         story = self.get(Story, story_id, StoryNotFoundError)
@@ -285,6 +307,10 @@ class Changji(Application[UUID]):
         starting = {a.id for a in aggregates if isinstance(a, Story) and a.version == len(a.pending_events)}
         saving = {a.id for a in aggregates}
         for aggregate in aggregates:
+            if isinstance(aggregate, Story) and any(
+                isinstance(e, ev.StoryMovedToCard) for e in aggregate.pending_events
+            ):
+                self._epochs[aggregate.id] = self._epochs.get(aggregate.id, 0) + 1  # (its nodes name another card)
             if not isinstance(aggregate, Node):
                 continue
             announces = aggregate.story_id not in starting and aggregate.parent_id not in saving

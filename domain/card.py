@@ -23,6 +23,7 @@ class Card(Aggregate):
         self.art: dict[str, Any] | None = None
         self.assets: list[dict[str, Any]] = []
         self.lorebooks: dict[UUID, str] = {}  # attached, in the order they were attached
+        self.merged_into: UUID | None = None  # the card this one was merged into (it is deleted too)
 
     @classmethod
     def create(cls, card_id: UUID, tenant_id: str, data: CardData, settings: StorySettings) -> Card:
@@ -65,6 +66,10 @@ class Card(Aggregate):
         if not self.deleted:
             self.trigger_event(ev.CardDeleted)
 
+    def merge_into(self, into: UUID) -> None:
+        if self.merged_into != into:
+            self.trigger_event(ev.CardMerged, into=into)
+
     def attach_lorebook(self, lorebook_id: UUID, name: str) -> None:
         if lorebook_id not in self.lorebooks:
             self.trigger_event(ev.LorebookAttached, lorebook_id=lorebook_id, name=name)
@@ -93,6 +98,8 @@ class Card(Aggregate):
                 self.settings = StorySettings.model_validate(event.settings)
             case ev.CardDeleted():
                 self.deleted = True
+            case ev.CardMerged():
+                self.deleted, self.merged_into = True, event.into
             case ev.LorebookAttached():
                 self.lorebooks[event.lorebook_id] = event.name
             case ev.LorebookDetached():

@@ -35,6 +35,10 @@ class CardNotFoundError(NotFoundError):
     """No such card for this tenant."""
 
 
+class CardMergeError(DomainError):
+    """A card cannot be merged as asked (into itself, or it was merged into another card already)."""
+
+
 class LorebookNotFoundError(NotFoundError):
     """No such lorebook attached to this card."""
 

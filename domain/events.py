@@ -51,6 +51,14 @@ class CardDeleted(_Folded, AggregateEvent):
     """The card was deleted; its stories remain readable until deleted themselves."""
 
 
+class CardMerged(_Folded, AggregateEvent):
+    """The card was merged into another card of its tenant (`into`): it leaves every listing as a deleted
+    card does, its stories are moved there (each by its own `StoryMovedToCard`), its attached lorebooks
+    are attached there, and a proxied chat that would make this card again goes to that one."""
+
+    into: UUID
+
+
 class CardImported(_Folded, AggregateCreated):
     """A tenant imported a character card from a file: its fields verbatim, its art and other files kept
     by content hash (`art`, `assets`: {path?, sha256, media_type, size}), and what the file was (`source`:
@@ -164,6 +172,14 @@ class LeafMoved(_Folded, AggregateEvent):
 
     node_id: UUID
     cause: LeafCause
+
+
+class StoryMovedToCard(_Folded, AggregateEvent):
+    """The story now belongs to another card of its tenant (its card was merged into that one): its
+    contexts read that card's fields and settings from here on. `from_card_id`: the card it left."""
+
+    card_id: UUID
+    from_card_id: UUID
 
 
 class StoryConfigured(_Folded, AggregateEvent):

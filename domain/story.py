@@ -60,6 +60,11 @@ class Story(Aggregate):
         if settings != self.settings:
             self.trigger_event(ev.StoryConfigured, settings=settings)
 
+    def move_to_card(self, card_id: UUID) -> None:
+        assert self.card_id is not None
+        if card_id != self.card_id:
+            self.trigger_event(ev.StoryMovedToCard, card_id=card_id, from_card_id=self.card_id)
+
     def retitle(self, title: str) -> None:
         if title != self.title:
             self.trigger_event(ev.StoryRetitled, title=title)
@@ -111,6 +116,8 @@ class Story(Aggregate):
                 self.imported, self.imported_nodes = event.source, event.nodes
             case ev.LeafMoved():
                 self.leaf_id = event.node_id
+            case ev.StoryMovedToCard():
+                self.card_id = event.card_id
             case ev.StoryConfigured():
                 self.settings = dict(event.settings)
             case ev.StoryRetitled():

@@ -26,7 +26,7 @@ import orjson
 from domain.application import Changji
 from domain.card import Card
 from domain.commands.base import Written
-from domain.errors import StoryNotFoundError
+from domain.errors import CardNotFoundError, StoryNotFoundError
 from domain.rules.reconcile import (
     Anchor,
     Append,
@@ -53,6 +53,7 @@ from service.views import StoryViews
 CANDIDATES = 50
 SAME_CARD, OTHER_CARD = 2, 4  # path messages a chat must repeat (the greeting first) to continue a story
 KNOWN = 200_000  # nodes whose chat digest the proxy keeps
+CARD_HOPS = 64  # merges followed from the card a request makes to the card it is on now
 ALIKE = 0.6  # of the shorter system text (by its lines' length), in lines the other has too: the same card
 KEPT_PARTS = 1024  # blobs of client parts (their texts, their manifests) the proxy knows are kept
 FOUND_ROWS = 2_000  # nodes a chat's links find, at most (the most recently changed stories' first)
@@ -121,7 +122,7 @@ class ChatProxy:
     def choose(self, tenant_id: str, request: ProxyRequest, hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
         split, digests = request.split, request.digests
-        card = _Prompt(_card_id(tenant_id, split), split.fixed)
+        card = _Prompt(self._card_id(tenant_id, split), split.fixed)
         for story_id in [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES):
             quick = self._continued(tenant_id, story_id, split, digests, card)
             if quick is not None:
@@ -233,6 +234,24 @@ class ChatProxy:
         greeting = (split.greeting or "").strip()
         return SAME_CARD if greeting and greeting == self.app.node(story.root_id).text.strip() else SAME_CARD + 1
 
+    def _card_id(self, tenant_id: str, split: SplitRequest) -> UUID:
+        """The card a request's system messages make, or the card it was merged into (a card the user
+        imported of the same character); where the user deleted it, the next card of the same text (one
+        the next new story makes)."""
+        made = merges = 0
+        card_id = _card_id(tenant_id, split, made)
+        while self.app.exists(Card, card_id):
+            card = self.app.get(Card, card_id, CardNotFoundError)
+            if card.merged_into is not None and merges < CARD_HOPS:
+                merges += 1
+                card_id = card.merged_into
+            elif card.deleted:  # (each card of the text made anew has an id of its own: this ends)
+                made += 1
+                card_id = _card_id(tenant_id, split, made)
+            else:
+                break
+        return card_id
+
     def start(
         self, tenant_id: str, request: ProxyRequest, names: tuple[str, str], model: str
     ) -> Written[tuple[Chosen, Opened | None]]:
@@ -240,7 +259,7 @@ class ChatProxy:
         the request opens in it (once the upstream has answered: a request that fails makes no story)."""
         split = request.split
         fixed = "\n\n".join(split.fixed)
-        card_id = _card_id(tenant_id, split)
+        card_id = self._card_id(tenant_id, split)
         char, user = names
         if not self.app.exists(Card, card_id):
             data = CardData(name=char[:200] or "Assistant", description=fixed[:200_000], first_mes=split.greeting or "")
@@ -248,7 +267,9 @@ class ChatProxy:
                 card_id, tenant_id, data, StorySettings().merged({"user_name": user[:100] or "User"})
             )
         story_id, root_id = uuid4(), uuid4()
-        position = self.app.stories.start_story(story_id, root_id, tenant_id, card_id, 0, "", {})
+        known = self.app.card(tenant_id, card_id).settings.user_name  # (another card's, where it was merged)
+        own = {"user_name": user[:100]} if user and user[:100] != known else {}
+        position = self.app.stories.start_story(story_id, root_id, tenant_id, card_id, 0, "", own)
         if split.greeting is not None and split.greeting != self.app.node(root_id).text:
             greeting = split.greeting
             position = self.app.nodes.revise_reply(
@@ -466,8 +487,9 @@ def _lines(fixed: Sequence[str]) -> dict[str, int]:
 
 
 def _sent_tokens(count: Callable[[str], int], original: Sequence[Mapping[str, Any]]) -> Callable[[int], int]:
-    """What a request's messages count, newest first, stopping once past `most` (a front end that sends
-    its whole history sends far more than any budget: the count costs the budget, not the history)."""
+    """What a request's messages count (`count`: a message's tokens, its overhead with them), newest
+    first, stopping once past `most` (a front end that sends its whole history sends far more than any
+    budget: the count costs the budget, not the history)."""
 
     def sent(most: int) -> int:
         total = 0
@@ -502,10 +524,12 @@ def _held(anchor: Anchor, path: Sequence[NodeView], opens: bool, said: Sequence[
     return held - (anchor.at == len(said) - 1 and said[-1].role == "user")
 
 
-def _card_id(tenant_id: str, split: SplitRequest) -> UUID:
-    """The card a request's system messages make (the same text, the same card)."""
+def _card_id(tenant_id: str, split: SplitRequest, made: int = 0) -> UUID:
+    """The card a request's system messages make (the same text, the same card); `made`: how many cards
+    of that text were deleted before it."""
     fixed = "\n\n".join(split.fixed)
-    return uuid5(PROXY_CARDS, f"{tenant_id}\n{hashlib.sha256(fixed.encode()).hexdigest()}")
+    again = f"\n{made}" if made else ""
+    return uuid5(PROXY_CARDS, f"{tenant_id}\n{hashlib.sha256(fixed.encode()).hexdigest()}{again}")
 
 
 def _bound(kept: dict[Any, Any]) -> None:

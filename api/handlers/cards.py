@@ -1,4 +1,4 @@
-"""Cards: create, import from a file, read, list, update, export, delete."""
+"""Cards: create, import from a file, read, list, update, export, delete, merge."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
+from uuid import UUID
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -20,6 +21,8 @@ from api.schemas import (
     CreateCardRequest,
     FileRef,
     LorebookRef,
+    MergeCardRequest,
+    MergeCardResponse,
     UpdateCardRequest,
 )
 from api.uploads import upload
@@ -28,6 +31,8 @@ from domain.values import CardData, StorySettings
 from interchange.cards import CardFormatError, card_json, card_png
 from interchange.lorebooks import LorebookFormatError
 from service.imports import check_character_book
+
+MERGE_BATCH = 200  # stories moved in one transaction by a merge
 
 
 def card_response(card: Card) -> CardResponse:
@@ -155,3 +160,25 @@ async def delete_card(request: web.Request) -> web.Response:
     svc = service(request)
     await svc.executor.write(svc.app.cards.delete_card, tenant(request), path_id(request, "card_id"))
     return web.Response(status=204)
+
+
+async def merge_card(request: web.Request) -> web.Response:
+    """Merge the card into another (`into`): the card is merged first, so no story starts on it any more,
+    then its stories (deleted ones too) move in batches as the read models list them, to the card its
+    merges lead to now. Asked again with that card, it moves what a cut-short merge left behind."""
+    req = await body(request, MergeCardRequest)
+    svc, card_id, tenant_id = service(request), path_id(request, "card_id"), tenant(request)
+    await svc.executor.write(svc.app.cards.merge_card, tenant_id, card_id, req.into)
+    into = await svc.executor.load(svc.app.merge_target, card_id)  # (`into`, or where it was merged since)
+    moved = 0
+    for deleted in (0, 1):
+        while rows := await svc.executor.query(
+            svc.store.list_rows, "stories", tenant_id, 0, MERGE_BATCH, deleted, card_id=str(card_id)
+        ):
+            ids = [UUID(row["id"]) for row in rows]
+            written = await svc.executor.write(svc.app.stories.move_stories, tenant_id, ids, card_id, into)
+            if not written.value:
+                break  # (listed, but on another card by now: the read models catch up)
+            moved += written.value
+    card = await svc.executor.load(svc.app.card, tenant_id, into)
+    return respond(MergeCardResponse(card=card_response(card), stories_moved=moved), version=card.version)

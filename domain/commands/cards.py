@@ -1,4 +1,4 @@
-"""Cards: create, update (whole, or field by field against the card as it is), delete."""
+"""Cards: create, update (whole, or field by field against the card as it is), delete, merge."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from domain.card import Card
 from domain.commands.base import CommandGroup, expect_version
-from domain.errors import CardInvalidError
+from domain.errors import CardInvalidError, CardMergeError, CardNotFoundError
 from domain.values import CardData, StorySettings
 
 
@@ -73,3 +73,30 @@ class CardCommands(CommandGroup):
         with self.app.evicting(card):
             card.delete()
             return self.app.commit(card)
+
+    def merge_card(self, tenant_id: str, card_id: UUID, into: UUID) -> int:
+        """Merge a card into another of the tenant's: the card is merged (`CardMerged`: out of the listings,
+        and a proxied chat that would make it goes to `into`) and its attached lorebooks are attached to
+        `into`, in one transaction. Its stories move with `StoryCommands.move_stories`, after this: a story
+        cannot start on the card once it is merged. Merging it again into the card its merges lead to now
+        (`into`, or the card `into` was merged into since) changes nothing (0), so a merge cut short is
+        finished by asking again; a card whose merges lead to a deleted card may be merged anew."""
+        if into == card_id:
+            raise CardMergeError("a card cannot be merged into itself", field="into")
+        card = self.app.get(Card, card_id, CardNotFoundError)
+        if card.tenant_id != tenant_id or (card.deleted and card.merged_into is None):
+            raise CardNotFoundError(f"card {card_id} not found")
+        now = self.app.merged_end(card)
+        if card.merged_into is not None and now is not None and now.id != into:
+            raise CardMergeError(f"card {card_id} was merged into card {now.id} already", field="into")
+        try:
+            target = self.app.card(tenant_id, into)
+        except CardNotFoundError:
+            raise CardNotFoundError(f"card {into} not found", field="into") from None
+        if card.merged_into is not None and now is not None:
+            return 0
+        with self.app.evicting(card, target):
+            card.merge_into(into)
+            for lorebook_id, name in card.lorebooks.items():
+                target.attach_lorebook(lorebook_id, name)
+            return self.app.commit(card, target)

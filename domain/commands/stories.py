@@ -1,14 +1,16 @@
-"""Stories: start one at a card's greeting, configure, delete; append a node and move the leaf."""
+"""Stories: start one at a card's greeting, configure, move to another card, delete; append a node and
+move the leaf."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from domain.card import Card
 from domain.commands.base import CommandGroup, Written, expect_version
-from domain.errors import GreetingIndexError, StoryNotFoundError
+from domain.errors import CardMergeError, CardNotFoundError, GreetingIndexError, StoryNotFoundError
 from domain.node import Node
 from domain.story import Story
 from domain.values import NodeKind, NodeView
@@ -52,6 +54,30 @@ class StoryCommands(CommandGroup):
             if title is not None:
                 story.retitle(title)
             return self.app.commit(story)
+
+    def move_stories(self, tenant_id: str, story_ids: Sequence[UUID], from_card: UUID, into: UUID) -> Written[int]:
+        """Move the listed stories of `from_card` (deleted ones too: a restore finds them moved) to `into`,
+        the card `from_card`'s merges lead to now, in one transaction; how many moved. A story that is on
+        another card by now stays where it is. A story that took the user's name from the card it leaves
+        keeps that name (as its own setting) where the card it goes to has another."""
+        card = self.app.get(Card, from_card, CardNotFoundError)
+        end = self.app.merged_end(card)
+        if card.tenant_id != tenant_id or card.merged_into is None or end is None or end.id != into:
+            raise CardMergeError(f"card {from_card} is not merged into card {into}", field="into")
+        moving = []
+        for story_id in story_ids:
+            story = self.app.get(Story, story_id, StoryNotFoundError)
+            if story.tenant_id == tenant_id and story.card_id == from_card:
+                moving.append(story)
+        if not moving:
+            return Written(0, 0)
+        with self.app.evicting(*moving):
+            for story in moving:
+                user = self.app.settings(story).user_name
+                story.move_to_card(into)
+                if "user_name" not in story.settings and end.settings.user_name != user:
+                    story.configure({**story.settings, "user_name": user})
+            return Written(len(moving), self.app.commit(*moving))
 
     def delete_story(self, tenant_id: str, story_id: UUID, expected_version: int | None = None) -> int:
         """Delete a story: it leaves every listing and read; its events stay, and `restore_story` brings

@@ -117,6 +117,12 @@ class RowChanges:
     def _on_card_deleted(self, e: ev.CardDeleted, seq: int) -> None:
         self._update("cards", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
 
+    def _on_card_merged(self, e: ev.CardMerged, seq: int) -> None:
+        self._update("cards", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
+
+    def _on_story_moved_to_card(self, e: ev.StoryMovedToCard, seq: int) -> None:
+        self._update("stories", e.originator_id, card_id=str(e.card_id), updated_at=_ts(e.timestamp))
+
     def _on_story_started(self, e: ev.StoryStarted, seq: int) -> None:
         self.inserts["stories"].append(
             {

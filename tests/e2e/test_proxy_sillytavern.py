@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -423,3 +424,59 @@ async def test_the_storys_window_decides_when_the_settings_say_so(
         assert any(greeting in message_text(m["content"]) for m in upstream) is more  # the story from its start
     finally:
         await tavern.close()
+
+
+async def test_the_card_the_proxy_made_merged_into_the_imported_card_brings_its_story_and_its_next_chats(
+    tavern: Tavern, story: str
+) -> None:
+    made = (await tavern.api.call("GET", f"/v1/stories/{story}"))["card_id"]
+    raw = (cards_dir() / "default_Seraphina.card.json").read_bytes()
+    imported = (await tavern.api.send("POST", "/v1/cards/import", raw))["id"]
+    merged = await tavern.api.call("POST", f"/v1/cards/{made}/merge", json={"into": imported})
+    assert merged["stories_moved"] == 1 and merged["card"]["id"] == imported
+    assert (await tavern.api.call("GET", f"/v1/stories/{story}"))["card_id"] == imported
+    gone = await tavern.api.call("GET", f"/v1/cards/{made}", status=404)
+    assert f"merged into card {imported}" in gone["detail"]
+    assert [c["id"] for c in (await tavern.api.call("GET", "/v1/cards"))["items"]] == [imported]
+    long = [*history(2 * TURNS + 1), words("*I look out of the window.*")]
+    headers = await tavern.send(long, "*Rain falls.*")  # the cut chat goes on in its story
+    assert headers["X-Changji-Story"] == story and await tavern.chat_of(story) == [*long, said("*Rain falls.*")]
+    second = [*history(1), words('*I blink up at her, still dazed.* "You found me?"')]
+    other = (await tavern.send(second, "*She nods.*"))["X-Changji-Story"]  # a new chat: on the imported card
+    assert other != story and (await tavern.api.call("GET", f"/v1/stories/{other}"))["card_id"] == imported
+    assert [c["id"] for c in (await tavern.api.call("GET", "/v1/cards"))["items"]] == [imported]
+    again = await tavern.api.call("POST", f"/v1/cards/{made}/merge", json={"into": imported})
+    assert again["stories_moved"] == 0  # (asked again: nothing left to move)
+
+
+async def test_a_merge_refuses_what_it_cannot_do_by_the_field_at_fault(tavern: Tavern) -> None:
+    first = (await tavern.api.call("POST", "/v1/cards", json={"card": {"name": "Mira"}}, status=201))["id"]
+    second = (await tavern.api.call("POST", "/v1/cards", json={"card": {"name": "Mira (imported)"}}, status=201))["id"]
+    third = (await tavern.api.call("POST", "/v1/cards", json={"card": {"name": "Oren"}}, status=201))["id"]
+    itself = await tavern.api.call("POST", f"/v1/cards/{first}/merge", json={"into": first}, status=422)
+    assert itself["errors"][0]["field"] == "body.into"
+    nowhere = await tavern.api.call("POST", f"/v1/cards/{first}/merge", json={"into": str(uuid4())}, status=404)
+    assert nowhere["errors"][0]["field"] == "body.into"
+    unread = await tavern.api.call("POST", f"/v1/cards/{first}/merge", json={"into": "Mira"}, status=422)
+    assert unread["errors"][0]["field"] == "body.into"
+    await tavern.api.call("POST", f"/v1/cards/{first}/merge", json={"into": second})
+    elsewhere = await tavern.api.call("POST", f"/v1/cards/{first}/merge", json={"into": third}, status=422)
+    assert elsewhere["errors"][0]["field"] == "body.into" and second in elsewhere["detail"]
+    into_merged = await tavern.api.call("POST", f"/v1/cards/{third}/merge", json={"into": first}, status=404)
+    assert into_merged["errors"][0]["field"] == "body.into"
+
+
+async def test_a_new_chat_after_the_card_the_proxy_made_was_deleted_makes_a_card_again(tavern: Tavern) -> None:
+    first = [*history(1), words('*I blink up at her, still dazed.* "You found me?"')]
+    story = (await tavern.send(first, "*She nods.*"))["X-Changji-Story"]
+    made = (await tavern.api.call("GET", f"/v1/stories/{story}"))["card_id"]
+    await tavern.api.call("DELETE", f"/v1/cards/{made}", status=204)
+    second = [*history(1), words('*I try to sit up.* "Where am I?"')]
+    other = (await tavern.send(second, '*She steadies you.* "Safe."'))["X-Changji-Story"]
+    again = (await tavern.api.call("GET", f"/v1/stories/{other}"))["card_id"]
+    assert other != story and again != made
+    assert [c["id"] for c in (await tavern.api.call("GET", "/v1/cards"))["items"]] == [again]
+    third = [*history(1), words('*I look around the glade.* "Is it morning?"')]  # (the card made again is used)
+    assert (await tavern.api.call("GET", f"/v1/stories/{(await tavern.send(third, '*Yes.*'))['X-Changji-Story']}"))[
+        "card_id"
+    ] == again

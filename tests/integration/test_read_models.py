@@ -50,6 +50,10 @@ def a_busy_tenant(app: Changji, runner: ProjectionRunner) -> StoryBuilder:
     card_id = uuid4()
     app.cards.create_card(card_id, story.tenant, a_card(), StorySettings())
     app.cards.update_card(story.tenant, card_id, a_card(name="改名的卡", tags=["海岛"]), StorySettings())
+    moved = StoryBuilder.start(app)  # its card merged into the renamed one, the story moved there
+    moved.turn()
+    app.cards.merge_card(moved.tenant, moved.card_id, card_id)
+    app.stories.move_stories(moved.tenant, [moved.story_id], moved.card_id, card_id)
     runner.catch_up()
     return story
 
@@ -91,6 +95,11 @@ def test_live_read_models_show_every_fact(sqlite_changji: Changji, runner: Proje
                      (4, 0, 0, 0), (4, 0, 0, 0)]  # fmt: skip
     (summary,) = [r for r in runner.store.dump()["stories"] if r["id"] == str(story.story_id)]
     assert (summary["title"], summary["nodes"], summary["saves"], summary["leaf_id"]) == ("灯塔", 8, 1, str(story.leaf))
+    cards = {r["name"]: r for r in runner.store.dump()["cards"]}
+    moved = [r for r in runner.store.dump()["stories"] if r["card_id"] == cards["改名的卡"]["id"]]
+    assert len(moved) == 1 and moved[0]["id"] != str(story.story_id)  # the merged card's story, moved
+    deleted = {r["id"] for r in runner.store.dump()["cards"] if r["deleted"]}
+    assert len(deleted) == 2  # the deleted card, and the merged one
 
 
 def test_search_finds_two_character_chinese_words(sqlite_story: StoryBuilder, runner: ProjectionRunner) -> None:
