@@ -47,6 +47,7 @@ LORE_ANSWER_CHARS = 4000  # of an entry's content a lorebook_search answer carri
 RECALL_SECONDS = 5.0  # a recall still running after this long is given up: the turn goes on without it
 CLIENT_PARTS = 1024  # manifests of proxied front ends' parts of their requests kept read
 CLIENT_TEXT_CHARS = 4_000_000  # ... and the texts they name
+REFITS = 4  # assemblies of a proxied context at most, each smaller by what the last went over its budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +132,26 @@ class StoryViews:
         budget: int | None = None,
         planned: Sequence[NodeView] = (),
     ) -> Context:
-        if budget is not None:  # the client's part besides its prompt is sent as it came: its tokens are taken first
-            extra = [*part.blocks, *part.after, *([part.prefill] if part.prefill else [])]
-            budget = max(budget - sum(self.renders.count(text) for text in extra), 0)
-        assembled = self._assemble(story, node.id, fixed_prompt=part.prompt, budget=budget, planned=planned)
-        return relayed(assembled, part, self.renders.count) if node.kind == "user" else assembled
+        if budget is None or node.kind != "user":
+            assembled = self._assemble(story, node.id, fixed_prompt=part.prompt, budget=budget, planned=planned)
+            return relayed(assembled, part, self.renders.count) if node.kind == "user" else assembled
+        # `budget` counts messages as the upstream gets them (each its text and a message's overhead). The
+        # client's part besides its prompt is sent as it came: its messages are taken first (and its
+        # system messages go one by one, where the assembly had one); a context still over (its blocks
+        # counted by their texts, messages merged or split) is assembled again, smaller by the excess.
+        count = self.renders.count  # (a message's tokens: its text's and a message's overhead)
+        taken = sum(count(text) for text in [*part.blocks, *part.after, *([part.prefill] if part.prefill else [])])
+        if len(part.fixed) > 1:
+            taken += max(sum(count(text) for text in part.fixed) - count(part.prompt), 0)
+        room = max(budget - taken, 0)
+        for _ in range(REFITS):
+            assembled = self._assemble(story, node.id, fixed_prompt=part.prompt, budget=room, planned=planned)
+            context = relayed(assembled, part, count)
+            over = sum(count(m.content) for m in context.messages) - budget
+            if over <= 0 or room == 0:
+                break
+            room = max(room - over, 0)
+        return context
 
     def proxy_budget(self, tenant_id: str, story_id: UUID, sent: Callable[[int], int], default: str) -> int | None:
         """The tokens a proxied request's context may hold: what the client sent (`sent(most)` counts it,
