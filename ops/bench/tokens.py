@@ -75,9 +75,9 @@ from _common import REPO, content_words, emit, log, parse_args, texts
 from domain.application import Changji
 from domain.rules.extractive import Line, fold_digest, summarize_episode
 from domain.rules.paths import walk_up
+from domain.texts import CONTEXT_TEXTS
 from domain.values import DIGEST_SECTIONS, CardData, StorySettings
 from projections.context.assemble import assemble_context
-from projections.context.summaries import OPENER
 from projections.context.system_prompt import build_system_prompt
 from projections.context.window import MESSAGE_OVERHEAD_TOKENS, RenderCache, WindowCache
 from providers.tokens import default_counter
@@ -96,6 +96,9 @@ CARD = CardData(
     personality="warm, curious, remembers what {{user}} tells them",
 )
 SETTINGS = StorySettings(user_name=USER)  # Changji's defaults otherwise
+LANGUAGE = CARD.language(SETTINGS.language)  # (English: LoCoMo's)
+TEXTS = CONTEXT_TEXTS[LANGUAGE]
+OPENER = TEXTS.summary_opener  # what changji's summaries open with
 BUDGET = SETTINGS.context_window - SETTINGS.reply_reserve
 ST_EVERY_MESSAGES = 10  # Summarize: "update every N messages"
 ST_SUMMARY_CHARS = 1200  # Summarize: "limit the summary to 200 words", at about 6 characters a word
@@ -298,7 +301,7 @@ def replay_sillytavern(story: Story, tokens: Tokens, system: str) -> Tally:
             tally.facts_at(turn, [system, *([note] if note else []), *story.messages[first : current + 1]], summary)
         said = 2 * turn  # the reply is in: the extension runs once every ST_EVERY_MESSAGES messages
         if said % ST_EVERY_MESSAGES == 0:
-            summary = summarize_episode(story.lines(0, said), [CHAR, USER], ST_SUMMARY_CHARS)
+            summary = summarize_episode(story.lines(0, said), [CHAR, USER], ST_SUMMARY_CHARS, LANGUAGE)
             covered = said
         _progress("sillytavern", turn, story.turns, started)
     tally.report(time.perf_counter() - started)
@@ -320,9 +323,9 @@ def replay_liyuan(story: Story, tokens: Tokens, system: str) -> Tally:
             last = turn - LIYUAN_KEEP  # the last covered turn
             lines = story.lines(start, 2 * last)
             if len("\n\n".join(f"{line.speaker}：{line.text}" for line in lines)) >= LIYUAN_MIN_CHARS:
-                episode = summarize_episode(lines, [CHAR, USER])
+                episode = summarize_episode(lines, [CHAR, USER], language=LANGUAGE)
                 latest = story.lines(2 * (last - LATEST_TURNS), 2 * last)
-                digest = fold_digest(digest, [(live, last, episode)], latest, [CHAR, USER])
+                digest = fold_digest(digest, [(live, last, episode)], latest, [CHAR, USER], language=LANGUAGE)
                 note, live = f"{OPENER}\n\n{_digest_text(digest)}", last + 1
         _progress("liyuan", turn, story.turns, started)
     tally.report(time.perf_counter() - started)
@@ -331,7 +334,10 @@ def replay_liyuan(story: Story, tokens: Tokens, system: str) -> Tally:
 
 def _digest_text(sections: dict[str, str]) -> str:
     """The sections as Changji renders a digest (`Digest.text`): `## name` and the body, empty ones left out."""
-    return "\n\n".join(f"## {name}\n{sections[name].strip()}" for name in DIGEST_SECTIONS if sections[name].strip())
+    shown = TEXTS.digest_headings
+    return "\n\n".join(
+        f"## {shown[name]}\n{sections[name].strip()}" for name in DIGEST_SECTIONS if sections[name].strip()
+    )
 
 
 def _prefix(values: Sequence[int]) -> list[int]:
@@ -410,7 +416,7 @@ def main() -> None:
     final_facts = sum(f.index <= 2 * story.turns - 2 for f in story.facts)
     log(f"story: {story.turns} turns ({story.sources}), {len(story.messages)} messages, {final_facts} facts")
     tokens = Tokens()
-    system = build_system_prompt(CARD, USER)
+    system = build_system_prompt(CARD, USER, TEXTS)
     tallies = [
         replay_full(story, tokens, system),
         replay_sillytavern(story, tokens, system),
