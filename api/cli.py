@@ -45,7 +45,8 @@ LOCAL_TENANT = "local"
 
 
 @click.group()
-@click.option("--log-level", default="INFO", show_default=True)
+@click.version_option(package_name="changji", prog_name="changji")
+@click.option("--log-level", default="INFO", show_default=True, help="the log's level (DEBUG, INFO, WARNING…)")
 def main(log_level: str) -> None:
     """场记 changji — a continuity engine for AI role-play."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -166,9 +167,10 @@ def keys() -> None:
 
 @keys.command("create")
 @DATA_DIR
-@click.option("--tenant", default=LOCAL_TENANT, show_default=True)
-@click.option("--label", default="")
+@click.option("--tenant", default=LOCAL_TENANT, show_default=True, help="whose key: the tenant it reads and writes")
+@click.option("--label", default="", help="a note to tell keys apart in `keys list`")
 def keys_create(data_dir: Path | None, tenant: str, label: str) -> None:
+    """Make a key for a tenant and print it (the only time it is shown)."""
     settings = Settings.from_env(data_dir=data_dir)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = ServiceDB(settings.service_db_path)
@@ -180,6 +182,7 @@ def keys_create(data_dir: Path | None, tenant: str, label: str) -> None:
 @keys.command("list")
 @DATA_DIR
 def keys_list(data_dir: Path | None) -> None:
+    """List the keys: id, tenant, when made, revoked or not, label (never the key)."""
     db = ServiceDB(Settings.from_env(data_dir=data_dir).service_db_path)
     for key_id, tenant, label, created, revoked in db.list_keys():
         click.echo(f"{key_id}…  tenant={tenant}  created={created}{'  REVOKED' if revoked else ''}  {label}")
@@ -189,6 +192,7 @@ def keys_list(data_dir: Path | None) -> None:
 @DATA_DIR
 @click.argument("key_id")
 def keys_revoke(data_dir: Path | None, key_id: str) -> None:
+    """Revoke a key by its id (as `keys list` shows it): requests with it are refused from then on."""
     db = ServiceDB(Settings.from_env(data_dir=data_dir).service_db_path)
     if not db.revoke(key_id):
         raise click.ClickException(f"no key with id {key_id}")
