@@ -93,6 +93,7 @@ class JobSystem:
         self.running: dict[str, asyncio.Task[None]] = {}
         self.waiting: dict[str, str] = {}  # job id → what it waits on (as of its last look)
         self._sweeping = False
+        self._sweep_task: asyncio.Task[None] | None = None  # the sweep in flight
         self._again = False
         self._stopping = False
         self._finishes = 0  # jobs finished in this process, and when (by that count): a job that finished
@@ -134,6 +135,11 @@ class JobSystem:
             if not self._sweeping:
                 break
             await asyncio.sleep(0.01)
+        sweeping = self._sweep_task  # (one still waiting on a read: ended here, not by the loop's teardown)
+        if sweeping is not None and not sweeping.done():
+            sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sweeping
         tasks = list(self.running.values())
         for task in tasks:
             task.cancel()
@@ -159,16 +165,21 @@ class JobSystem:
 
     async def sweep(self) -> None:
         self._sweeping = True
+        self._sweep_task = asyncio.current_task()
         try:
             while True:
                 self._again = False
                 await self._sweep_once()
                 if not self._again:
                     break
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            log.debug("a job sweep was cancelled by the stop")  # (the jobs it had not started stay due)
         except Exception:
             log.exception("job sweep failed; retrying at the next sweep")
         finally:
-            self._sweeping = False
+            self._sweeping, self._sweep_task = False, None
 
     async def _sweep_once(self) -> None:
         await self.read_side.sync()

@@ -42,6 +42,7 @@ class Server:
     key: str
     process: subprocess.Popen[bytes] | None = None
     data_dir: Path | None = None
+    log: Path | None = None  # what the server wrote to stdout and stderr
 
     def call(self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -78,7 +79,7 @@ def serving(data_dir: Path, key: str, env: Mapping[str, str] | None = None, work
         )
     try:
         wait_until_up(f"http://127.0.0.1:{port}", process, log)
-        yield Server(f"http://127.0.0.1:{port}", key, process, data_dir)
+        yield Server(f"http://127.0.0.1:{port}", key, process, data_dir, log)
     finally:
         if process.poll() is None:
             process.terminate()
