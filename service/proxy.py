@@ -240,8 +240,11 @@ class ChatProxy:
         the next new story makes)."""
         made = merges = 0
         card_id = _card_id(tenant_id, split, made)
-        while self.app.exists(Card, card_id):
-            card = self.app.get(Card, card_id, CardNotFoundError)
+        while True:
+            try:
+                card = self.app.get(Card, card_id, CardNotFoundError)
+            except CardNotFoundError:  # (not made yet: the next new story makes it)
+                break
             if card.merged_into is not None and merges < CARD_HOPS:
                 merges += 1
                 card_id = card.merged_into

@@ -57,6 +57,12 @@ def everywhere(_node: str) -> bool:
     return True
 
 
+def found_by(recall: Recall, story: StoryBuilder, words: str, seconds: float = 5.0) -> set[str]:
+    """How the best passage for `words` on the story's path was found (words, dense, or both)."""
+    [hit, *_] = recall.search_within(seconds, story.story_id, words, 3, 10**6, everywhere)
+    return set(hit.found_by)
+
+
 def indexed_story(changji: Changji, runner: ProjectionRunner, recall: Recall) -> StoryBuilder:
     story = StoryBuilder.start(changji)
     story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
@@ -178,12 +184,10 @@ def test_words_without_their_vector_in_time_go_by_words_and_find_it_on_the_next_
     recall = Recall(read_models, embedder, vector_wait=0.01)
     story = indexed_story(sqlite_changji, runner, recall)
     embedder.queries_open.clear()
-    [hit, *_] = recall.search_within(5.0, story.story_id, "银币宝藏", 3, 10**6, everywhere)
-    assert "dense" not in hit.found_by and recall.vectors == {"late": 1}
+    assert "dense" not in found_by(recall, story, "银币宝藏") and recall.vectors == {"late": 1}
     embedder.queries_open.set()
     recall.embed_soon("银币宝藏").result(timeout=30)  # (the embedding went on; a regenerate's search finds it)
-    [hit, *_] = recall.search_within(5.0, story.story_id, "银币宝藏", 3, 10**6, everywhere)
-    assert "dense" in hit.found_by and recall.vectors == {"late": 1, "in_time": 1}
+    assert "dense" in found_by(recall, story, "银币宝藏") and recall.vectors == {"late": 1, "in_time": 1}
     assert embedder.queries == ["银币宝藏"]
 
 
@@ -196,8 +200,7 @@ def test_words_embedded_ahead_are_searched_with_their_vector_embedded_once(
     recall.embed_ahead("那箱银币宝藏在哪里？")
     assert embedder.query_entered.wait(30)
     recall.embed_soon("那箱银币宝藏在哪里？").result(timeout=30)
-    [hit, *_] = recall.search_within(5.0, story.story_id, "那箱银币宝藏在哪里？", 3, 10**6, everywhere)
-    assert "dense" in hit.found_by and recall.vectors == {"in_time": 1}
+    assert "dense" in found_by(recall, story, "那箱银币宝藏在哪里？") and recall.vectors == {"in_time": 1}
     assert embedder.queries == ["那箱银币宝藏在哪里？"]
 
 
@@ -221,10 +224,8 @@ def test_an_instant_embedder_is_not_asked_ahead_and_embeds_the_words_at_the_sear
     recall = Recall(read_models, embedder, vector_wait=0.0)
     story = indexed_story(sqlite_changji, runner, recall)
     recall.embed_ahead("银币宝藏")
-    time.sleep(0.05)
-    assert embedder.threads == []
-    [hit, *_] = recall.search_within(0.0, story.story_id, "银币宝藏", 3, 10**6, everywhere)
-    assert "dense" in hit.found_by and embedder.threads == [threading.current_thread().name]
+    assert "dense" in found_by(recall, story, "银币宝藏", 0.0)
+    assert embedder.threads == [threading.current_thread().name]  # (once, at the search: none ahead)
 
 
 def test_words_expected_to_take_longer_than_the_wait_are_not_waited_for_and_serve_a_regenerate(
@@ -236,13 +237,11 @@ def test_words_expected_to_take_longer_than_the_wait_are_not_waited_for_and_serv
     words = "那箱旧银币宝藏后来藏到哪里去了？"
     embedder.queries_open.clear()  # (were the search to wait, it would wait its whole half second)
     started = time.perf_counter()
-    [hit, *_] = recall.search_within(5.0, story.story_id, words, 3, 10**6, everywhere)
-    assert "dense" not in hit.found_by and time.perf_counter() - started < 0.4
+    assert "dense" not in found_by(recall, story, words) and time.perf_counter() - started < 0.4
     assert embedder.query_entered.wait(30)  # embedded all the same, for the next search of these words
     embedder.queries_open.set()
     recall.embed_soon(words).result(timeout=30)
-    [hit, *_] = recall.search_within(5.0, story.story_id, words, 3, 10**6, everywhere)
-    assert "dense" in hit.found_by and recall.vectors == {"late": 1, "in_time": 1}
+    assert "dense" in found_by(recall, story, words) and recall.vectors == {"late": 1, "in_time": 1}
     if sys.platform == "linux":
         assert embedder.query_priorities[words] == 19  # (at the lowest priority: nobody waits for it)
 
