@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from api.auth import Authenticator
 from api.settings import RETIRED_ENV, Settings
 from domain.application import Changji
-from domain.events import StoryDeleted
 from domain.ports import ChatModel, Embedder, TokenCounter
+from domain.tree.events import StoryDeleted
 from engine.turns import TurnRunner
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner

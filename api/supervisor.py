@@ -131,7 +131,10 @@ class Supervisor:
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                log.error("worker %s did not stop within %.0f s: killing it", process.pid, STOP_SECONDS)
+                log.error("worker %s did not stop within %.0f s: its threads, then a kill", process.pid, STOP_SECONDS)
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGUSR1)  # (each worker prints its threads' stacks at SIGUSR1)
+                    time.sleep(0.5)
                 process.kill()
                 process.wait()
 

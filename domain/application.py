@@ -1,7 +1,9 @@
 """The eventsourcing Application: load → decide → save. The only module that touches the event store.
 
-`Changji` loads, caches and saves aggregates; the commands live in one group per capability
-(`domain/commands/`), reached as attributes: `app.stories.append_node(…)`, `app.turns.play_round(…)`.
+`Changji` loads, caches and saves aggregates; the commands live with their aggregates, one group per
+capability (`domain/card/commands/`, `domain/tree/commands/`), each given the application as the
+Protocol its room declares (`domain/aggregates.py`), and reached as attributes:
+`app.stories.append_node(…)`, `app.turns.play_round(…)`.
 Every command runs on one thread at a time (the service gives it a single worker thread); aggregates
 are cached without deep copies, so a command that fails evicts what it touched (`evicting`).
 """
@@ -18,20 +20,13 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Recording, Transcoding
-from eventsourcing.utils import get_topic
+from eventsourcing.utils import resolve_topic
 
-from domain import events as ev
-from domain.card import Card
-from domain.commands.cards import CardCommands
-from domain.commands.chat_imports import ChatImportCommands
-from domain.commands.compaction import CompactionCommands
-from domain.commands.jobs import JobCommands
-from domain.commands.lore import LoreCommands
-from domain.commands.nodes import NodeCommands
-from domain.commands.saves import SaveCommands
-from domain.commands.scene import SceneCommands
-from domain.commands.stories import StoryCommands
-from domain.commands.turns import TurnCommands
+import domain.topics  # noqa: F401  (every topic events were ever stored under resolves)
+from domain.card import lookups
+from domain.card.card import Card
+from domain.card.commands.cards import CardCommands
+from domain.card.commands.lore import LoreCommands
 from domain.errors import (
     CardNotFoundError,
     ConcurrentWriteError,
@@ -40,18 +35,26 @@ from domain.errors import (
     StoryNotFoundError,
 )
 from domain.language import Language
-from domain.node import Node
-from domain.story import Story
+from domain.tree.commands.chat_imports import ChatImportCommands
+from domain.tree.commands.compaction import CompactionCommands
+from domain.tree.commands.jobs import JobCommands
+from domain.tree.commands.nodes import NodeCommands
+from domain.tree.commands.saves import SaveCommands
+from domain.tree.commands.scene import SceneCommands
+from domain.tree.commands.stories import StoryCommands
+from domain.tree.commands.turns import TurnCommands
+from domain.tree.events import NodeHidden, NodeUnhidden, ReplyPosted, ReplyRevised, StoryMovedToCard
+from domain.tree.node import Node
+from domain.tree.node_views import NodeViews
+from domain.tree.story import Story
+from domain.tree.turn_events import ReplySealed
+from domain.tree.work_events import DigestFolded, EpisodeSummarized, SummaryEdited
 from domain.values import NodeView, SavePoint, StorySettings
 
 A = TypeVar("A", bound=Aggregate)
-RERENDERING = (ev.NodeHidden, ev.NodeUnhidden, ev.ReplyRevised)
-SUMMARIZING = (ev.EpisodeSummarized, ev.DigestFolded, ev.SummaryEdited)
-FINISHED_REPLY = (ev.ReplySealed, ev.ReplyPosted)
-MERGE_HOPS = 1000  # a card merged into one merged in turn… (each merge's target was live when it was made)
-_RERENDERING = frozenset(get_topic(cls) for cls in RERENDERING)
-_SUMMARIZING = frozenset(get_topic(cls) for cls in SUMMARIZING)
-PRELOAD_BATCH = 500  # nodes per read of `preload` (as bound parameters: under SQLite's old limit of 999)
+RERENDERING = (NodeHidden, NodeUnhidden, ReplyRevised)
+SUMMARIZING = (EpisodeSummarized, DigestFolded, SummaryEdited)
+FINISHED_REPLY = (ReplySealed, ReplyPosted)
 
 DEFAULT_ENV = {
     "AGGREGATE_CACHE_MAXSIZE": "200000",
@@ -60,7 +63,9 @@ DEFAULT_ENV = {
 }
 
 
-class _SavePointAsDict(Transcoding):
+class SavePointAsDict(Transcoding):
+    """A save point inside an event (`SavePointMarked`), as the JSON object of its fields."""
+
     type = SavePoint
     name = "changji_save_point"
 
@@ -93,7 +98,7 @@ class Changji(Application[UUID]):
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         super().__init__(env=env)
-        self._views: dict[UUID, NodeView] = {}
+        self.views = NodeViews(self.node_aggregate, self.view_cache_size)
         self._epochs: dict[UUID, int] = {}
         self._summarized: dict[UUID, list[tuple[UUID, int]]] = {}  # story → (node, depth) of each summary, in order
         self._recent: deque[tuple[int, DomainEventProtocol[UUID]]] = deque(maxlen=self.recent_size)
@@ -106,19 +111,19 @@ class Changji(Application[UUID]):
         # the service where the store can: `storage/notifications.py`); None: `preload` loads one by one
         self.bulk_events: Callable[[Sequence[UUID]], Sequence[Any]] | None = None
         self.cards = CardCommands(self)
+        self.lore = LoreCommands(self)
         self.stories = StoryCommands(self)
         self.nodes = NodeCommands(self)
         self.saves = SaveCommands(self)
-        self.turns = TurnCommands(self)
-        self.scenes = SceneCommands(self)
         self.jobs = JobCommands(self)
         self.compaction = CompactionCommands(self)
-        self.lore = LoreCommands(self)
-        self.imports = ChatImportCommands(self)
+        self.turns = TurnCommands(self, self.lore)
+        self.scenes = SceneCommands(self, self.jobs)
+        self.imports = ChatImportCommands(self, self.compaction)
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
-        transcoder.register(_SavePointAsDict())
+        transcoder.register(SavePointAsDict())
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -140,31 +145,13 @@ class Changji(Application[UUID]):
             return False
 
     def card(self, tenant_id: str, card_id: UUID) -> Card:
-        card = self.get(Card, card_id, CardNotFoundError)
-        if card.tenant_id != tenant_id or card.deleted:
-            merged = (
-                f" (it was merged into card {card.merged_into})"
-                if card.tenant_id == tenant_id and card.merged_into
-                else ""
-            )
-            raise CardNotFoundError(f"card {card_id} not found{merged}")
-        return card
+        return lookups.live_card(self, tenant_id, card_id)
 
     def merged_end(self, card: Card) -> Card | None:
-        """Where a card's merges lead: the card itself when it was never merged, the card its merges end
-        at, or None where they end at a deleted card."""
-        for _ in range(MERGE_HOPS):
-            if card.merged_into is None:
-                return None if card.deleted else card
-            card = self.get(Card, card.merged_into, CardNotFoundError)
-        return None
+        return lookups.merged_end(self, card)
 
     def merge_target(self, card_id: UUID) -> UUID:
-        """The live card a merged card's merges lead to (CardNotFoundError where they end at a deleted one)."""
-        end = self.merged_end(self.get(Card, card_id, CardNotFoundError))
-        if end is None:
-            raise CardNotFoundError(f"card {card_id} was merged into a card deleted since")
-        return end.id
+        return lookups.merge_target(self, card_id)
 
     def story(self, tenant_id: str, story_id: UUID) -> Story:
         story = self.get(Story, story_id, StoryNotFoundError)
@@ -173,48 +160,16 @@ class Changji(Application[UUID]):
         return story
 
     def node(self, node_id: UUID) -> NodeView:
-        """A node's current view, without any ownership check (projections walk paths with it).
-
-        Views are immutable and kept in a dict refreshed by every save of the node, so walking a path
-        is one dictionary lookup per node once the nodes are warm."""
-        view = self._views.get(node_id)
-        if view is None:
-            view = self._remember(self.get(Node, node_id, NodeNotFoundError).view)
-        return view
+        """A node's current view, without any ownership check (projections walk paths with it)."""
+        return self.views.get(node_id)
 
     def held_view(self, node_id: UUID) -> NodeView | None:
         """The node's view if this process holds it (no read of the store)."""
-        return self._views.get(node_id)
+        return self.views.held(node_id)
 
     def preload(self, node_ids: Sequence[UUID]) -> int:
-        """Read the views of those nodes this process does not hold yet, PRELOAD_BATCH nodes per read of
-        the store (`bulk_events`) instead of one each; how many it read. A walk over a long path nobody
-        read since the start (a compaction's plan on a story imported, or played with compaction off)
-        then costs a few queries: read one by one, each load let the GIL go and waited for it again,
-        and 20k nodes held the domain for 5 s on a quiet machine and over 20 s beside a loaded event
-        loop. Without `bulk_events` (a store in memory) the nodes are loaded one by one."""
-        missing = [node_id for node_id in dict.fromkeys(node_ids) if node_id not in self._views]
-        if self.bulk_events is None:
-            for node_id in missing:
-                with suppress(NodeNotFoundError):
-                    self.node(node_id)
-            return len(missing)
-        read = 0
-        for start in range(0, len(missing), PRELOAD_BATCH):
-            folded: dict[UUID, Any] = {}
-            for event in self.bulk_events(missing[start : start + PRELOAD_BATCH]):
-                folded[event.originator_id] = event.mutate(folded.get(event.originator_id))
-            for aggregate in folded.values():
-                if isinstance(aggregate, Node) and aggregate.id not in self._views:
-                    self._remember(aggregate.view)
-                    read += 1
-        return read
-
-    def _remember(self, view: NodeView) -> NodeView:
-        if len(self._views) >= self.view_cache_size:
-            del self._views[next(iter(self._views))]
-        self._views[view.id] = view
-        return view
+        """Read the views of those nodes this process does not hold yet, in bulk (`NodeViews.preload`)."""
+        return self.views.preload(node_ids, self.bulk_events)
 
     def node_aggregate(self, node_id: UUID) -> Node:
         """A node's aggregate, without any ownership check (background work records on it)."""
@@ -307,9 +262,7 @@ class Changji(Application[UUID]):
         starting = {a.id for a in aggregates if isinstance(a, Story) and a.version == len(a.pending_events)}
         saving = {a.id for a in aggregates}
         for aggregate in aggregates:
-            if isinstance(aggregate, Story) and any(
-                isinstance(e, ev.StoryMovedToCard) for e in aggregate.pending_events
-            ):
+            if isinstance(aggregate, Story) and any(isinstance(e, StoryMovedToCard) for e in aggregate.pending_events):
                 self._epochs[aggregate.id] = self._epochs.get(aggregate.id, 0) + 1  # (its nodes name another card)
             if not isinstance(aggregate, Node):
                 continue
@@ -332,7 +285,7 @@ class Changji(Application[UUID]):
             raise ConcurrentWriteError("another write changed this first; reload and retry") from None
         for aggregate in aggregates:
             if isinstance(aggregate, Node):
-                self._remember(aggregate.view)
+                self.views.remember(aggregate.view)
         return max((r.notification.id for r in recordings), default=0)
 
     def commit_changed(self, *aggregates: Aggregate) -> int:
@@ -390,7 +343,7 @@ class Changji(Application[UUID]):
         is left alone. What `commit` keeps for this process's own saves is kept for these too: the
         render epochs of a story whose nodes render differently, the summaries recorded on its nodes."""
         aggregate = self._cached(originator_id)
-        view = self._views.get(originator_id)
+        view = self.views.held(originator_id)
         if aggregate is not None and version <= aggregate.version:
             pass  # (saved here, or followed already, or read back whole since it was saved)
         elif aggregate is None and view is not None and version <= view.version:
@@ -398,15 +351,16 @@ class Changji(Application[UUID]):
         elif aggregate is not None and version == aggregate.version + 1:
             event().mutate(aggregate)
             if isinstance(aggregate, Node):
-                self._remember(aggregate.view)
+                self.views.remember(aggregate.view)
         else:
             if aggregate is not None:
                 self._evict(originator_id)
-            self._views.pop(originator_id, None)
-        if (topic in _RERENDERING or topic in _SUMMARIZING) and not self.saved_here(notification_id):
+            self.views.forget(originator_id)
+        cls = resolve_topic(topic)  # (by class: a moved event's old topic names it too, `domain/topics.py`)
+        if cls in RERENDERING + SUMMARIZING and not self.saved_here(notification_id):
             node = self.node_aggregate(originator_id)  # (loaded when it was not cached)
             assert node.story_id is not None
-            if topic in _RERENDERING:
+            if cls in RERENDERING:
                 self._epochs[node.story_id] = self._epochs.get(node.story_id, 0) + 1
             elif (node.id, node.depth) not in (summarized := self._summarized.setdefault(node.story_id, [])):
                 summarized.append((node.id, node.depth))

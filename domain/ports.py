@@ -10,8 +10,6 @@ from uuid import UUID
 if TYPE_CHECKING:
     import numpy as np
 
-    from domain.rules.scene import Roster, SceneSnapshot
-
 
 class TokenCounter(Protocol):
     """Counts tokens of a text the way the target model would (or a close estimate)."""
@@ -30,14 +28,6 @@ class TreeIndex(Protocol):
 
     def path_ids(self, node_id: UUID, min_depth: int) -> set[UUID]:
         """`node_id` and its ancestors down to depth `min_depth` (one walk up the path)."""
-        ...
-
-
-class SceneLookup(Protocol):
-    """The scene as it stands at a node, answered by the scene read model."""
-
-    def state_at(self, node_id: UUID) -> tuple[SceneSnapshot, Roster]:
-        """The snapshot and roster at the node (empty ones when nothing on its path was patched)."""
         ...
 
 

@@ -3,7 +3,7 @@
 `CONTEXT_TEXTS[language]` holds them; the system prompt, the summary layers, the scene, recall and lore
 blocks take theirs from it. (The side models' instructions live beside their requests, in both languages
 too: `schedulers/workers/scribe.py`, `schedulers/workers/summary_prompts.py`; the main model's tool answers
-in `domain/rules/draft_tools.py`, its draft rules in `engine/tool_schemas.py`.) Digest sections are stored under
+in `domain/tree/draft_tools.py`, its draft rules in `engine/tool_schemas.py`.) Digest sections are stored under
 their canonical (Chinese) names, which events keep for ever; `digest_headings` is how each is shown."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ CompactionReason = Literal["auto", "behind", "budget"]
 StopReason = Literal["stopped", "disconnected", "shutdown", "runaway", "empty", "error", "tool_calls"]
 CallPurpose = Literal["turn", "scribe", "episode", "digest"]
 JobKind = Literal["scribe", "compact"]
-"""Kinds of background work; `domain/jobs.py` declares what makes each due."""
+"""Kinds of background work; `domain/tree/jobs.py` declares what makes each due."""
 JobState = Literal["pending", "retrying", "done", "skipped", "failed"]
 
 

@@ -1,5 +1,5 @@
 """The tool definitions the main model sees (OpenAI function schemas) and the rules that explain them.
-What each call does to the draft is `domain/rules/draft_tools.py`."""
+What each call does to the draft is `domain/tree/draft_tools.py`."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from domain.rules.drafting import APPEND_SEPARATOR
+from domain.tree.rules.drafting import APPEND_SEPARATOR
 
 STREAMED_TOOLS = frozenset({"draft_write", "draft_append"})
 _OPENING = re.compile(r'"content"\s*:\s*"')

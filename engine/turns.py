@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID, uuid4
 
-from domain import events as ev
 from domain.application import Changji
-from domain.commands.turns import Round
 from domain.errors import TurnStateError
 from domain.language import Language
 from domain.ports import ChatModel, ChatResult, ModelCallError, ToolCall
-from domain.rules.draft_tools import TOOL_TEXTS, LoreFound, lore_request, memory_request
+from domain.tree.commands.turns import Round
+from domain.tree.draft_tools import TOOL_TEXTS, LoreFound, lore_request, memory_request
+from domain.tree.turn_events import TurnAsked
 from domain.values import NodeView, Recollection, StopReason
 from engine.tool_schemas import ENGINE_RULES, MAX_ROUNDS, TOOLS
 from engine.tool_stream import STREAMED_TOOLS, ContentStream
@@ -548,7 +548,7 @@ def _tool_results(played: Round) -> list[dict[str, Any]]:
     return [{"role": "tool", "tool_call_id": o.call_id, "content": o.content} for o in played.outcomes]
 
 
-def _answered(ask: ev.TurnAsked, answer: str, reply: NodeView, language: Language) -> list[dict[str, Any]]:
+def _answered(ask: TurnAsked, answer: str, reply: NodeView, language: Language) -> list[dict[str, Any]]:
     arguments = json.dumps({"question": ask.question, "options": ask.options}, ensure_ascii=False)
     texts = TOOL_TEXTS[language]
     draft = texts["draft_now"].format(version=reply.draft_version, text=reply.text) if reply.text else texts["empty"]

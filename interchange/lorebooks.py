@@ -45,7 +45,7 @@ from typing import Any, Literal, TypeGuard
 
 from pydantic import ValidationError
 
-from domain.lore import LoreEntry, LorePosition, LoreScan, SelectiveLogic
+from domain.card.lore import LoreEntry, LorePosition, LoreScan, SelectiveLogic
 
 LorebookFormat = Literal["world_info", "character_book", "lorebook_v3"]
 

@@ -7,8 +7,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from domain import events as ev
-from domain.rules.drafting import Edit, apply_edits
+from domain.tree.events import GreetingPlaced, ReplyPosted, ReplyRevised
+from domain.tree.rules.drafting import Edit, apply_edits
+from domain.tree.turn_events import (
+    AskAnswered,
+    DraftAppended,
+    DraftEdited,
+    DraftRefused,
+    DraftWritten,
+    ReplySealed,
+    TurnAsked,
+    TurnStopped,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,29 +45,29 @@ def project_draft(events: Iterable[Any]) -> DraftHistory:
     history, text = DraftHistory(), ""
     for e in events:
         match e:
-            case ev.GreetingPlaced() | ev.ReplyPosted():
+            case GreetingPlaced() | ReplyPosted():
                 text = e.text
                 history.versions.append(DraftVersion(0, type(e).__name__, text, False, e.timestamp))
-            case ev.DraftWritten():
+            case DraftWritten():
                 text = e.text
                 history.versions.append(DraftVersion(e.version, "draft_write", text, e.direct, e.timestamp))
-            case ev.DraftAppended():
+            case DraftAppended():
                 text = text + e.separator + e.text
                 history.versions.append(DraftVersion(e.version, "draft_append", text, e.direct, e.timestamp))
-            case ev.DraftEdited():
+            case DraftEdited():
                 text = apply_edits(text, [Edit(x["old"], x["new"]) for x in e.edits])
                 history.versions.append(DraftVersion(e.version, "draft_edit", text, False, e.timestamp))
-            case ev.ReplySealed():
+            case ReplySealed():
                 history.sealed_version = e.version
-            case ev.TurnAsked():
+            case TurnAsked():
                 history.asks.append({"ask_id": e.ask_id, "question": e.question, "options": e.options, "answer": None})
-            case ev.AskAnswered():
+            case AskAnswered():
                 history.asks[-1]["answer"] = e.answer
-            case ev.DraftRefused():
+            case DraftRefused():
                 history.refusals.append({"tool": e.tool, "reason": e.reason})
-            case ev.TurnStopped():
+            case TurnStopped():
                 history.stopped = {"reason": e.reason, "detail": e.detail}
-            case ev.ReplyRevised():
+            case ReplyRevised():
                 text = e.text
                 history.revisions.append({"text": text, "reason": e.reason, "at": e.timestamp})
     return history

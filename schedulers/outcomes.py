@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.commands.jobs import SideCall
+from domain.tree.commands.jobs import SideCall
 
 
 @dataclass(frozen=True, slots=True)

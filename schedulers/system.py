@@ -2,7 +2,7 @@
 model and runs each with its kind's worker.
 
 Nothing is held only in memory. A job row is derived from the event that made the work due (as
-`domain/jobs.py` declares per kind) and its outcome is an event on the job's node (done, skipped with
+`domain/tree/jobs.py` declares per kind) and its outcome is an event on the job's node (done, skipped with
 a reason, or failed with the error, the attempt and the next retry), so after a crash or restart the
 next sweep finds exactly what is still due. Workers are idempotent: the node refuses a second final
 outcome, so a job run twice records once.
@@ -30,7 +30,7 @@ from uuid import UUID
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from domain.application import Changji
-from domain.jobs import JOBS
+from domain.tree.jobs import JOBS
 from domain.values import JobKind
 from projections.read_models.rows import job_time
 from projections.read_models.store import ReadModels
@@ -81,7 +81,7 @@ class JobSystem:
         workers: Sequence[Worker],
         policy: JobPolicy | None = None,
     ) -> None:
-        """One worker per kind `domain.jobs` declares (a kind without one is refused). The job system
+        """One worker per kind `domain.tree.jobs` declares (a kind without one is refused). The job system
         listens to the read side: new job rows a worker can do make it sweep at once."""
         self.app, self.store, self.executor, self.read_side = app, store, executor, read_side
         self.workers: dict[JobKind, Worker] = {worker.kind: worker for worker in workers}

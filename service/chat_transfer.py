@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from domain.commands.chat_imports import ImportedChat, ImportedStep, ImportedText
+from domain.tree.commands.chat_imports import ImportedChat, ImportedStep, ImportedText
 from domain.values import CardData, NodeView
 from interchange.chats import (
     ChatExportMessage,

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from domain.rules.reconcile import message_text
+from domain.tree.rules.reconcile import message_text
 
 _MAIN_PROMPT = re.compile(  # SillyTavern's default main prompt, its {{char}} and {{user}} filled in
     r"Write (?P<char>[^\n]{1,80}?)'s next reply in a fictional (?:chat|roleplay) between (?P=char) and"

@@ -15,12 +15,12 @@ from uuid import UUID
 
 import orjson
 
+from domain.aggregates import Written
 from domain.application import Changji
-from domain.card import Card
-from domain.commands.base import Written
-from domain.commands.chat_imports import ImportedChat
-from domain.lorebook import Lorebook
-from domain.story import Story
+from domain.card.card import Card
+from domain.card.lorebook import Lorebook
+from domain.tree.commands.chat_imports import ImportedChat
+from domain.tree.story import Story
 from domain.values import CardData, StorySettings
 from interchange.cards import CardLimits, ImportedCard, read_card
 from interchange.chats import ChatImportPlan, ChatLimits, read_chat

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from eventsourcing.utils import get_topic
+from eventsourcing.utils import resolve_topic
 
 from domain.application import Changji
 from domain.errors import ConcurrentWriteError
@@ -53,13 +53,13 @@ class LogFollower:
         self.position = int(app.recorder.max_notification_id() or 0) if reader is not None else 0
         self._seen = self.written.generation if self.written is not None else -1  # the lock's count at the last look
         self._asked = time.monotonic()  # when the log was last asked
-        self._listeners: dict[str, list[Callable[[Any], None]]] = {}
+        self._listeners: dict[type, list[Callable[[Any], None]]] = {}
         self.raced = 0  # commands that lost a race all the same (to a writer without the lock) and ran again
 
     def on(self, event_class: type, listener: Callable[[Any], None]) -> None:
         """Call `listener(event)` for each event of that class another process saved (on the thread
         that follows: the domain's)."""
-        self._listeners.setdefault(get_topic(event_class), []).append(listener)
+        self._listeners.setdefault(event_class, []).append(listener)
 
     def follow(self, ask: bool = False) -> int:
         """Fold what was saved since the last look; the position followed up to. The log is not asked
@@ -100,7 +100,7 @@ class LogFollower:
             return decoded[0]
 
         self.app.follow(row[0], uuid_of(row[1]), row[2], row[3], event)
-        listeners = self._listeners.get(row[3])
+        listeners = self._listeners.get(resolve_topic(row[3])) if self._listeners else None  # (old topics too)
         if listeners and not self.app.saved_here(row[0]):
             for listener in listeners:
                 try:

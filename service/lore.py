@@ -13,9 +13,9 @@ from collections.abc import Callable, Container
 from uuid import UUID
 
 from domain.application import Changji
-from domain.card import Card
-from domain.lore import LoreBookView
-from domain.lorebook import Lorebook
+from domain.card.card import Card
+from domain.card.lore import LoreBookView
+from domain.card.lorebook import Lorebook
 from interchange.lorebooks import LorebookFormatError, character_book_entries
 
 EMBEDDED = "embedded"

@@ -1,5 +1,5 @@
 """The chat-completions proxy's work on the story side (the HTTP side is `api/handlers/proxy.py`): which
-story a request continues, what it means for the tree (`domain/rules/reconcile.py`), the messages the
+story a request continues, what it means for the tree (`domain/tree/rules/reconcile.py`), the messages the
 upstream gets instead of the front end's history, and the reply recorded when the upstream has answered.
 
 Which story, in this order: the `X-Changji-Story` header; the request's `user` field when it names a
@@ -23,11 +23,11 @@ from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
 import orjson
 
+from domain.aggregates import Written
 from domain.application import Changji
-from domain.card import Card
-from domain.commands.base import Written
+from domain.card.card import Card
 from domain.errors import CardNotFoundError, StoryNotFoundError
-from domain.rules.reconcile import (
+from domain.tree.rules.reconcile import (
     Anchor,
     Append,
     ChatMessage,
@@ -43,7 +43,7 @@ from domain.rules.reconcile import (
     own_request,
     same_words,
 )
-from domain.story import Story
+from domain.tree.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
 from projections.context.relayed import CLIENT_PART_TYPE, TEXT_TYPE, ClientPart
 from projections.read_models.store import ReadModels

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from domain.rules.reconcile import ChatMessage, SplitRequest, split_request
+from domain.tree.rules.reconcile import ChatMessage, SplitRequest, split_request
 
 KEEP_FROM = 64 << 10  # bodies shorter than this are read whole each time (it costs less than keeping them)
 KEPT_BODIES, KEPT_PER_TENANT = 32, 4  # the bodies kept (the least recently used first out), and of one tenant

@@ -15,17 +15,17 @@ from typing import Any
 from uuid import UUID
 
 from domain.application import Changji
-from domain.card import Card
-from domain.commands.compaction import CompactionPlan
+from domain.card.card import Card
+from domain.card.lore import LoreBookView, LoreEntry
+from domain.card.rules.lore import search_lore
 from domain.errors import StoryNotFoundError
-from domain.lore import LoreBookView, LoreEntry
 from domain.ports import TokenCounter
-from domain.rules.draft_tools import LoreFound
-from domain.rules.lore import search_lore
-from domain.rules.paths import project_path, walk_up
-from domain.rules.scene import Roster, SceneSnapshot
-from domain.story import Story
 from domain.texts import CONTEXT_TEXTS
+from domain.tree.commands.compaction import CompactionPlan
+from domain.tree.draft_tools import LoreFound
+from domain.tree.rules.paths import project_path, walk_up
+from domain.tree.rules.scene import Roster, SceneSnapshot
+from domain.tree.story import Story
 from domain.values import NodeView, Recollection, StorySettings
 from projections.context.assemble import assemble_context, leaves_turns_out
 from projections.context.recall import recall_line

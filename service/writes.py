@@ -7,8 +7,8 @@ from dataclasses import replace
 from uuid import UUID
 
 from domain.application import Changji
-from domain.commands.stories import Appended
-from domain.node import Node
+from domain.tree.commands.stories import Appended
+from domain.tree.node import Node
 from domain.values import NodeKind
 from service.views import StoryViews
 

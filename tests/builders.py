@@ -14,8 +14,8 @@ from aiohttp.test_utils import TestClient
 from api.keys import SERVICE
 from domain.application import Changji
 from domain.ports import TreeIndex
-from domain.rules.paths import walk_up
-from domain.rules.worldlines import SavePlan, plan_save
+from domain.tree.rules.paths import walk_up
+from domain.tree.rules.worldlines import SavePlan, plan_save
 from domain.values import CardData, NodeView, SavePoint, StorySettings
 from projections.context.assemble import assemble_context
 from projections.context.records import Context

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -83,4 +85,30 @@ def serving(data_dir: Path, key: str, env: Mapping[str, str] | None = None, work
     finally:
         if process.poll() is None:
             process.terminate()
-            assert process.wait(timeout=20) == 0, log.read_text()
+            _stopped(process, log)
+
+
+def _stopped(process: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait for a terminated server to end with status 0; one that hangs has every thread of it and of
+    its workers printed to its log (SIGUSR1), is killed, and fails the test with that log."""
+    try:
+        assert process.wait(timeout=40) == 0, log.read_text()  # (workers have 30 s before their parent kills them)
+        assert "did not stop within" not in log.read_text(), log.read_text()  # (nor a worker, killed by its parent)
+    except subprocess.TimeoutExpired:
+        family = [process.pid, *_children(process.pid)]
+        for pid in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
+        time.sleep(1.0)
+        for pid in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
+        raise AssertionError(f"changji serve did not stop within 40 s:\n{log.read_text()}") from None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []

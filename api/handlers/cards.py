@@ -26,7 +26,7 @@ from api.schemas import (
     UpdateCardRequest,
 )
 from api.uploads import upload
-from domain.card import Card
+from domain.card.card import Card
 from domain.values import CardData, StorySettings
 from interchange.cards import CardFormatError, card_json, card_png
 from interchange.lorebooks import LorebookFormatError

@@ -21,8 +21,8 @@ from api.schemas import (
     LoreSearchResponse,
 )
 from api.uploads import upload
-from domain.lore import LoreEntry
-from domain.lorebook import Lorebook
+from domain.card.lore import LoreEntry
+from domain.card.lorebook import Lorebook
 from interchange.lorebooks import LorebookFormatError
 from service.lore import EMBEDDED, embedded_name
 

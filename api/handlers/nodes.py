@@ -17,7 +17,7 @@ from api.schemas import (
     NodeResponse,
     ReviseRequest,
 )
-from domain.commands.base import Written
+from domain.aggregates import Written
 from domain.values import NodeView
 
 Annotate = Callable[[str, UUID], Written[NodeView]]

@@ -12,8 +12,8 @@ from api.errors import BadRequestError
 from api.http import body, path_id, query_id, respond, service, tenant
 from api.schemas import EditSceneRequest, EditSceneResponse, ScenePatchModel, SceneResponse, SceneText
 from domain.errors import ScenePatchError
-from domain.rules.scene import Roster, SceneSnapshot, present
 from domain.texts import CONTEXT_TEXTS
+from domain.tree.rules.scene import Roster, SceneSnapshot, present
 from projections.context.scene import format_roster, format_state
 
 

@@ -32,7 +32,7 @@ from api.schemas import (
     TreeResponse,
     UpdateStoryRequest,
 )
-from domain.story import Story
+from domain.tree.story import Story
 
 
 async def story_response(svc: Service, story: Story) -> StoryResponse:

@@ -16,10 +16,10 @@ from itertools import islice
 from operator import attrgetter, eq, itemgetter
 from uuid import UUID
 
-from domain.lore import LoreBookView
-from domain.rules.compaction import NO_LAYERS, Layers, layers_from
-from domain.rules.lore import activate, constant_entries
+from domain.card.lore import LoreBookView
+from domain.card.rules.lore import activate, constant_entries
 from domain.texts import CONTEXT_TEXTS, ContextTexts
+from domain.tree.rules.compaction import NO_LAYERS, Layers, layers_from
 from domain.values import CardData, NodeView, StorySettings
 from projections.context.lore import ConstantLore, LoreShown, constant_lore, lore_block
 from projections.context.recall import recall_block
@@ -95,7 +95,7 @@ def assemble_context(
     `lore_tokens` setting, else by title; `lore_lookup`: the model can look them up with `lorebook_search`).
     `fixed_prompt`: the system prompt as a client that keeps its own card sent it (the proxy), instead of
     the one built from the card (the card's constant lore is then the client's to send). `clock`: with
-    one, the lore's regex keys share one time budget (`domain/rules/lore.py`)."""
+    one, the lore's regex keys share one time budget (`domain/card/rules/lore.py`)."""
     char, user = card.name, settings.user_name
     texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from domain.lore import LoreActivation, LoreBookView, LoreHit
+from domain.card.lore import LoreActivation, LoreBookView, LoreHit
 from domain.texts import ContextTexts
 from projections.context.records import LoreRef, TailBlock
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from uuid import UUID
 
-from domain.rules.scene import CharacterState, Roster, SceneSnapshot
 from domain.texts import ContextTexts
+from domain.tree.rules.scene import CharacterState, Roster, SceneSnapshot
 from projections.context.records import TailBlock
 from projections.read_models.scenes import SceneAt
 

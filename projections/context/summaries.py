@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
-from domain.rules.compaction import Layers
 from domain.texts import ContextTexts
+from domain.tree.rules.compaction import Layers
 from domain.values import NodeView
 
 

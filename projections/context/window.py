@@ -17,8 +17,8 @@ from typing import Any, Final, NamedTuple
 from uuid import UUID
 
 from domain.ports import TokenCounter
-from domain.rules.compaction import NO_LAYERS, Layers, digest_opened, summary_of
-from domain.rules.paths import walk_up
+from domain.tree.rules.compaction import NO_LAYERS, Layers, digest_opened, summary_of
+from domain.tree.rules.paths import walk_up
 from domain.values import NodeView
 from projections.context.records import Message
 from projections.context.system_prompt import fill_macros

@@ -24,7 +24,7 @@ from typing import Any
 
 import sqlite_utils
 
-from domain.rules.passages import passage_spans
+from domain.tree.rules.passages import passage_spans
 
 Row = dict[str, Any]
 

@@ -13,10 +13,48 @@ from datetime import UTC, datetime
 from typing import Any, get_type_hints
 from uuid import UUID
 
-from domain import events as ev
-from domain.jobs import made_due, results_of
-from domain.rules.drafting import Edit, apply_edits
-from domain.rules.reconcile import link, said
+from domain.card.events import CardCreated, CardDeleted, CardImported, CardMerged, CardUpdated
+from domain.tree.events import (
+    GreetingPlaced,
+    LeafMoved,
+    NodeHidden,
+    NodeStarred,
+    NodeUnhidden,
+    NodeUnstarred,
+    ReplyPosted,
+    ReplyRevised,
+    SavePointDeleted,
+    SavePointMarked,
+    StoryDeleted,
+    StoryMovedToCard,
+    StoryRestored,
+    StoryRetitled,
+    StoryStarted,
+    UserSpoke,
+)
+from domain.tree.jobs import made_due, results_of
+from domain.tree.rules.drafting import Edit, apply_edits
+from domain.tree.rules.reconcile import link, said
+from domain.tree.turn_events import (
+    AskAnswered,
+    DraftAppended,
+    DraftEdited,
+    DraftWritten,
+    ModelCalled,
+    ReplyOpened,
+    ReplySealed,
+    ReplyWithdrawn,
+    TurnAsked,
+    TurnStopped,
+)
+from domain.tree.work_events import (
+    EpisodeSummarized,
+    ScenePatched,
+    SideJobDone,
+    SideJobFailed,
+    SideJobSkipped,
+    SummaryEdited,
+)
 from domain.values import JobKind, JobState
 from projections.read_models.archive import ArchiveChanges, Summary, Turn, episode_passages, turn_passages
 
@@ -50,7 +88,7 @@ class RowChanges:
         self.updates: defaultdict[str, defaultdict[str, Row]] = defaultdict(lambda: defaultdict(dict))
         self.increments: defaultdict[str, defaultdict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
         self.texts: dict[str, Row] = {}
-        self.scene_patches: list[tuple[int, ev.ScenePatched]] = []
+        self.scene_patches: list[tuple[int, ScenePatched]] = []
         self.job_rows: dict[str, Row] = {}  # job rows made in this batch, by key, in their final state
 
     def _update(self, table: str, key: UUID | str, **columns: Any) -> None:
@@ -75,7 +113,7 @@ class RowChanges:
         return said("user" if kind == "user" else "assistant", self._current(node_id)[1])
 
     def _link(self, node_id: str) -> None:
-        """A node's `link`: the digest of its message after its parent's (`domain/rules/reconcile.py`)."""
+        """A node's `link`: the digest of its message after its parent's (`domain/tree/rules/reconcile.py`)."""
         parent = self._node_now(node_id)["parent_id"]
         linked = link(self._said(parent) if parent else None, self._said(node_id))
         if node_id in self.node_rows:
@@ -85,7 +123,7 @@ class RowChanges:
 
     def fold(self, event: Any, seq: int) -> None:
         """Fold one event; events no read model cares about pass through. A job row is made or settled
-        as `domain.jobs` declares, after the tables the event changes."""
+        as `domain.tree.jobs` declares, after the tables the event changes."""
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event, seq)
@@ -95,10 +133,10 @@ class RowChanges:
         for kind in results_of(event):
             self._settle_job(kind, event, "done", "")
 
-    def _on_card_created(self, e: ev.CardCreated, seq: int) -> None:
+    def _on_card_created(self, e: CardCreated, seq: int) -> None:
         self._card_row(e, e.tenant_id, e.data, seq)
 
-    def _on_card_imported(self, e: ev.CardImported, seq: int) -> None:
+    def _on_card_imported(self, e: CardImported, seq: int) -> None:
         self._card_row(e, e.tenant_id, e.data, seq)
 
     def _card_row(self, e: Any, tenant_id: str, data: dict[str, Any], seq: int) -> None:
@@ -110,20 +148,20 @@ class RowChanges:
             }
         )  # fmt: skip
 
-    def _on_card_updated(self, e: ev.CardUpdated, seq: int) -> None:
+    def _on_card_updated(self, e: CardUpdated, seq: int) -> None:
         tags = json.dumps(e.data.get("tags", []), ensure_ascii=False)
         self._update("cards", e.originator_id, name=e.data["name"], tags=tags, updated_at=_ts(e.timestamp))
 
-    def _on_card_deleted(self, e: ev.CardDeleted, seq: int) -> None:
+    def _on_card_deleted(self, e: CardDeleted, seq: int) -> None:
         self._update("cards", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
 
-    def _on_card_merged(self, e: ev.CardMerged, seq: int) -> None:
+    def _on_card_merged(self, e: CardMerged, seq: int) -> None:
         self._update("cards", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
 
-    def _on_story_moved_to_card(self, e: ev.StoryMovedToCard, seq: int) -> None:
+    def _on_story_moved_to_card(self, e: StoryMovedToCard, seq: int) -> None:
         self._update("stories", e.originator_id, card_id=str(e.card_id), updated_at=_ts(e.timestamp))
 
-    def _on_story_started(self, e: ev.StoryStarted, seq: int) -> None:
+    def _on_story_started(self, e: StoryStarted, seq: int) -> None:
         self.inserts["stories"].append(
             {
                 "id": str(e.originator_id), "tenant_id": e.tenant_id, "card_id": str(e.card_id),
@@ -134,22 +172,22 @@ class RowChanges:
             }
         )  # fmt: skip
 
-    def _on_leaf_moved(self, e: ev.LeafMoved, seq: int) -> None:
+    def _on_leaf_moved(self, e: LeafMoved, seq: int) -> None:
         self._update("stories", e.originator_id, leaf_id=str(e.node_id), updated_at=_ts(e.timestamp))
 
-    def _on_story_retitled(self, e: ev.StoryRetitled, seq: int) -> None:
+    def _on_story_retitled(self, e: StoryRetitled, seq: int) -> None:
         self._update("stories", e.originator_id, title=e.title, updated_at=_ts(e.timestamp))
 
-    def _on_save_point_marked(self, e: ev.SavePointMarked, seq: int) -> None:
+    def _on_save_point_marked(self, e: SavePointMarked, seq: int) -> None:
         self._increment("stories", e.originator_id, "saves")
 
-    def _on_save_point_deleted(self, e: ev.SavePointDeleted, seq: int) -> None:
+    def _on_save_point_deleted(self, e: SavePointDeleted, seq: int) -> None:
         self._increment("stories", e.originator_id, "saves", -1)
 
-    def _on_story_deleted(self, e: ev.StoryDeleted, seq: int) -> None:
+    def _on_story_deleted(self, e: StoryDeleted, seq: int) -> None:
         self._update("stories", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
 
-    def _on_story_restored(self, e: ev.StoryRestored, seq: int) -> None:
+    def _on_story_restored(self, e: StoryRestored, seq: int) -> None:
         self._update("stories", e.originator_id, deleted=0, updated_at=_ts(e.timestamp))
 
     def _node(
@@ -180,36 +218,36 @@ class RowChanges:
         self._update("nodes", node_id, chars=len(text))
         self._text(node_id, story_id, text, seq)
 
-    def _on_reply_opened(self, e: ev.ReplyOpened, seq: int) -> None:
+    def _on_reply_opened(self, e: ReplyOpened, seq: int) -> None:
         self._node(e, "reply", e.parent_id, e.depth, e.turn, seq, "", "writing")
 
-    def _on_draft_written(self, e: ev.DraftWritten, seq: int) -> None:
+    def _on_draft_written(self, e: DraftWritten, seq: int) -> None:
         self._redraft(e, e.text, seq)
 
-    def _on_draft_appended(self, e: ev.DraftAppended, seq: int) -> None:
+    def _on_draft_appended(self, e: DraftAppended, seq: int) -> None:
         self._redraft(e, self._current(str(e.originator_id))[1] + e.separator + e.text, seq)
 
-    def _on_draft_edited(self, e: ev.DraftEdited, seq: int) -> None:
+    def _on_draft_edited(self, e: DraftEdited, seq: int) -> None:
         edits = [Edit(x["old"], x["new"]) for x in e.edits]
         self._redraft(e, apply_edits(self._current(str(e.originator_id))[1], edits), seq)
 
-    def _on_reply_sealed(self, e: ev.ReplySealed, seq: int) -> None:
+    def _on_reply_sealed(self, e: ReplySealed, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="sealed")
         self._archive(str(e.originator_id), seq)
 
-    def _on_turn_asked(self, e: ev.TurnAsked, seq: int) -> None:
+    def _on_turn_asked(self, e: TurnAsked, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="waiting")
 
-    def _on_ask_answered(self, e: ev.AskAnswered, seq: int) -> None:
+    def _on_ask_answered(self, e: AskAnswered, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="writing")
 
-    def _on_turn_stopped(self, e: ev.TurnStopped, seq: int) -> None:
+    def _on_turn_stopped(self, e: TurnStopped, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="stopped")
 
-    def _on_reply_withdrawn(self, e: ev.ReplyWithdrawn, seq: int) -> None:
+    def _on_reply_withdrawn(self, e: ReplyWithdrawn, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="withdrawn")
 
-    def _on_model_called(self, e: ev.ModelCalled, seq: int) -> None:
+    def _on_model_called(self, e: ModelCalled, seq: int) -> None:
         node_id = str(e.originator_id)
         self.inserts["model_calls"].append(
             {
@@ -219,13 +257,13 @@ class RowChanges:
             }
         )  # fmt: skip
 
-    def _on_greeting_placed(self, e: ev.GreetingPlaced, seq: int) -> None:
+    def _on_greeting_placed(self, e: GreetingPlaced, seq: int) -> None:
         self._node(e, "greeting", None, 0, 0, seq, e.text)
 
-    def _on_user_spoke(self, e: ev.UserSpoke, seq: int) -> None:
+    def _on_user_spoke(self, e: UserSpoke, seq: int) -> None:
         self._node(e, "user", e.parent_id, e.depth, e.turn, seq, e.text)
 
-    def _on_reply_posted(self, e: ev.ReplyPosted, seq: int) -> None:
+    def _on_reply_posted(self, e: ReplyPosted, seq: int) -> None:
         self._node(e, "reply", e.parent_id, e.depth, e.turn, seq, e.text)
         self._archive(str(e.originator_id), seq)
 
@@ -265,7 +303,7 @@ class RowChanges:
             "attempts": 0, "detail": detail, "next_at": at, "created_at": at, "updated_at": at, "seq": seq,
         }  # fmt: skip
 
-    def _on_episode_summarized(self, e: ev.EpisodeSummarized, seq: int) -> None:
+    def _on_episode_summarized(self, e: EpisodeSummarized, seq: int) -> None:
         node_id = str(e.originator_id)
         story_id = self._current(node_id)[0]
         self._increment("stories", story_id, "summaries")
@@ -276,7 +314,7 @@ class RowChanges:
         self.archive.episodes[node_id] = episode_passages(summary, seq)
         self.archive.edited.pop(node_id, None)
 
-    def _on_summary_edited(self, e: ev.SummaryEdited, seq: int) -> None:
+    def _on_summary_edited(self, e: SummaryEdited, seq: int) -> None:
         if e.text is None:  # a digest's sections: the digest is always in the context, never a passage
             return
         node_id = str(e.originator_id)
@@ -291,18 +329,18 @@ class RowChanges:
         else:
             self.archive.edited[node_id] = (e.text, seq)
 
-    def _on_side_job_done(self, e: ev.SideJobDone, seq: int) -> None:
+    def _on_side_job_done(self, e: SideJobDone, seq: int) -> None:
         self._settle_job(e.kind, e, "done", e.detail)
 
-    def _on_scene_patched(self, e: ev.ScenePatched, seq: int) -> None:
+    def _on_scene_patched(self, e: ScenePatched, seq: int) -> None:
         self.scene_patches.append((seq, e))
 
-    def _on_side_job_failed(self, e: ev.SideJobFailed, seq: int) -> None:
+    def _on_side_job_failed(self, e: SideJobFailed, seq: int) -> None:
         status: JobState = "failed" if e.retry_at is None else "retrying"
         next_at = job_time(e.retry_at) if e.retry_at is not None else None
         self._settle_job(e.kind, e, status, e.error, attempts=e.attempt, next_at=next_at)
 
-    def _on_side_job_skipped(self, e: ev.SideJobSkipped, seq: int) -> None:
+    def _on_side_job_skipped(self, e: SideJobSkipped, seq: int) -> None:
         self._settle_job(e.kind, e, "skipped", e.reason)
 
     def _settle_job(self, kind: JobKind, e: Any, status: JobState, detail: str, **more: Any) -> None:
@@ -316,7 +354,7 @@ class RowChanges:
         else:
             self._update("jobs", key, **columns)
 
-    def _on_reply_revised(self, e: ev.ReplyRevised, seq: int) -> None:
+    def _on_reply_revised(self, e: ReplyRevised, seq: int) -> None:
         node_id = str(e.originator_id)
         story_id, _ = self._current(node_id)
         self._update("nodes", node_id, chars=len(e.text))
@@ -325,17 +363,17 @@ class RowChanges:
         if self._node_now(node_id)["kind"] == "reply":  # only finished replies are revised
             self._archive(node_id, seq)
 
-    def _on_node_starred(self, e: ev.NodeStarred, seq: int) -> None:
+    def _on_node_starred(self, e: NodeStarred, seq: int) -> None:
         self._update("nodes", e.originator_id, starred=1)
 
-    def _on_node_unstarred(self, e: ev.NodeUnstarred, seq: int) -> None:
+    def _on_node_unstarred(self, e: NodeUnstarred, seq: int) -> None:
         self._update("nodes", e.originator_id, starred=0)
 
-    def _on_node_hidden(self, e: ev.NodeHidden, seq: int) -> None:
+    def _on_node_hidden(self, e: NodeHidden, seq: int) -> None:
         self._update("nodes", e.originator_id, hidden=1)
         self._flag(e, 1, seq)
 
-    def _on_node_unhidden(self, e: ev.NodeUnhidden, seq: int) -> None:
+    def _on_node_unhidden(self, e: NodeUnhidden, seq: int) -> None:
         self._update("nodes", e.originator_id, hidden=0)
         self._flag(e, 0, seq)
 

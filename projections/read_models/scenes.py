@@ -17,8 +17,8 @@ from typing import Any
 
 import sqlite_utils
 
-from domain import events as ev
-from domain.rules.scene import Roster, SceneSnapshot, apply_patch
+from domain.tree.rules.scene import Roster, SceneSnapshot, apply_patch
+from domain.tree.work_events import ScenePatched
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ class SceneTables:
             [(*(row[c] for c in columns), row["parent_id"]) for row in rows],
         )
 
-    def patched(self, seq: int, event: ev.ScenePatched, at: str) -> None:
+    def patched(self, seq: int, event: ScenePatched, at: str) -> None:
         node_id = str(event.originator_id)
         row = self.db.execute("select story_id, scene_at from nodes where id = ?", [node_id]).fetchone()
         if row is None:

@@ -30,7 +30,7 @@ from uuid import UUID
 
 import sqlite_utils
 
-from domain.rules.reconcile import Found
+from domain.tree.rules.reconcile import Found
 from projections.read_models import archive, positions, search_index
 from projections.read_models.rows import RowChanges, job_time
 from projections.read_models.scenes import SceneAt, SceneTables

@@ -1,1 +1,1 @@
-"""One worker per job kind (`domain/jobs.py` declares the kinds): what the work is, and its prompts."""
+"""One worker per job kind (`domain/tree/jobs.py` declares the kinds): what the work is, and its prompts."""

@@ -18,13 +18,13 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID, uuid4
 
 from domain.application import Changji
-from domain.commands.compaction import CompactionPlan
-from domain.commands.jobs import SideCall
-from domain.jobs import JOBS
 from domain.ports import ChatModel, ModelCallError
-from domain.rules.compaction import episodes_to_fold, summary_chars
-from domain.rules.extractive import EPISODE_CHARS, Line, digest_budget, fold_digest, summarize_episode
 from domain.texts import CONTEXT_TEXTS
+from domain.tree.commands.compaction import CompactionPlan
+from domain.tree.commands.jobs import SideCall
+from domain.tree.jobs import JOBS
+from domain.tree.rules.compaction import episodes_to_fold, summary_chars
+from domain.tree.rules.extractive import EPISODE_CHARS, Line, digest_budget, fold_digest, summarize_episode
 from domain.values import CallPurpose, JobKind, NodeView, SummaryAuthor
 from projections.context.scene import format_state
 from projections.context.system_prompt import fill_macros

@@ -16,11 +16,11 @@ from typing import Any
 from uuid import UUID
 
 from domain.application import Changji
-from domain.commands.jobs import SideCall
 from domain.language import Language
 from domain.ports import ChatModel, ModelCallError
-from domain.rules.scene import Roster, SceneSnapshot, apply_patch, canonical_patch, parse_scribe_output
 from domain.texts import CONTEXT_TEXTS
+from domain.tree.commands.jobs import SideCall
+from domain.tree.rules.scene import Roster, SceneSnapshot, apply_patch, canonical_patch, parse_scribe_output
 from domain.values import JobKind
 from projections.read_models.store import ReadModels
 from schedulers.outcomes import Done, Failed, Outcome, Skipped, Waiting

@@ -14,8 +14,8 @@ from uuid import UUID
 import pytest
 
 from api.keys import SERVICE
-from domain.commands.lore import supplement_id
-from domain.lorebook import Lorebook
+from domain.card.commands.lore import supplement_id
+from domain.card.lorebook import Lorebook
 from providers.fake_server import FakeModelServer, ToolCalls
 from tests.builders import Api, a_card
 from tests.fake_model import MakeEngine, calls, draft, messages_of, post_turn, seal, write

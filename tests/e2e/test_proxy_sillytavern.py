@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient
 from api.app import create_app
 from api.keys import SERVICE
 from api.settings import Settings
-from domain.rules.reconcile import message_text
+from domain.tree.rules.reconcile import message_text
 from projections.context.window import MESSAGE_OVERHEAD_TOKENS
 from providers.fake_server import FakeModelServer, Status, Text
 from tests.builders import TENANT, Api, api_for

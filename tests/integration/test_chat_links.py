@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.rules.reconcile import Found, Role, link, said
+from domain.tree.rules.reconcile import Found, Role, link, said
 from projections.runner import ProjectionRunner
 from tests.builders import StoryBuilder
 

@@ -11,8 +11,8 @@ import pytest
 
 from domain.application import Changji
 from domain.errors import ConcurrentWriteError, VersionConflictError
-from domain.events import StoryDeleted
-from domain.rules.paths import project_path
+from domain.tree.events import StoryDeleted
+from domain.tree.rules.paths import project_path
 from service.log_follower import ASK_SECONDS, LogFollower
 from storage.notifications import SQLiteNotifications, StoredRow
 from storage.write_lock import WriteLock

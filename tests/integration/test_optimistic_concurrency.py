@@ -9,7 +9,7 @@ from uuid import uuid4
 import pytest
 
 from domain.errors import NodeNotFoundError, VersionConflictError
-from domain.rules.paths import project_path
+from domain.tree.rules.paths import project_path
 from tests.builders import StoryBuilder, sqlite_app
 
 

@@ -8,8 +8,9 @@ import asyncio
 from pathlib import Path
 from uuid import UUID
 
-from domain.application import PRELOAD_BATCH, Changji
-from domain.rules.paths import walk_up
+from domain.application import Changji
+from domain.tree.node_views import PRELOAD_BATCH
+from domain.tree.rules.paths import walk_up
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from schedulers.outcomes import Failed

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import uuid4
 
 from domain.application import Changji
-from domain.commands.jobs import SideCall
+from domain.tree.commands.jobs import SideCall
 from domain.values import StorySettings
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner

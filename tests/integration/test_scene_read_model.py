@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.application import Changji
-from domain.commands.jobs import SideCall
-from domain.rules.scene import Roster, SceneSnapshot, apply_patch
+from domain.tree.commands.jobs import SideCall
+from domain.tree.rules.scene import Roster, SceneSnapshot, apply_patch
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from tests.builders import StoryBuilder, memory_app

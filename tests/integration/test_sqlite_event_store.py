@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from domain.rules.paths import project_path
-from domain.story import Story
+from domain.tree.rules.paths import project_path
+from domain.tree.story import Story
 from tests.builders import StoryBuilder, sqlite_app
 
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from domain.rules.compaction import count_turns, uncovered, uncovered_turns
+from domain.tree.rules.compaction import count_turns, uncovered, uncovered_turns
 from domain.values import Episode
 from tests.unit.test_compaction_policy import path
 

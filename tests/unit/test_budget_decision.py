@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.rules.paths import walk_up
+from domain.tree.rules.paths import walk_up
 from projections.context.assemble import assemble_context, leaves_turns_out
 from projections.context.window import WindowCache
 from tests.builders import StoryBuilder, a_card, memory_app, new_renders

@@ -1,9 +1,9 @@
 """Where a proxied chat lies in the tree: each message's link with the one before it, and the runs of a
-chat's messages found one after another on a path (`domain/rules/reconcile.py`)."""
+chat's messages found one after another on a path (`domain/tree/rules/reconcile.py`)."""
 
 from __future__ import annotations
 
-from domain.rules.reconcile import ChatMessage, Found, anchors, link, links, said
+from domain.tree.rules.reconcile import ChatMessage, Found, anchors, link, links, said
 
 
 def chat(*texts: str) -> list[ChatMessage]:

@@ -1,6 +1,6 @@
 """A chat is found wherever a front end cut it: each message's link with the one before it is the key the
 tree's nodes carry, and the runs of a chat's messages found one after another are ranked, those that hold
-the chat from its first message first (`domain/rules/reconcile.py`: `links`, `anchors`)."""
+the chat from its first message first (`domain/tree/rules/reconcile.py`: `links`, `anchors`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from domain.rules.reconcile import Anchor, ChatMessage, Found, anchors, link, links, said
+from domain.tree.rules.reconcile import Anchor, ChatMessage, Found, anchors, link, links, said
 
 GREETING = ChatMessage("assistant", "The ferry horn sounds.")
 STORY = [GREETING] + [ChatMessage("user" if i % 2 else "assistant", f"message {i}") for i in range(1, 9)]

@@ -8,8 +8,8 @@ from uuid import uuid4
 
 import pytest
 
-from domain.rules.compaction import announce, count_turns, plan_pack
-from domain.rules.extractive import Line, digest_budget, fold_digest, sentences, summarize_episode
+from domain.tree.rules.compaction import announce, count_turns, plan_pack
+from domain.tree.rules.extractive import Line, digest_budget, fold_digest, sentences, summarize_episode
 from domain.values import DIGEST_SECTIONS, NodeView, StorySettings
 
 

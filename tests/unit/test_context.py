@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain.application import Changji
-from domain.rules.paths import project_path
+from domain.tree.rules.paths import project_path
 from projections.context.records import Context
 from tests.builders import StoryBuilder, a_card
 

@@ -7,7 +7,7 @@ from uuid import UUID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.rules.paths import walk_up
+from domain.tree.rules.paths import walk_up
 from projections.context.assemble import assemble_context
 from projections.context.window import RenderCache, WindowCache
 from providers.tokens import EstimatingCounter

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain.errors import DraftEditError
-from domain.rules.drafting import Edit, apply_edits, parse_edits, read_range, search
+from domain.tree.rules.drafting import Edit, apply_edits, parse_edits, read_range, search
 
 TEXT = "雾从海面升起。灯塔的灯灭了。沈砚提着油灯上楼。"
 

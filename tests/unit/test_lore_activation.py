@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.lore import LoreActivation, LoreBookView, LoreEntry, LoreScan
-from domain.rules.lore import activate, search_lore, search_terms
+from domain.card.lore import LoreActivation, LoreBookView, LoreEntry, LoreScan
+from domain.card.rules.lore import activate, search_lore, search_terms
 
 CHAR, USER = "Seraphina", "Alice"
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.lore import LoreBookView
-from domain.rules.lore import activate
+from domain.card.lore import LoreBookView
+from domain.card.rules.lore import activate
 from interchange.lorebooks import (
     CARD_ENTRY_FIELDS,
     ImportedLorebook,

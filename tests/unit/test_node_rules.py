@@ -7,7 +7,7 @@ from uuid import uuid4
 import pytest
 
 from domain.errors import EmptyTextError, InvalidParentError, NodeKindError
-from domain.node import Node
+from domain.tree.node import Node
 from tests.builders import StoryBuilder
 
 

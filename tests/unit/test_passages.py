@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.rules.passages import cut_passages, passage_spans, sentence_spans
+from domain.tree.rules.passages import cut_passages, passage_spans, sentence_spans
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ from dataclasses import fields
 import pytest
 
 from domain.language import detect_language
-from domain.rules.draft_tools import TOOL_TEXTS
-from domain.rules.extractive import Line, fold_digest, summarize_episode
 from domain.texts import CONTEXT_TEXTS, EN, ZH
+from domain.tree.draft_tools import TOOL_TEXTS
+from domain.tree.rules.extractive import Line, fold_digest, summarize_episode
 from domain.values import DIGEST_SECTIONS, CardData, StorySettings
 from engine.tool_schemas import ENGINE_RULES
 from schedulers.workers.scribe import PROMPTS as SCRIBE_PROMPTS
@@ -99,6 +99,6 @@ def test_the_offline_summaries_of_an_english_story_carry_no_chinese_labels() -> 
     ],
 )
 def test_the_write_gate_opens_only_for_words_that_ask_to_record(words: str, asked: bool) -> None:
-    from domain.commands.lore import asks_to_record
+    from domain.card.commands.lore import asks_to_record
 
     assert asks_to_record(words) is asked

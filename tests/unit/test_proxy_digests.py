@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.rules.reconcile import split_request
+from domain.tree.rules.reconcile import split_request
 from service.proxy_requests import ChatDigests
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.rules.reconcile import Append, ChatMessage, Continue, PassThrough, Regenerate, decide, split_request
+from domain.tree.rules.reconcile import Append, ChatMessage, Continue, PassThrough, Regenerate, decide, split_request
 
 G = "The ferry waits at the pier."
 PATH = [ChatMessage("assistant", G)] + [

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.rules.scene import (
+from domain.tree.rules.scene import (
     ROSTER_CAPS,
     CharacterState,
     PatchResult,

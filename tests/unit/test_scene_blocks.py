@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from domain.rules.scene import CharacterState, Roster, SceneSnapshot
 from domain.texts import ZH
+from domain.tree.rules.scene import CharacterState, Roster, SceneSnapshot
 from projections.context.scene import format_roster, format_state
 
 EMPTY = SceneSnapshot()

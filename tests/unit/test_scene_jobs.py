@@ -10,8 +10,8 @@ import pytest
 
 from domain.application import Changji
 from domain.errors import TurnStateError
-from domain.rules.paths import walk_up
-from domain.rules.scene import Roster, SceneSnapshot, apply_patch
+from domain.tree.rules.paths import walk_up
+from domain.tree.rules.scene import Roster, SceneSnapshot, apply_patch
 from projections.context.assemble import assemble_context
 from projections.context.records import Context
 from projections.context.window import RenderCache, WindowCache

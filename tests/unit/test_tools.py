@@ -10,12 +10,22 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from domain import events as ev
 from domain.application import Changji
 from domain.errors import TurnStateError
-from domain.node import Node
 from domain.ports import ChatResult, ToolCall
-from domain.rules.draft_tools import ToolOutcome, run_tool
+from domain.tree.draft_tools import ToolOutcome, run_tool
+from domain.tree.node import Node
+from domain.tree.turn_events import (
+    DraftAppended,
+    DraftEdited,
+    DraftRead,
+    DraftRefused,
+    DraftSearched,
+    DraftWritten,
+    MemorySearched,
+    ModelCalled,
+    TurnStopped,
+)
 from domain.values import Recollection
 from tests.builders import TENANT, StoryBuilder
 
@@ -104,7 +114,7 @@ def test_draft_edit_applies_a_batch_as_one_new_version(turn: Turn) -> None:
     outcome = turn.run("draft_edit", {"version": 1, "edits": [{"old": "雾", "new": "云"}, {"old": "亮", "new": "灭"}]})
     assert outcome.ok
     assert (turn.reply.text, turn.reply.draft_version) == ("云散了。灯灭了。", 2)
-    (edited,) = [e for e in turn.events() if isinstance(e, ev.DraftEdited)]
+    (edited,) = [e for e in turn.events() if isinstance(e, DraftEdited)]
     assert edited.version == 2 and len(edited.edits) == 2
 
 
@@ -145,7 +155,7 @@ def test_stale_version_is_refused_with_a_draft_refused_event_and_no_change(
 def test_bad_edit_batch_is_refused_whole(turn: Turn, edits: Any) -> None:
     turn.run("draft_write", {"version": 0, "content": "雾散了。灯亮了。"})
     outcome = turn.run("draft_edit", {"version": 1, "edits": edits})
-    new_events = [e for e in turn.events() if isinstance(e, ev.DraftEdited | ev.DraftRefused)]
+    new_events = [e for e in turn.events() if isinstance(e, DraftEdited | DraftRefused)]
     assert not outcome.ok
     assert kinds(new_events) == ["DraftRefused"]
     assert (turn.reply.text, turn.reply.draft_version) == ("雾散了。灯亮了。", 1)
@@ -171,7 +181,7 @@ def test_malformed_arguments_are_refused_not_raised(turn: Turn, arguments: str, 
     assert not outcome.ok
     assert told in outcome.content
     assert outcome.content.startswith("未执行")
-    refusals = [e for e in turn.events() if isinstance(e, ev.DraftRefused)]
+    refusals = [e for e in turn.events() if isinstance(e, DraftRefused)]
     assert [(r.tool, reason in r.reason) for r in refusals] == [("draft_write", True)]
     assert (turn.reply.text, turn.reply.draft_version, turn.reply.phase) == ("", 0, "writing")
 
@@ -204,7 +214,7 @@ def test_unknown_tool_is_refused(turn: Turn) -> None:
     outcome = turn.run("draft_delete", {"version": 0})
     assert not outcome.ok and outcome.ends is None
     assert "draft_delete" in outcome.content
-    (refused,) = [e for e in turn.events() if isinstance(e, ev.DraftRefused)]
+    (refused,) = [e for e in turn.events() if isinstance(e, DraftRefused)]
     assert refused.tool == "draft_delete"
 
 
@@ -217,7 +227,7 @@ def test_draft_read_returns_the_text_and_version_and_leaves_a_read_event(turn: T
     part = turn.run("draft_read", {"start": 4, "end": 8})
     assert "v1" in whole.content and whole.content.endswith("雾散了。灯亮了。")
     assert part.content.endswith("\n灯亮了。")
-    reads = [e for e in turn.events() if isinstance(e, ev.DraftRead)]
+    reads = [e for e in turn.events() if isinstance(e, DraftRead)]
     assert [(r.version, r.start, r.end) for r in reads] == [(1, None, None), (1, 4, 8)]
     assert turn.reply.draft_version == 1
 
@@ -226,7 +236,7 @@ def test_draft_search_reports_hits_and_clamps_the_limit(turn: Turn) -> None:
     turn.run("draft_write", {"version": 0, "content": "灯。" * 60})
     outcome = turn.run("draft_search", {"query": "灯", "limit": 500})
     missing = turn.run("draft_search", {"query": "船"})
-    searched = [e for e in turn.events() if isinstance(e, ev.DraftSearched)]
+    searched = [e for e in turn.events() if isinstance(e, DraftSearched)]
     assert "命中 50 处" in outcome.content
     assert "命中 0 处" in missing.content
     assert [s.hits for s in searched] == [50, 0]
@@ -252,7 +262,7 @@ def test_seal_of_an_empty_draft_is_refused(turn: Turn, content: str) -> None:
     outcome = turn.run("draft_seal", {"version": version})
     assert not outcome.ok and outcome.ends is None
     assert turn.reply.phase == "writing"
-    assert [e.tool for e in turn.events() if isinstance(e, ev.DraftRefused)] == ["draft_seal"]
+    assert [e.tool for e in turn.events() if isinstance(e, DraftRefused)] == ["draft_seal"]
 
 
 # --- ask -------------------------------------------------------------------------------------------
@@ -367,7 +377,7 @@ def test_round_without_tool_calls_captures_the_text_as_a_direct_write_and_seals(
     played = turn.round("直接写出的回复。")
     assert played.ends == "sealed"
     assert (played.reply.text, played.reply.phase, played.reply.draft_version) == ("直接写出的回复。", "sealed", 1)
-    (written,) = [e for e in turn.events() if isinstance(e, ev.DraftWritten)]
+    (written,) = [e for e in turn.events() if isinstance(e, DraftWritten)]
     assert written.direct is True
 
 
@@ -376,7 +386,7 @@ def test_round_without_tool_calls_appends_trailing_text_to_an_unsealed_draft(tur
     played = turn.round("第二段。")
     assert played.ends == "sealed"
     assert played.reply.text == "第一段。\n\n第二段。"
-    (appended,) = [e for e in turn.events() if isinstance(e, ev.DraftAppended)]
+    (appended,) = [e for e in turn.events() if isinstance(e, DraftAppended)]
     assert appended.direct is True
 
 
@@ -388,7 +398,7 @@ def test_round_with_neither_text_nor_tools_stops_the_turn(turn: Turn) -> None:
 
 def test_round_records_the_model_call_with_its_usage(turn: Turn) -> None:
     turn.round("好。")
-    (called,) = [e for e in turn.events() if isinstance(e, ev.ModelCalled)]
+    (called,) = [e for e in turn.events() if isinstance(e, ModelCalled)]
     assert (called.purpose, called.model, called.prompt_tokens, called.completion_tokens, called.outcome) == (
         "turn",
         "fake-main",
@@ -402,9 +412,9 @@ def test_round_after_the_limit_with_tool_calls_stops_the_turn_as_runaway(turn: T
     played = turn.round("想再看看。", ("draft_read", {}), tools_allowed=False)
     assert played.ends == "stopped"
     assert (played.reply.phase, played.reply.text) == ("stopped", "想再看看。")
-    (stopped,) = [e for e in turn.events() if isinstance(e, ev.TurnStopped)]
+    (stopped,) = [e for e in turn.events() if isinstance(e, TurnStopped)]
     assert stopped.reason == "runaway"
-    assert not any(isinstance(e, ev.DraftRead) for e in turn.events())
+    assert not any(isinstance(e, DraftRead) for e in turn.events())
 
 
 def test_round_stops_running_tools_after_the_one_that_ends_the_turn(turn: Turn) -> None:
@@ -444,7 +454,7 @@ def test_revision_round_moves_the_leaf_back_to_the_previous_reply(turn: Turn) ->
 def test_fail_turn_keeps_the_streamed_preview_as_an_unsealed_draft(turn: Turn) -> None:
     view = turn.app.turns.fail_turn(turn.reply_id, "error", "timeout: slow", "半句话", ("timeout", 300.0)).value
     assert (view.phase, view.text, view.draft_version) == ("stopped", "半句话", 1)
-    called = [e for e in turn.events() if isinstance(e, ev.ModelCalled)]
+    called = [e for e in turn.events() if isinstance(e, ModelCalled)]
     assert [(c.outcome, c.prompt_tokens) for c in called] == [("timeout", 0)]
 
 
@@ -455,7 +465,7 @@ def test_memory_search_answers_what_the_engine_found_and_records_it_word_for_wor
     outcome = run_tool(reply, previous, call, {"call_1": found})
     turn.app.save(reply, previous)
     assert outcome.ok and "风很大" in outcome.content
-    [searched] = [e for e in turn.events() if isinstance(e, ev.MemorySearched)]
+    [searched] = [e for e in turn.events() if isinstance(e, MemorySearched)]
     assert searched.query == "灯塔"
     assert searched.found == [{"node_id": str(turn.previous_id), "kind": "turn", "line": found[0].line}]
 
@@ -525,7 +535,7 @@ def test_the_model_is_told_why_in_the_story_language(turn: Turn, case: str, lang
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     outcome = run_tool(reply, previous, ToolCall("call_9", name, raw), language=language)  # type: ignore[arg-type]
     assert not outcome.ok
-    refusal = [e for e in reply.collect_events() if isinstance(e, ev.DraftRefused)]
+    refusal = [e for e in reply.collect_events() if isinstance(e, DraftRefused)]
     assert len(refusal) == 1 and _words(refusal[0].reason), refusal  # the event keeps it in English
     if language == "zh":
         head, _, reason = outcome.content.partition("：")
@@ -551,5 +561,5 @@ def test_a_refused_lore_write_is_told_in_the_story_language_too(turn: Turn, argu
     (outcome,) = played.outcomes
     head, _, reason = outcome.content.partition("：")
     assert not outcome.ok and head == "未执行" and _words(reason) == [], outcome.content
-    refusal = [e for e in turn.events() if isinstance(e, ev.DraftRefused)]
+    refusal = [e for e in turn.events() if isinstance(e, DraftRefused)]
     assert [r.tool for r in refusal] == ["lorebook_write"] and _words(refusal[0].reason)

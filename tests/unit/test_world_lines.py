@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.rules.worldlines import MAIN_LINE
+from domain.tree.rules.worldlines import MAIN_LINE
 from tests.builders import FakeTree
 
 #   g ─ u1 ─ r1 ─ u2 ─ r2 ─ u3 ─ r3

@@ -1,1 +1,0 @@
-"""Pure rules of the domain, one module per capability: plain functions over values, table-tested."""
