@@ -28,48 +28,29 @@ from domain.application import Changji
 from domain.card.card import Card
 from domain.errors import CardNotFoundError, StoryNotFoundError
 from domain.tree.rules.reconcile import (
-    Anchor,
     Append,
     ChatMessage,
     Continue,
-    Decision,
     PassThrough,
     Regenerate,
     SplitRequest,
-    anchors,
     decide,
-    links,
     message_text,
     own_request,
-    same_words,
 )
 from domain.tree.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
 from projections.context.relayed import CLIENT_PART_TYPE, TEXT_TYPE, ClientPart
 from projections.read_models.store import ReadModels
+from service.chat_finder import OTHER_CARD, ChatFinder, Chosen, Prompt, path_messages
 from service.proxy_requests import ChatDigests, ProxyRequest, RequestReader
 from service.views import StoryViews
 
 CANDIDATES = 50
-SAME_CARD, OTHER_CARD = 2, 4  # path messages a chat must repeat (the greeting first) to continue a story
 KNOWN = 200_000  # nodes whose chat digest the proxy keeps
 CARD_HOPS = 64  # merges followed from the card a request makes to the card it is on now
-ALIKE = 0.6  # of the shorter system text (by its lines' length), in lines the other has too: the same card
 KEPT_PARTS = 1024  # blobs of client parts (their texts, their manifests) the proxy knows are kept
-FOUND_ROWS = 2_000  # nodes a chat's links find, at most (the most recently changed stories' first)
-ANCHORS_TRIED = 8  # runs of a chat's messages found in the tree that are read against, at most
 PROXY_CARDS = uuid5(NAMESPACE_URL, "https://changji.dev/proxy/cards")
-
-
-@dataclass(frozen=True, slots=True)
-class Chosen:
-    """The story a request continues, its path root→leaf, and what the request means for it."""
-
-    story_id: UUID
-    path: tuple[NodeView, ...]
-    split: SplitRequest
-    decision: Decision
-    digests: ChatDigests | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,121 +99,27 @@ class ChatProxy:
         self._known: dict[UUID, tuple[int, bytes]] = {}
         self._remembering = threading.Lock()  # (readers run on several threads)
         self.requests = RequestReader()
+        self.finder = ChatFinder(app, views, store)
 
     def choose(self, tenant_id: str, request: ProxyRequest, hint: UUID | None) -> Chosen | None:
         """The story and the decision (None: a new story is wanted). A read."""
         split, digests = request.split, request.digests
-        card = _Prompt(self._card_id(tenant_id, split), split.fixed)
+        card = Prompt(self._card_id(tenant_id, split), split.fixed)
         for story_id in [hint] if hint is not None else self.store.recent_stories(tenant_id, CANDIDATES):
             quick = self._continued(tenant_id, story_id, split, digests, card)
             if quick is not None:
                 return quick
-        found = self._found(tenant_id, request, card, hint)
+        found = self.finder.found(tenant_id, request, card, hint)
         if found is not None or hint is None:
             return found
         story = self.app.story(tenant_id, hint)  # the story named: the request is read against its path
         path = self._path(story)
-        return Chosen(story.id, path, split, decide(split, _messages(path)), digests)
-
-    def _found(self, tenant_id: str, request: ProxyRequest, card: _Prompt, hint: UUID | None) -> Chosen | None:
-        """The request read where its chat lies in the tree, wherever the front end cut it: the runs of its
-        messages found one after another on a path (by their `link`s, kept as a read model), the one that
-        holds the chat from its first message furthest first; the path up to its end, from the node before
-        the chat's first message (or the chat's greeting, the story's own), is what the chat is read
-        against (`decide`). Costs what the chat holds, never what the story does."""
-        split = request.split
-        opens = split.greeting is not None
-        said = [ChatMessage("assistant", split.greeting or ""), *split.chat] if opens else list(split.chat)
-        found = self.store.linked(tenant_id, links(said, opens), hint, FOUND_ROWS + 2 * len(said))
-        runs = _few_per_story(anchors(found))[:ANCHORS_TRIED]
-        tried = [(anchor, self.app.story(tenant_id, UUID(anchor.story_id))) for anchor in runs]
-        rank = {(a.start, a.at): i for i, a in reversed(list(enumerate(runs)))}
-        tried.sort(key=lambda t: (rank[t[0].start, t[0].at], t[1].card_id != card.card_id))  # a run alike: its card's
-        for anchor, story in tried:
-            aligned = self._aligned(anchor, opens, split, story)
-            if aligned is None:
-                continue
-            path, read = aligned
-            if hint is None and _held(anchor, path, opens, said) < self._enough(story, card, split):
-                continue  # (another card's story: a run of a few messages is not enough)
-            if path[0].kind == "greeting" and not self._same_chat(story, path, anchor, opens, split, card, hint):
-                continue
-            return Chosen(story.id, path, split, decide(read, _messages(path)), request.digests)
-        return None
-
-    def _aligned(
-        self, anchor: Anchor, opens: bool, split: SplitRequest, story: Story
-    ) -> tuple[tuple[NodeView, ...], SplitRequest] | None:
-        """The path a chat is read against, from its anchor up — the node of its first message (or, when
-        the chat does not start with an assistant message, the one before it) down to the anchor's — and
-        the chat as it is read there (None: the tree has fewer nodes above the anchor than the chat has
-        messages before it). A chat that opens with the story's greeting but whose run does not reach it
-        (a message deleted or added above the run) is read against the whole path from the greeting; a
-        cut chat whose oldest message, a reply, was edited is read with that reply as one of its messages.
-        (A chat that keeps the greeting and is cut after it is read from the node before its first message
-        after the greeting, the greeting standing for the story's.)"""
-        node = self.app.node(UUID(anchor.node_id))
-        path = [node]
-        for _ in range(anchor.at if opens else anchor.at + 1):
-            if node.parent_id is None:
-                return None
-            node = self.app.node(node.parent_id)
-            path.append(node)
-        path.reverse()
-        first, greeting = path[0], split.greeting or ""
-        if not opens or first.kind == "greeting" or same_words(first.text, greeting):
-            return tuple(path), split
-        assert story.root_id is not None and story.leaf_id is not None
-        root = self.app.node(story.root_id)
-        if same_words(root.text, greeting):  # the story's greeting: it opens the chat, or stands for it
-            if split.chat and self._child(root, split.chat[0]) is not None:
-                return tuple(self.views.path(story.tenant_id, story.id, UUID(anchor.node_id), None)), split
-            return tuple(path), split
-        if first.parent_id is None:
-            return None
-        moved = replace(split, greeting=None, chat=(ChatMessage("assistant", greeting), *split.chat))
-        return (self.app.node(first.parent_id), *path), moved
-
-    def _same_chat(
-        self, story: Story, path: Sequence[NodeView], anchor: Anchor, opens: bool, split: SplitRequest,
-        card: _Prompt, hint: UUID | None,
-    ) -> bool:  # fmt: skip
-        """Whether a chat that opens with a story's greeting is that story's chat, not another chat of the
-        same card: it repeats one of the story's replies — what a model wrote is the chat's own — or, when
-        it repeats only the greeting and the first words, the story has nothing past them but a reply (a
-        swipe of the first reply) and the request is the same card's. A chat whose first words differ
-        continues the story only when it repeats a reply after them (an edit of the first words). (A chat
-        with no greeting is read as opening with the story's empty one.)"""
-        at = anchor.at if opens else anchor.at + 1
-        if hint is not None or at >= 2:
-            return True
-        if at == 0 or len(split.chat) != 1:
-            return False
-        words = path[-1]
-        if any(self.store.children(UUID(reply["id"])) for reply in self.store.children(words.id)):
-            return False  # the story went on past its first turn: a new chat of the same card
-        return self._enough(story, card, split) <= SAME_CARD
+        return Chosen(story.id, path, split, decide(split, path_messages(path)), digests)
 
     def passing(self, request: ProxyRequest) -> PassThrough | None:
         """A request the front end makes for itself (a summary, an impersonation: nothing to record),
         told from the request alone; None when it is for a story."""
         return own_request(request.split)
-
-    def _enough(self, story: Story, card: _Prompt, split: SplitRequest) -> int:
-        """How many of a story's path messages, the greeting counted, a chat must repeat to go on in it:
-        two for the request's card (the greeting and the first words); for a story the last request
-        relayed into had much the same system text (a front end's lore comes and goes in it), two where
-        the chat opens with the story's greeting and three without (the first reply too: two cards
-        sharing a preset share much of their system text, not their greeting or their replies); four for
-        another card's."""
-        if story.card_id == card.card_id:
-            return SAME_CARD
-        assert story.leaf_id is not None and story.root_id is not None
-        part = self.views.noted_part(self.app.node(story.leaf_id))
-        if part is None or card.overlap(part.fixed) < ALIKE:
-            return OTHER_CARD
-        greeting = (split.greeting or "").strip()
-        return SAME_CARD if greeting and greeting == self.app.node(story.root_id).text.strip() else SAME_CARD + 1
 
     def _card_id(self, tenant_id: str, split: SplitRequest) -> UUID:
         """The card a request's system messages make, or the card it was merged into (a card the user
@@ -280,7 +167,7 @@ class ChatProxy:
             ).position
         story = self.app.story(tenant_id, story_id)
         path = self._path(story)
-        chosen = Chosen(story.id, path, split, decide(split, _messages(path)), request.digests)
+        chosen = Chosen(story.id, path, split, decide(split, path_messages(path)), request.digests)
         planned = self.plan(tenant_id, chosen)
         if planned is None:
             return Written((chosen, None), position)
@@ -295,7 +182,7 @@ class ChatProxy:
         if isinstance(decision, Append):
             parent, messages = self._existing(path[decision.parent], decision.messages)
             if not messages[:-1] and messages[-1].role == "user":
-                same = self._child(parent, messages[-1])
+                same = self.finder.child(parent, messages[-1])
                 if same is not None:  # the user's words are in the tree already (another branch): a swipe there
                     return Planned(Opened(same.id, uuid4(), ""), regenerate=True)
             said: tuple[tuple[NodeKind, str], ...] = tuple(
@@ -325,7 +212,7 @@ class ChatProxy:
             return Written(opened, turn.position)
         assert planned.parent_id is not None
         if len(planned.said) == 1 and planned.said[0][0] == "user":  # the same words written meanwhile (a retry)?
-            same = self._child(self.app.node(planned.parent_id), ChatMessage("user", planned.said[0][1]))
+            same = self.finder.child(self.app.node(planned.parent_id), ChatMessage("user", planned.said[0][1]))
             if same is not None:  # then a reply beside the other one there, not a second copy of the words
                 turn = self.app.turns.reopen_turn(tenant_id, chosen.story_id, opened.reply_id, same.id, model, kept)
                 return Written(replace(opened, user_id=same.id), turn.position)
@@ -339,20 +226,11 @@ class ChatProxy:
         not on its current path: a swipe back, another client's leaf), but the last: where the rest go."""
         rest = list(messages)
         while len(rest) > 1:
-            child = self._child(parent, rest[0])
+            child = self.finder.child(parent, rest[0])
             if child is None:
                 break
             parent, rest = child, rest[1:]
         return parent, rest
-
-    def _child(self, parent: NodeView, message: ChatMessage) -> NodeView | None:
-        kind = "user" if message.role == "user" else "reply"
-        for row in self.store.children(parent.id):
-            if row["kind"] == kind and not row["hidden"]:
-                node = self.app.node(UUID(row["id"]))
-                if same_words(node.text, message.text) and node.phase in ("final", "sealed"):
-                    return node
-        return None
 
     def outgoing(
         self, tenant_id: str, chosen: Chosen | None, planned: Planned | None, original: Sequence[Mapping[str, Any]]
@@ -412,7 +290,7 @@ class ChatProxy:
         return name  # (the manifest's: the last)
 
     def _continued(
-        self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests, card: _Prompt
+        self, tenant_id: str, story_id: UUID, split: SplitRequest, digests: ChatDigests, card: Prompt
     ) -> Chosen | None:
         """The decision for a request that repeats the story's path up to its leaf, or up to the leaf's
         user node (a swipe), as a digest this proxy kept says — without the path; None otherwise."""
@@ -422,7 +300,7 @@ class ChatProxy:
         chat = split.chat
         if not chat or chat[-1].role != "user":  # (a continue, a prefill, a quiet request: read the whole path)
             return None
-        if len(chat) < OTHER_CARD and len(chat) < self._enough(story, card, split):
+        if len(chat) < OTHER_CARD and len(chat) < self.finder.enough(story, card, split):
             return None  # the first words alone: not another card's story
         known = self._known.get(leaf.id)
         if known is not None and known[0] < len(digests) and digests.at(known[0]) == known[1]:
@@ -470,25 +348,6 @@ class ChatProxy:
         return None
 
 
-class _Prompt:
-    """A request's system text: the card it makes, and its lines (to tell a story's much like it)."""
-
-    def __init__(self, card_id: UUID, fixed: Sequence[str]) -> None:
-        self.card_id = card_id
-        self._lines = _lines(fixed)
-        self._size = sum(self._lines.values())
-
-    def overlap(self, fixed: Sequence[str]) -> float:
-        """The share of the shorter of the two texts in lines both have (0: either is empty)."""
-        other = _lines(fixed)
-        shorter = min(self._size, sum(other.values()))
-        return sum(n for line, n in other.items() if line in self._lines) / shorter if shorter else 0.0
-
-
-def _lines(fixed: Sequence[str]) -> dict[str, int]:
-    return {line.strip(): len(line.strip()) for text in fixed for line in text.splitlines() if line.strip()}
-
-
 def _sent_tokens(count: Callable[[str], int], original: Sequence[Mapping[str, Any]]) -> Callable[[int], int]:
     """What a request's messages count (`count`: a message's tokens, its overhead with them), newest
     first, stopping once past `most` (a front end that sends its whole history sends far more than any
@@ -505,28 +364,6 @@ def _sent_tokens(count: Callable[[str], int], original: Sequence[Mapping[str, An
     return sent
 
 
-def _few_per_story(runs: Sequence[Anchor], most: int = 2) -> list[Anchor]:
-    """The best runs of each story, in their order (runs alike in many stories — a card's greeting and
-    common first words — would otherwise crowd out a story's own)."""
-    seen: dict[str, int] = {}
-    kept = []
-    for run in runs:
-        seen[run.story_id] = seen.get(run.story_id, 0) + 1
-        if seen[run.story_id] <= most:
-            kept.append(run)
-    return kept
-
-
-def _held(anchor: Anchor, path: Sequence[NodeView], opens: bool, said: Sequence[ChatMessage]) -> int:
-    """How many of a story's messages a run of a chat repeats: the story's empty greeting counted when a
-    chat with none starts where the story does; the user's last words not counted when the chat was cut
-    (words alone are not a story's)."""
-    held = anchor.at - anchor.start + 1
-    if path[0].kind == "greeting" and anchor.start == 0:
-        return held + (not opens)
-    return held - (anchor.at == len(said) - 1 and said[-1].role == "user")
-
-
 def _card_id(tenant_id: str, split: SplitRequest, made: int = 0) -> UUID:
     """The card a request's system messages make (the same text, the same card); `made`: how many cards
     of that text were deleted before it."""
@@ -538,7 +375,3 @@ def _card_id(tenant_id: str, split: SplitRequest, made: int = 0) -> UUID:
 def _bound(kept: dict[Any, Any]) -> None:
     while len(kept) > KNOWN:  # the oldest go first
         del kept[next(iter(kept))]
-
-
-def _messages(path: Sequence[NodeView]) -> list[ChatMessage]:
-    return [ChatMessage("user" if node.kind == "user" else "assistant", node.text) for node in path]

@@ -44,3 +44,18 @@ def test_application_is_the_module_that_uses_the_store() -> None:
 
 def test_the_domain_is_walked_whole() -> None:
     assert {p.parent.name for p in MODULES} >= {"domain", "rules", "commands"}
+
+
+ROOT = DOMAIN.parent
+PACKAGES = ("domain", "projections", "providers", "storage", "service", "engine", "api", "schedulers", "interchange",
+            "ops", "tests")  # fmt: skip
+MOST_LINES, MOST_LINES_IN_DOMAIN = 500, 400
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_outgrows_what_a_newcomer_reads_at_once(package: str) -> None:
+    """A module past these sizes holds more than one thing a newcomer would look for: split it by what
+    each part is for."""
+    most = MOST_LINES_IN_DOMAIN if package == "domain" else MOST_LINES
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text("utf-8").splitlines()) for p in (ROOT / package).rglob("*.py")}
+    assert not {path: n for path, n in sizes.items() if n > most}, f"longer than {most} lines"
