@@ -1,4 +1,5 @@
-"""SillyTavern chats into stories and back (`interchange/chats.py` reads and writes the files).
+"""SillyTavern chats into stories and back (`interchange/chats.py` reads the files, `interchange/chat_export.py`
+writes them).
 
 Into a story, on top of what the reader decides (runs of one role joined, swipes kept, dates parsed):
 - the chosen greeting is the story's root, word for word; its index is the card greeting it equals
@@ -23,14 +24,8 @@ from uuid import UUID
 
 from domain.tree.commands.chat_imports import ImportedChat, ImportedStep, ImportedText
 from domain.values import CardData, NodeView
-from interchange.chats import (
-    ChatExportMessage,
-    ChatFormatError,
-    ChatImportPlan,
-    ChatStep,
-    ChatTurnText,
-    write_chat,
-)
+from interchange.chat_export import ChatExportMessage, write_chat
+from interchange.chat_plan import ChatFormatError, ChatImportPlan, ChatStep, ChatTurnText
 
 JOIN = "\n\n"
 MAX_TEXT = 100_000  # a node's text, as the API takes it

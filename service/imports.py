@@ -22,9 +22,12 @@ from domain.card.lorebook import Lorebook
 from domain.tree.commands.chat_imports import ImportedChat
 from domain.tree.story import Story
 from domain.values import CardData, StorySettings
-from interchange.cards import CardLimits, ImportedCard, read_card
-from interchange.chats import ChatImportPlan, ChatLimits, read_chat
-from interchange.lorebooks import ImportedLorebook, LorebookFormatError, character_book_entries, read_lorebook
+from interchange.card_data import CardLimits, ImportedCard
+from interchange.cards import read_card
+from interchange.chat_plan import ChatImportPlan, ChatLimits
+from interchange.chats import read_chat
+from interchange.lorebook_fields import LorebookFormatError
+from interchange.lorebooks import ImportedLorebook, character_book_entries, read_lorebook
 from service.chat_transfer import imported_chat
 from storage.service_db import ServiceDB
 

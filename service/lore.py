@@ -16,7 +16,8 @@ from domain.application import Changji
 from domain.card.card import Card
 from domain.card.lore import LoreBookView
 from domain.card.lorebook import Lorebook
-from interchange.lorebooks import LorebookFormatError, character_book_entries
+from interchange.lorebook_fields import LorebookFormatError
+from interchange.lorebooks import character_book_entries
 
 EMBEDDED = "embedded"
 CACHED_BOOKS = 4096

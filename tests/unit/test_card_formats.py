@@ -18,7 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from interchange.cards import CardFormatError, CardLimits, ImportedCard, card_json, card_png, read_card
+from interchange.card_data import CardFormatError, CardLimits, ImportedCard
+from interchange.card_export import card_json, card_png
+from interchange.cards import read_card
 from tests.shared_data import cards_dir
 
 PNG_CARDS = ("default_Seraphina.png", "default_CodingSensei.png", "default_FluxTheCat.png")

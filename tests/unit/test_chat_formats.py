@@ -10,15 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interchange.chats import (
-    ChatExportMessage,
-    ChatFormatError,
-    ChatImportPlan,
-    ChatLimits,
-    ChatStep,
-    read_chat,
-    write_chat,
-)
+from interchange.chat_export import ChatExportMessage, write_chat
+from interchange.chat_plan import ChatFormatError, ChatImportPlan, ChatLimits, ChatStep
+from interchange.chats import read_chat
 
 HEADER = {
     "user_name": "Mara",

@@ -7,7 +7,8 @@ import orjson
 import pytest
 
 from domain.values import CardData
-from interchange.chats import ChatFormatError, ChatLimits, read_chat
+from interchange.chat_plan import ChatFormatError, ChatLimits
+from interchange.chats import read_chat
 from service.chat_transfer import NOTED, imported_chat
 
 

@@ -12,16 +12,9 @@ from hypothesis import strategies as st
 
 from domain.card.lore import LoreBookView
 from domain.card.rules.lore import activate
-from interchange.lorebooks import (
-    CARD_ENTRY_FIELDS,
-    ImportedLorebook,
-    LorebookFormatError,
-    character_book_entries,
-    character_book_json,
-    lorebook_v3_json,
-    read_lorebook,
-    world_info_json,
-)
+from interchange.lorebook_export import character_book_json, lorebook_v3_json, world_info_json
+from interchange.lorebook_fields import CARD_ENTRY_FIELDS, LorebookFormatError
+from interchange.lorebooks import ImportedLorebook, character_book_entries, read_lorebook
 from tests.shared_data import cards_dir
 
 ELDORIA_KEYS = [

@@ -1,0 +1,95 @@
+"""SillyTavern chat files written without I/O: `write_chat` turns exported rows (`ChatExportMessage`) into a
+`.jsonl` file SillyTavern opens.
+
+Writing decisions:
+
+* The header is `{user_name, character_name, create_date, chat_metadata}` with `create_date` in SillyTavern's
+  file-name form ("2024-12-01@15h04m00s"); lines are joined by "\\n" with no trailing newline.
+* `send_date` is written in the form SillyTavern's `getMessageTimeStamp` writes ("December 1, 2024 3:04pm"), in
+  UTC (`chat_dates`), so a round trip keeps dates to the minute.
+* The greeting is an assistant message named `character_name`, always visible (SillyTavern has no hidden
+  greeting that its loader would still treat as the greeting). A greeting must come first.
+* A greeting or reply with `swipes` gets `swipes`, `swipe_id` and `swipe_info` (one `{send_date, gen_started,
+  gen_finished, extra}` per swipe: the message's date for each, its `extra` for the chosen one, {} for the
+  others, generation times null). `swipes[swipe_id]` must be the text; a user message cannot have swipes.
+  Inconsistent rows raise `ValueError`; `extra` must hold JSON values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import orjson
+
+from interchange.chat_dates import file_date, humanized
+
+
+@dataclass(frozen=True, slots=True)
+class ChatExportMessage:
+    role: Literal["greeting", "user", "reply"]
+    text: str
+    sent_at: datetime
+    name: str
+    hidden: bool
+    swipes: tuple[str, ...] = ()
+    swipe_id: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def write_chat(
+    messages: Sequence[ChatExportMessage],
+    *,
+    user_name: str,
+    character_name: str,
+    created_at: datetime,
+    chat_metadata: Mapping[str, Any] | None = None,
+) -> bytes:
+    """The chat as SillyTavern's `.jsonl`: the header line, then one line per message."""
+    if any(message.role == "greeting" for message in messages[1:]):
+        raise ValueError("a greeting can only be the first message")
+    header = {
+        "user_name": user_name,
+        "character_name": character_name,
+        "create_date": file_date(created_at),
+        "chat_metadata": dict(chat_metadata or {}),
+    }
+    rows = [header, *(_message_row(message, character_name) for message in messages)]
+    return b"\n".join(orjson.dumps(row) for row in rows)
+
+
+def _message_row(message: ChatExportMessage, character_name: str) -> dict[str, Any]:
+    greeting = message.role == "greeting"
+    row: dict[str, Any] = {
+        "name": character_name if greeting else message.name,
+        "is_user": message.role == "user",
+        "is_system": message.hidden and not greeting,
+        "send_date": humanized(message.sent_at),
+        "mes": message.text,
+        "extra": dict(message.extra),
+    }
+    if message.swipes:
+        return row | _swipe_fields(message)
+    if message.swipe_id != 0:
+        raise ValueError(f"swipe_id {message.swipe_id} without swipes")
+    return row
+
+
+def _swipe_fields(message: ChatExportMessage) -> dict[str, Any]:
+    if message.role == "user":
+        raise ValueError("a user message cannot have swipes")
+    if not 0 <= message.swipe_id < len(message.swipes) or message.swipes[message.swipe_id] != message.text:
+        raise ValueError(f"swipes[{message.swipe_id}] is not the message's text")
+    send_date = humanized(message.sent_at)
+    return {
+        "swipes": list(message.swipes),
+        "swipe_id": message.swipe_id,
+        "swipe_info": [_swipe_info_row(send_date, message, index) for index in range(len(message.swipes))],
+    }
+
+
+def _swipe_info_row(send_date: str, message: ChatExportMessage, index: int) -> dict[str, Any]:
+    extra = dict(message.extra) if index == message.swipe_id else {}
+    return {"send_date": send_date, "gen_started": None, "gen_finished": None, "extra": extra}
