@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve demo test lint bench-quick clean
+.PHONY: serve demo test lint bench-quick bench-smoke clean
 
 $(BIN)/changji: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,9 @@ test: lint  ## lint, type-check, layering contracts, then the whole test suite
 
 bench-quick: $(BIN)/changji
 	for f in ops/bench/*.py; do case $$f in */_*) ;; *) $(BIN)/python $$f --quick ;; esac; done
+
+bench-smoke: $(BIN)/changji  ## every benchmark and probe at its smoke size, each last line checked against its FIGURES
+	$(BIN)/python -m pytest tests/ops --durations=0
 
 clean:
 	rm -rf $(VENV) .changji .pytest_cache .mypy_cache .ruff_cache

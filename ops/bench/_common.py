@@ -7,6 +7,9 @@
 - `build_story(...)`: a story of N turns with branches (a regenerated reply every ~50 turns, a short
   side branch every ~500 turns), written through `Changji.stories.append_node`, timing every append.
 - `emit(figures)`: the convention's last line — one flat JSON object of numbers on stdout.
+- `parse_args(...)`, `sized(...)`: every script's three sizes — the full run, `--quick` (about a minute)
+  and `--smoke` (tiny inputs, a few seconds, through the same code: CI runs every script so) — and
+  `figure_keys(...)`: the keys a script's last line promises (its `FIGURES`), the same at every size.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import statistics
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from string import Formatter
+from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +45,7 @@ DATA_DIRS = (
 )
 TENANT = "bench"
 USER_NAME = "林舟"
+T = TypeVar("T")
 
 
 def log(*parts: object) -> None:
@@ -49,10 +54,32 @@ def log(*parts: object) -> None:
 
 def parse_args(doc: str | None, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0] if doc else None)
-    parser.add_argument("--quick", action="store_true", help="smaller inputs; finishes in about a minute")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="smaller inputs; finishes in about a minute")
+    size.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny inputs, figures that mean nothing: finishes in seconds, the last line with the full run's keys",
+    )
     if extra is not None:
         extra(parser)
     return parser.parse_args()
+
+
+def sized(args: argparse.Namespace, full: T, quick: T, smoke: T) -> T:
+    """The plan of the run's size: `smoke` with --smoke, `quick` with --quick, else `full`."""
+    return smoke if args.smoke else quick if args.quick else full
+
+
+def figure_keys(*templates: str, **values: Iterable[object]) -> frozenset[str]:
+    """The keys the templates name: a template's every `{name}` replaced by each of `values[name]`, in every
+    combination (`figure_keys("{v}_p50_ms", v=("raw", "floor"))` is raw_p50_ms and floor_p50_ms)."""
+    keys: set[str] = set()
+    for template in templates:
+        names = sorted({name for _, name, _, _ in Formatter().parse(template) if name})
+        for chosen in itertools.product(*(tuple(values[name]) for name in names)):
+            keys.add(template.format(**dict(zip(names, chosen, strict=True))))
+    return frozenset(keys)
 
 
 def emit(figures: dict[str, Any]) -> None:
@@ -346,9 +373,11 @@ class LocomoConversation:
     questions: tuple[LocomoQuestion, ...]
 
 
-def locomo(limit: int | None = None) -> list[LocomoConversation]:
+def locomo(limit: int | None = None, cut: int | None = None) -> list[LocomoConversation]:
     """LoCoMo's conversations in order (the first `limit`), questions with their resolvable evidence;
-    questions whose evidence resolves to nothing are left out. Empty when the data is not there."""
+    questions whose evidence resolves to nothing are left out. Empty when the data is not there.
+    `cut`: each conversation ends after its first `cut` messages, its questions the ones whose evidence
+    all lies in them."""
     path = next((p for p in LOCOMO_PATHS if p.exists()), None)
     if path is None:
         log("LoCoMo not found (shared/data/locomo/locomo10.json)")
@@ -366,16 +395,17 @@ def locomo(limit: int | None = None) -> list[LocomoConversation]:
                 text = m["text"] + (f" [shares a photo: {m['blip_caption']}]" if m.get("blip_caption") else "")
                 messages.append(LocomoMessage(_dia(m["dia_id"]), m["speaker"], text, int(key.split("_")[1])))
         known = {m.dia_id for m in messages}
+        kept = {m.dia_id for m in messages[:cut]}
         questions = []
         for item in sample["qa"]:
             evidence = tuple(
                 dict.fromkeys(d for raw in item.get("evidence", []) for d in _dias(str(raw)) if d in known)
             )
-            if evidence:
+            if evidence and kept.issuperset(evidence):
                 questions.append(LocomoQuestion(item["question"], int(item["category"]), evidence))
         out.append(
             LocomoConversation(
-                sample["sample_id"], conversation["speaker_a"], conversation["speaker_b"], tuple(messages),
+                sample["sample_id"], conversation["speaker_a"], conversation["speaker_b"], tuple(messages[:cut]),
                 tuple(questions),
             )
         )  # fmt: skip

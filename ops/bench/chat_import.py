@@ -1,9 +1,9 @@
 """SillyTavern chat import and export: a generated chat of N messages parsed, imported over HTTP into a
 real `changji serve`, exported back.
 
-    python ops/bench/chat_import.py [--quick] [--messages 10000]
+    python ops/bench/chat_import.py [--quick | --smoke] [--messages 10000]
 
-The chat (`--messages` user and reply messages, default 10,000; --quick: 1,000) is generated at run time
+The chat (`--messages` user and reply messages, default 10,000; --quick: 1,000; --smoke: 200) is generated at run time
 in SillyTavern's `.jsonl` form: a header, a greeting with two swipes (the card's `first_mes` and alternate
 greeting), then user and reply messages in turn, ending on a reply (the import then announces the
 compaction the path is due), with texts of 60–200 characters from the MemoryBank chats (`_common.texts`,
@@ -28,7 +28,7 @@ Measured in one run, one after the other:
 A refused import (non-2xx) is logged with its answer, the figures measured so far are printed with
 `import_failed` 1, and the script exits with status 1.
 
-Progress goes to stderr; the figures are one JSON object on the last line of stdout.
+Progress goes to stderr; the figures are one JSON object on the last line of stdout (`FIGURES`).
 """
 
 from __future__ import annotations
@@ -48,14 +48,23 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import SAMPLE_CARD, Texts, emit, log, parse_args, texts
+from _common import SAMPLE_CARD, Texts, emit, figure_keys, log, parse_args, sized, texts
 from http_load import free_port, rss_mb, stop, wait_healthy, wait_settled
 
-from interchange.chats import ChatImportPlan, read_chat
+from interchange.chat_plan import ChatImportPlan
+from interchange.chats import read_chat
 from service.chat_transfer import imported_chat
 
 FULL: dict[str, Any] = {"messages": 10_000}
 QUICK: dict[str, Any] = {"messages": 1_000}
+SMOKE: dict[str, Any] = {"messages": 200}  # a hidden pair, swipes and a compaction all the same
+FIGURES = figure_keys(
+    "messages", "file_mb", "swiped_replies", "swipes", "hidden", "parse_ms", "parse_messages_per_s", "plan_ms",
+    "startup_s", "server_rss_mb_idle", "server_rss_mb_after_import", "import_s", "import_messages_per_s",
+    "import_nodes_per_s", "steps", "nodes", "import_warnings", "settle_s", "server_rss_mb_after_settle",
+    "compact_jobs", "compact_jobs_done", "episodes", "uncovered_turns", "export_tree_s", "export_path_s",
+    "export_tree_mb", "export_path_mb", "roundtrip_ok", "import_failed", "quick", "smoke", "bench_s",
+)  # fmt: skip
 USER, CHAR = "林舟", SAMPLE_CARD.name
 GREETINGS = ["*灯塔的铁门被风撞得砰砰作响。* 把湿衣服脱了，炉子上有姜汤。", "雾还没散。你醒了？船没了，人还在。"]
 SWIPE_EVERY = 10  # about one reply in ten has swipes
@@ -249,7 +258,7 @@ def served(raw: bytes, plan: ChatImportPlan, tmp: Path, figures: dict[str, Any])
 
 def main() -> None:
     args = parse_args(__doc__, _extra)
-    messages = args.messages or (QUICK if args.quick else FULL)["messages"]
+    messages = args.messages or sized(args, FULL, QUICK, SMOKE)["messages"]
     messages += messages % 2  # whole turns: the chat ends on a reply
     started = time.perf_counter()
     raw, counts = generate_chat(messages, texts())
@@ -276,6 +285,7 @@ def main() -> None:
             failed = True
     figures["import_failed"] = failed
     figures["quick"] = bool(args.quick)
+    figures["smoke"] = args.smoke
     figures["bench_s"] = time.perf_counter() - started
     emit(figures)
     if failed:

@@ -1,15 +1,15 @@
 """Next-turn context assembly vs story length, incremental vs naive replay, append and rebuild rates.
 
-    python ops/bench/context.py [--quick]
+    python ops/bench/context.py [--quick | --smoke]
 
-Builds three stories (1k, 10k, 100k turns; --quick: 400, 2k, 10k) on SQLite event stores in a temp
+Builds three stories (1k, 10k, 100k turns; --quick: 400, 2k, 10k; --smoke: 20, 40, 80) on SQLite event stores in a temp
 dir, each with branches (a regenerated reply every 50 turns, a 3-turn side branch every 500), by
 calling `Changji.stories.append_node` directly; their last turns hold the same texts, so every size assembles
 an equal window. Then, on the warm applications:
 
 - assembly: the median time of the next-turn context (story → card → settings → `assemble_context`
   over `walk_up` from a freshly appended user node), samples interleaved across the three stories;
-  `assembly_100k_vs_1k_ratio` = largest / smallest (the keys keep their names in --quick);
+  `assembly_100k_vs_1k_ratio` = largest / smallest (the keys keep their names at every size);
 - incremental vs naive at 10k (--quick: 2k): naive = read every event of the store from the
   notification log, fold all aggregates from scratch into a dict, build the whole path root→leaf
   and assemble from it with the same function and a fresh render cache; incremental =
@@ -20,7 +20,7 @@ an equal window. Then, on the warm applications:
   full-text index built beside the fold by a process of its own); then the read models alone, and the
   full-text index after them in this process.
 
-Progress goes to stderr; the figures are one JSON object on the last line of stdout.
+Progress goes to stderr; the figures are one JSON object on the last line of stdout (`FIGURES`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,23 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
-from _common import TENANT, Built, Texts, build_story, emit, log, median_ms, parse_args, sqlite_app, texts
+from _common import (
+    TENANT,
+    Built,
+    Texts,
+    build_story,
+    emit,
+    figure_keys,
+    log,
+    median_ms,
+    parse_args,
+    sized,
+    sqlite_app,
+    texts,
+)
 
 from domain.application import Changji
-from domain.rules.paths import walk_up
+from domain.tree.rules.paths import walk_up
 from projections.context.assemble import assemble_context
 from projections.context.records import Context
 from projections.context.window import RenderCache
@@ -62,7 +75,22 @@ QUICK: dict[str, Any] = {
     "incremental_runs": 51,
     "cold_runs": 3,
 }
-NAMES = ("1k", "10k", "100k")  # the keys keep these names in --quick, as the convention asks
+SMOKE: dict[str, Any] = {
+    "sizes": (20, 40, 80),
+    "samples": 3,
+    "naive_runs": 1,
+    "incremental_runs": 3,
+    "cold_runs": 1,
+}
+NAMES = ("1k", "10k", "100k")  # the keys keep these names at every size, as the convention asks
+FIGURES = figure_keys(
+    "assembly_{n}_ms", "window_nodes_{n}", "turns_{n}", "assembly_100k_vs_1k_ratio",
+    "incremental_10k_ms", "naive_10k_ms", "naive_10k_events", "incremental_vs_naive_10k_speedup",
+    "cold_start_assembly_1k_ms", "cold_start_assembly_100k_ms",
+    "append_events_per_s", "append_events_per_s_100k_first_10pct", "append_events_per_s_100k_last_10pct",
+    "append_p50_ms", "rebuild_events", "rebuild_s", "rebuild_events_per_s", "rebuild_fold_events_per_s",
+    "rebuild_search_after_s", "quick", "smoke", "bench_s", n=NAMES,
+)  # fmt: skip
 BATCH = 5_000
 
 
@@ -115,11 +143,11 @@ def timed(fn: Any, *args: Any) -> tuple[float, Any]:
 
 def main() -> None:
     args = parse_args(__doc__)
-    plan = QUICK if args.quick else FULL
+    plan = sized(args, FULL, QUICK, SMOKE)
     sizes: tuple[int, ...] = plan["sizes"]
     started = time.perf_counter()
     pool: Texts = texts()
-    log(f"context bench ({'quick' if args.quick else 'full'}): stories of {', '.join(map(str, sizes))} turns; "
+    log(f"context bench ({sized(args, 'full', 'quick', 'smoke')}): stories of {', '.join(map(str, sizes))} turns; "
         f"texts {len(pool.users)} pairs, mean {pool.mean_chars:.0f} chars")  # fmt: skip
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="changji-bench-context-") as tmp:
@@ -259,6 +287,7 @@ def main() -> None:
         for name, turns in zip(NAMES, sizes, strict=True):
             figures[f"turns_{name}"] = turns
         figures["quick"] = bool(args.quick)
+        figures["smoke"] = args.smoke
         figures["bench_s"] = time.perf_counter() - started
     emit(figures)
 

@@ -1,13 +1,13 @@
 """HTTP load: 64 concurrent bring-your-own clients on loopback, changji against a plain floor.
 
-    python ops/bench/http_load.py [--quick] [--profile] [--variants floor,raw,compacted] [--embedder none]
+    python ops/bench/http_load.py [--quick | --smoke] [--profile] [--variants floor,raw,compacted] [--embedder none]
 
 Variants, run one after the other in one run (these machines are noisy: compare within a run):
 - `floor`: aiohttp + SQLite doing a turn's minimum on the same routes (`serve_floor`: a committed
   insert per POST, a read by id per context, JSON in and out) — the ceiling of the stack here;
-- `raw`: `changji serve` over one story of 10k turns (--quick: 1k) with branches and no summaries,
-  played with compaction off (`pack_turns` 0, as an import leaves a story too); its first reply over
-  the budget then asks for a compaction (reason budget), which runs during the load;
+- `raw`: `changji serve` over one story of 10k turns (--quick: 1k; --smoke: 50) with branches and no
+  summaries, played with compaction off (`pack_turns` 0, as an import leaves a story too); its first
+  reply over the budget then asks for a compaction (reason budget), which runs during the load;
 - `compacted`: the same story compacted as it grew (the offline summarizer, `_common.compact_now`).
 Each served story is built directly with `Changji` in a temp data dir, its read models caught up and a
 key made; the server starts as `changji serve` (CHANGJI_EMBEDDER from `--embedder`, default `none`:
@@ -15,15 +15,16 @@ recall on, by its two BM25 rankings; e5 would spend the run embedding 20k passag
 and the load waits until the story's background jobs are settled.
 
 The driver is a separate process (this script with `--drive`, one aiohttp client session). Each
-client plays turns the way a BYO front end does, for `seconds` (30; --quick: 8): POST the user's
-words under its own tip (the clients branch off the story's last reply, so they never contend for a
-leaf), GET the context at them (recall and scene included), POST the reply.
+client plays turns the way a BYO front end does, for `seconds` (30; --quick: 8; --smoke: 1, with 4
+clients): POST the user's words under its own tip (the clients branch off the story's last reply, so
+they never contend for a leaf), GET the context at them (recall and scene included), POST the reply.
 
 Figures per variant (`raw_…`, `compacted_…`, `floor_…`): turns_per_s, p50/p99/max over all requests,
 errors (non-2xx or exceptions), p50/p99 per request kind, the cold first context, the context answer's
 size, the server's and the client's CPU in cores (and the server's system time, the kernel's share of
 its CPU), the server's resident memory after the load; then `variant_ratio` (the faster served
-variant's turns/s over the slower's), `variant_p99_ratio`, and each served variant's `share_of_floor`.
+variant's turns/s over the slower's), `variant_p99_ratio`, and each served variant's `share_of_floor`
+(`FIGURES`: the keys of a run of all three variants).
 
 `--profile`: py-spy (on PATH or $PY_SPY; `pip install py-spy`) attaches to each server once it is
 settled and samples the thread holding the GIL for the whole load; the top functions, by own and by
@@ -53,13 +54,21 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import TENANT, build_story, emit, log, median_ms, parse_args, percentile, texts
+from _common import TENANT, build_story, emit, figure_keys, log, median_ms, parse_args, percentile, sized, texts
 
 # each variant is driven for `seconds`: a fast server is measured as long as a slow one
 FULL: dict[str, Any] = {"story_turns": 10_000, "seconds": 30.0, "clients": 64, "settle_limit": 600.0}
 QUICK: dict[str, Any] = {"story_turns": 1_000, "seconds": 8.0, "clients": 64, "settle_limit": 120.0}
+SMOKE: dict[str, Any] = {"story_turns": 50, "seconds": 1.0, "clients": 4, "settle_limit": 60.0}
 KINDS = ("append_user", "append_reply", "context")
 VARIANTS = ("floor", "raw", "compacted")
+FIGURES = figure_keys(
+    "story_turns", "clients", "{v}_turns_per_s", "{v}_p50_ms", "{v}_p99_ms", "{v}_max_ms", "{v}_errors", "{v}_turns",
+    "{v}_duration_s", "{v}_{kind}_p50_ms", "{v}_{kind}_p99_ms", "{v}_cold_context_ms", "{v}_context_response_kb",
+    "{v}_server_cpu_cores", "{v}_server_sys_cores", "{v}_client_cpu_cores", "{v}_server_rss_mb", "variant_ratio",
+    "variant_p99_ratio", "{served}_share_of_floor", "profiled", "quick", "smoke", "bench_s",
+    v=VARIANTS, kind=KINDS, served=("raw", "compacted"),
+)  # fmt: skip
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
@@ -456,7 +465,7 @@ def main() -> None:
         port, _, path = args.floor.partition(":")
         serve_floor(int(port), Path(path))
         return
-    plan = QUICK if args.quick else FULL
+    plan = sized(args, FULL, QUICK, SMOKE)
     variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - set(VARIANTS)
     if unknown:
@@ -482,6 +491,7 @@ def main() -> None:
             figures[f"{v}_share_of_floor"] = figures[f"{v}_turns_per_s"] / floor if floor else -1
     figures["profiled"] = bool(args.profile)
     figures["quick"] = bool(args.quick)
+    figures["smoke"] = args.smoke
     figures["bench_s"] = time.perf_counter() - started
     emit(figures)
 

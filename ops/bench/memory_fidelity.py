@@ -1,15 +1,16 @@
 """Memory fidelity end to end: when the user refers back to something, is it in what the model receives,
 and at what token cost — against a window of recent turns of the same size, and full replay.
 
-    python ops/bench/memory_fidelity.py [--quick]
+    python ops/bench/memory_fidelity.py [--quick | --smoke]
 
 The service runs in this process behind a real HTTP server on loopback, with default settings, no side
 model (compaction writes its offline summaries) and the default embedder. Each LoCoMo conversation (10;
---quick: 2) is played through the HTTP API in bring-your-own mode — speaker A as the user, B as the
-character, a run of one speaker's messages as one node — once per prompt budget (2k, 4k, 8k, 16k
-tokens: `context_window` = the budget, `reply_reserve` 0). Once the compaction jobs and the recall index
-have caught up, each of the conversation's questions with evidence is posted as the user's words on a
-branch of its own at the story's end, and the context for it (`GET …/context?at=`) is checked:
+--quick: 2; --smoke: the first, cut after 60 messages, with the questions whose evidence lies in them, and
+the offline hashing embedder) is played through the HTTP API in bring-your-own mode — speaker A as the
+user, B as the character, a run of one speaker's messages as one node — once per prompt budget (2k, 4k,
+8k, 16k tokens: `context_window` = the budget, `reply_reserve` 0). Once the compaction jobs and the
+recall index have caught up, each of the conversation's questions with evidence is posted as the user's
+words on a branch of its own at the story's end, and the context for it (`GET …/context?at=`) is checked:
 
 - word for word: the share of evidence messages whose text is in the context verbatim (the window,
   a recalled passage or a quoted anchor);
@@ -17,8 +18,9 @@ branch of its own at the story's end, and the context for it (`GET …/context?a
   a summary block.
 
 The baseline is the latest messages that fit the same mean prompt tokens (the system prompt counted
-as in the context); full replay holds every message. Figures per budget and category; the headline
-keys `evidence_in_context_4k`, `recent_window_4k`, `evidence_in_context_8k`, `mean_tokens_4k`.
+as in the context); full replay holds every message. Figures per budget and category (-1 for a category
+without questions); the headline keys `evidence_in_context_4k`, `recent_window_4k`, `evidence_in_context_8k`,
+`mean_tokens_4k` (`FIGURES`: the keys of a run of every budget).
 """
 
 from __future__ import annotations
@@ -33,7 +35,17 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import LOCOMO_CATEGORIES, LocomoConversation, content_words, emit, locomo, log, parse_args
+from _common import (
+    LOCOMO_CATEGORIES,
+    LocomoConversation,
+    content_words,
+    emit,
+    figure_keys,
+    locomo,
+    log,
+    parse_args,
+    sized,
+)
 from aiohttp import web
 
 from api.app import create_app
@@ -45,6 +57,15 @@ from providers.tokens import default_counter
 BUDGETS = {"2k": 2_000, "4k": 4_000, "8k": 8_000, "16k": 16_000}
 SUMMARY_BLOCKS = ("digest", "episode")
 TENANT = "fidelity"
+FULL: dict[str, Any] = {"conversations": None, "cut": None, "embedder": "auto"}
+QUICK: dict[str, Any] = {"conversations": 2, "cut": None, "embedder": "auto"}
+SMOKE: dict[str, Any] = {"conversations": 1, "cut": 60, "embedder": "hashing"}  # (e5 would spend it embedding)
+FIGURES = figure_keys(
+    "evidence_in_context_{b}", "content_words_in_context_{b}", "recent_window_{b}", "mean_tokens_{b}",
+    "vs_recent_window_{b}_ratio", "evidence_in_context_{b}_{category}", "recent_window_{b}_{category}",
+    "full_replay_mean_tokens", "full_replay_evidence", "quick", "smoke", "bench_s",
+    b=BUDGETS, category=LOCOMO_CATEGORIES.values(),
+)  # fmt: skip
 
 
 class Client:
@@ -183,9 +204,9 @@ async def measure(
             figures[f"recent_window_{name}"], 1e-9
         )
         for category, label in LOCOMO_CATEGORIES.items():
-            if verbatim[category]:
-                figures[f"evidence_in_context_{name}_{label}"] = statistics.fmean(verbatim[category])
-                figures[f"recent_window_{name}_{label}"] = statistics.fmean(baseline[category])
+            asked = bool(verbatim[category])
+            figures[f"evidence_in_context_{name}_{label}"] = statistics.fmean(verbatim[category]) if asked else -1
+            figures[f"recent_window_{name}_{label}"] = statistics.fmean(baseline[category]) if asked else -1
         log(
             f"[{name}] evidence word for word {figures[f'evidence_in_context_{name}']:.3f} "
             f"(content words {figures[f'content_words_in_context_{name}']:.3f}), recent window "
@@ -197,12 +218,12 @@ async def measure(
     return figures
 
 
-async def run(quick: bool, budgets: dict[str, int], extra: dict[str, Any]) -> dict[str, float]:
-    conversations = locomo(2 if quick else None)
+async def run(plan: dict[str, Any], budgets: dict[str, int], extra: dict[str, Any]) -> dict[str, float]:
+    conversations = locomo(plan["conversations"], plan["cut"])
     if not conversations:
         raise SystemExit("LoCoMo is needed for this benchmark")
     with tempfile.TemporaryDirectory(prefix="changji-fidelity-") as tmp:
-        settings = Settings(data_dir=Path(tmp) / "data", port=0)
+        settings = Settings(data_dir=Path(tmp) / "data", port=0, embedder=plan["embedder"])
         service = bootstrap(settings)
         _, key = service.keys.create_key(TENANT, "ops/bench/memory_fidelity.py")
         runner = web.AppRunner(create_app(settings, service), access_log=None)
@@ -228,8 +249,8 @@ def main() -> None:
     started = time.perf_counter()
     budgets = {name: BUDGETS[name] for name in args.budgets.split(",")}
     extra = {"recall_k": args.recall_k} if args.recall_k is not None else {}
-    figures = asyncio.run(run(args.quick, budgets, extra))
-    figures.update({"quick": int(args.quick), "bench_s": time.perf_counter() - started})
+    figures = asyncio.run(run(sized(args, FULL, QUICK, SMOKE), budgets, extra))
+    figures.update({"quick": int(args.quick), "smoke": int(args.smoke), "bench_s": time.perf_counter() - started})
     emit(figures)
 
 

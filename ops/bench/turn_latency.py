@@ -1,6 +1,6 @@
 """A bring-your-own turn over HTTP at 1k, 10k, 30k and 100k turns of history, one client at a time.
 
-    python ops/bench/turn_latency.py [--quick] [--sizes 1000,10000,30000,100000] [--turns 300] [--profile]
+    python ops/bench/turn_latency.py [--quick | --smoke] [--sizes 1000,10000,30000,100000] [--turns 300] [--profile]
 
 For each size: a story built directly with `Changji` (compacted as it grew, with branches: `_common`),
 its read models caught up, `changji serve` on it (CHANGJI_EMBEDDER=none: recall by its two BM25
@@ -13,8 +13,10 @@ Figures: `turn_p50_ms_<size>`, `turn_p99_ms_<size>`, the per-request medians, `c
 `server_rss_mb_<size>` (resident memory after the turns), `startup_s_<size>` (process start to
 healthy), `ready_s_<size>` (healthy to jobs settled and the recall index built), and
 `turn_p50_ratio` / `turn_p99_ratio`: the largest size over the smallest (goal ≤ 1.3).
---quick: 1k and 10k, 100 turns. `--profile`: py-spy samples the thread holding the GIL in each server
-while the client plays (as `http_load.py --profile` does), summarized on stderr per size.
+--quick: 1k and 10k, 100 turns; --smoke: 20, 30, 40 and 50 turns under the full run's names, 3 turns
+after 2 warm-up ones (`FIGURES`: the keys of the full run). `--profile`: py-spy samples the thread
+holding the GIL in each server while the client plays (as `http_load.py --profile` does), summarized on
+stderr per size.
 """
 
 from __future__ import annotations
@@ -32,13 +34,18 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from _common import emit, log, median_ms, parse_args, percentile, texts
+from _common import emit, figure_keys, log, median_ms, parse_args, percentile, sized, texts
 from http_load import build_variant, free_port, py_spy, rss_mb, stop, summarize_pyspy, wait_healthy, wait_settled
 
-FULL: dict[str, Any] = {"sizes": (1_000, 10_000, 30_000, 100_000), "turns": 300}
-QUICK: dict[str, Any] = {"sizes": (1_000, 10_000), "turns": 100}
-WARMUP = 20
+FULL: dict[str, Any] = {"sizes": (1_000, 10_000, 30_000, 100_000), "turns": 300, "warmup": 20}
+QUICK: dict[str, Any] = {"sizes": (1_000, 10_000), "turns": 100, "warmup": 20}
+NAMES = ("1k", "10k", "30k", "100k")  # the full run's sizes, as its keys name them
+SMOKE: dict[str, Any] = {"sizes": (20, 30, 40, 50), "names": NAMES, "turns": 3, "warmup": 2}
 KINDS = ("append_user", "context", "append_reply")
+FIGURES = figure_keys(
+    "turn_p50_ms_{n}", "turn_p99_ms_{n}", "{kind}_p50_ms_{n}", "context_kb_{n}", "server_rss_mb_{n}", "startup_s_{n}",
+    "ready_s_{n}", "turn_p50_ratio", "turn_p99_ratio", "turns", "quick", "smoke", "bench_s", n=NAMES, kind=KINDS,
+)  # fmt: skip
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
@@ -69,14 +76,14 @@ async def drive(config: dict[str, Any]) -> dict[str, Any]:
             return clock() - t0, data
 
         tip = config["tip"]
-        for i in range(WARMUP + config["turns"]):
+        for i in range(config["warmup"] + config["turns"]):
             user_text, reply_text = pool.pair(50_000 + i)
             t_user, raw = await call("POST", nodes, json={"kind": "user", "text": user_text, "parent_id": tip})
             words = json.loads(raw)["node"]["id"]
             t_context, body = await call("GET", context, params={"at": words})
             t_reply, raw = await call("POST", nodes, json={"kind": "reply", "text": reply_text, "parent_id": words})
             tip = json.loads(raw)["node"]["id"]
-            if i >= WARMUP:
+            if i >= config["warmup"]:
                 out["turn"].append(t_user + t_context + t_reply)
                 for kind, seconds in zip(KINDS, (t_user, t_context, t_reply), strict=True):
                     out[kind].append(seconds)
@@ -102,7 +109,11 @@ def wait_indexed(base: str, key: str, story_id: str, timeout: float = 600.0) -> 
     raise RuntimeError(f"the recall index was not built within {timeout:.0f}s")
 
 
-def measure(size: int, tmp: Path, turns: int, spy: str | None = None) -> dict[str, Any]:
+def size_name(size: int) -> str:
+    return f"{size // 1000}k" if size % 1000 == 0 else str(size)
+
+
+def measure(size: int, tmp: Path, turns: int, warmup: int, spy: str | None = None) -> dict[str, Any]:
     data_dir = tmp / f"story-{size}"
     story = build_variant("compacted", data_dir, size)
     port = free_port()
@@ -122,7 +133,7 @@ def measure(size: int, tmp: Path, turns: int, spy: str | None = None) -> dict[st
             ready = time.perf_counter()
             log(f"[{size}] up in {healthy - started:.1f}s, settled and indexed {ready - healthy:.1f}s later; "
                 f"{turns} turns…")  # fmt: skip
-            config = {"base": base, "turns": turns, **story}
+            config = {"base": base, "turns": turns, "warmup": warmup, **story}
             raw = tmp / f"py-spy-{size}.txt"
             profiler = None
             if spy:
@@ -161,8 +172,9 @@ def main() -> None:
     if args.drive:
         print(json.dumps(asyncio.run(drive(json.loads(args.drive)))), flush=True)
         return
-    plan = QUICK if args.quick else FULL
+    plan = sized(args, FULL, QUICK, SMOKE)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(plan["sizes"])
+    names = list(plan["names"]) if "names" in plan and not args.sizes else [size_name(s) for s in sizes]
     turns = args.turns or plan["turns"]
     figures: dict[str, Any] = {"turns": turns}
     spy = py_spy() if args.profile else None
@@ -170,9 +182,8 @@ def main() -> None:
         raise SystemExit("--profile needs py-spy (pip install py-spy, or set $PY_SPY)")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="changji-bench-latency-") as tmp:
-        for size in sizes:
-            result = measure(size, Path(tmp), turns, spy)
-            name = f"{size // 1000}k" if size % 1000 == 0 else str(size)
+        for size, name in zip(sizes, names, strict=True):
+            result = measure(size, Path(tmp), turns, plan["warmup"], spy)
             figures[f"turn_p50_ms_{name}"] = median_ms(result["turn"])
             figures[f"turn_p99_ms_{name}"] = percentile(result["turn"], 99) * 1000
             for kind in KINDS:
@@ -183,11 +194,10 @@ def main() -> None:
             figures[f"ready_s_{name}"] = result["ready_s"]
             log(f"[{size}] turn p50 {figures[f'turn_p50_ms_{name}']:.2f} ms, p99 {figures[f'turn_p99_ms_{name}']:.2f} ms, "
                 f"RSS {result['rss_mb']:.0f} MB")  # fmt: skip
-            first, last = sizes[0], size
-    names = [f"{s // 1000}k" if s % 1000 == 0 else str(s) for s in (first, last)]
-    figures["turn_p50_ratio"] = figures[f"turn_p50_ms_{names[1]}"] / figures[f"turn_p50_ms_{names[0]}"]
-    figures["turn_p99_ratio"] = figures[f"turn_p99_ms_{names[1]}"] / figures[f"turn_p99_ms_{names[0]}"]
+    figures["turn_p50_ratio"] = figures[f"turn_p50_ms_{names[-1]}"] / figures[f"turn_p50_ms_{names[0]}"]
+    figures["turn_p99_ratio"] = figures[f"turn_p99_ms_{names[-1]}"] / figures[f"turn_p99_ms_{names[0]}"]
     figures["quick"] = bool(args.quick)
+    figures["smoke"] = args.smoke
     figures["bench_s"] = time.perf_counter() - started
     emit(figures)
 

@@ -1,8 +1,9 @@
 """Engine overhead per turn, model time excluded, at 1k and 10k turns of history.
 
-    python ops/bench/turn_overhead.py [--quick] [--profile]
+    python ops/bench/turn_overhead.py [--quick | --smoke] [--profile]
 
-1. Builds two stories of 1k and 10k turns (--quick: 200 and 2k) with branches directly with `Changji`
+1. Builds two stories of 1k and 10k turns (--quick: 200 and 2k; --smoke: 20 and 40, 3 tool and 2 direct
+   turns measured after 1 warm-up, recall by the offline hashing embedder, not e5) with branches directly with `Changji`
    (`_common.build_story`) in a temp data dir; their last turns hold the same texts.
 2. Starts a `FakeModelServer` on loopback (in this process) that answers at once with a realistic
    two-round tool turn: the first call of a turn gets `draft_write(version 0, ~300 characters)`, the
@@ -23,12 +24,13 @@ handler and the SSE parsing all count as model time). A second wrapper around th
 per turn = wall time from before `open_turn` to the `done` event − model time. Turns are interleaved
 across the two stories (and both kinds) in a shuffled order after a few warm-up turns each.
 
-Figures (the keys keep their names in --quick): `overhead_median_ms_1k`, `overhead_median_ms_10k`,
-`overhead_10k_vs_1k_ratio` (the two-round tool turn), with p90s, model and turn medians, the breakdown
-per turn (`open`: the opening's command and the read after it less the context, `context`: the context assembly,
-`rounds`: the play_round writes, `node`: reply loads (none on this path), `rest`: loop and task
-scheduling; the read-model sync before the turn ends is shown with `--split`), the same for the one-round direct-text
-turn (`direct_*`), and the chat request's size and JSON encoding time (engine CPU inside model time).
+Figures (the keys keep their names at every size; `FIGURES`, without --split): `overhead_median_ms_1k`,
+`overhead_median_ms_10k`, `overhead_10k_vs_1k_ratio` (the two-round tool turn), with p90s, model and turn
+medians, the breakdown per turn (`open`: the opening's command and the read after it less the context,
+`context`: the context assembly, `rounds`: the play_round writes, `node`: reply loads (none on this
+path), `rest`: loop and task scheduling; the read-model sync before the turn ends is shown with
+`--split`), the same for the one-round direct-text turn (`direct_*`), and the chat request's size and
+JSON encoding time (engine CPU inside model time).
 
 `--profile`: cProfile around the measured turns on the event-loop thread and on the writer and
 projector threads; the top functions go to stderr (the figures of a profiled run are slower).
@@ -43,10 +45,8 @@ import argparse
 import asyncio
 import gc
 import json
-import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -64,30 +64,48 @@ from _common import (
     Texts,
     build_story,
     emit,
+    figure_keys,
     log,
     median_ms,
     parse_args,
     percentile,
+    sized,
     texts,
 )
+from _profile import Profiler
 
 from api.bootstrap import Service, bootstrap
 from api.settings import ModelSettings, Settings
 from domain.application import Changji
 from domain.ports import ChatModel, ChatResult
-from engine.turns import DONE, TurnRunner
+from engine.turn_types import DONE
+from engine.turns import TurnRunner
 from projections.context.records import Context
 from projections.read_models.rows import job_time
 from providers.fake_server import FakeModelServer, Step, Text, ToolCalls
 
-FULL: dict[str, Any] = {"sizes": (1_000, 10_000), "tool_turns": 200, "direct_turns": 100, "warmup": 5}
-QUICK: dict[str, Any] = {"sizes": (200, 2_000), "tool_turns": 100, "direct_turns": 40, "warmup": 3}
-NAMES = ("1k", "10k")  # the keys keep these names in --quick, as the convention asks
+FULL: dict[str, Any] = {
+    "sizes": (1_000, 10_000),
+    "tool_turns": 200,
+    "direct_turns": 100,
+    "warmup": 5,
+    "embedder": "auto",
+}
+QUICK: dict[str, Any] = {"sizes": (200, 2_000), "tool_turns": 100, "direct_turns": 40, "warmup": 3, "embedder": "auto"}
+SMOKE: dict[str, Any] = {"sizes": (20, 40), "tool_turns": 3, "direct_turns": 2, "warmup": 1, "embedder": "hashing"}
+NAMES = ("1k", "10k")  # the keys keep these names at every size, as the convention asks
 KINDS = ("tool", "direct")
 DRAFT_CHARS = 300
 TURN_TIMEOUT = 30.0
 # the breakdown: figure name → what the loop called through the host (the rest: loop and task scheduling)
 PARTS = {"open": "open_turn", "context": "context", "rounds": "_play_round", "node": "node", "sync": "sync"}
+FIGURES = figure_keys(
+    "{kind}overhead_median_ms_{n}", "{kind}overhead_p90_ms_{n}", "{kind}model_median_ms_{n}",
+    "{kind}turn_median_ms_{n}", "{kind}{part}_median_ms_{n}", "{kind}prompt_kchars_{n}",
+    "{kind}overhead_10k_vs_1k_ratio", "turns_measured", "request_kb", "request_encode_median_ms", "request_messages",
+    "build_s", "history_turns_{n}", "overhead_budget_ms", "profiled", "split", "quick", "smoke", "context_window",
+    "bench_s", kind=("", "direct_"), n=NAMES, part=(*(p for p in PARTS if p != "sync"), "rest"),
+)  # fmt: skip
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
@@ -326,7 +344,8 @@ async def measure(
 ) -> tuple[Bench, list[dict[str, Any]]]:
     script = Script()
     async with FakeModelServer(fallback=script.answer) as fake:
-        settings = Settings(data_dir=data_dir, main_model=ModelSettings(base_url=fake.url, model="fake"))
+        model = ModelSettings(base_url=fake.url, model="fake")
+        settings = Settings(data_dir=data_dir, main_model=model, embedder=plan["embedder"])
         service = bootstrap(settings)
         t0 = time.perf_counter()
         await service.start()
@@ -366,44 +385,6 @@ async def measure(
         finally:
             await service.close()
     return bench, bodies
-
-
-class Profiler:
-    """cProfile on the loop thread and on the service's writer and projector threads (each thread
-    needs its own profiler, enabled from that thread)."""
-
-    def __init__(self, service: Service) -> None:
-        import cProfile
-
-        self.service = service
-        self.pools = {"writer": service.executor._writer, "projector": service.read_side._projector}  # its own pools
-        self.profiles = {name: cProfile.Profile() for name in ("loop", *self.pools)}
-
-    @classmethod
-    async def start(cls, service: Service) -> Profiler:
-        self = cls(service)
-        loop = asyncio.get_running_loop()
-        for name, pool in self.pools.items():
-            await loop.run_in_executor(pool, self.profiles[name].enable)
-        self.profiles["loop"].enable()
-        return self
-
-    async def stop(self) -> None:
-        import pstats
-
-        self.profiles["loop"].disable()
-        loop = asyncio.get_running_loop()
-        for name, pool in self.pools.items():
-            await loop.run_in_executor(pool, self.profiles[name].disable)
-        dump = os.environ.get("CHANGJI_BENCH_PROFILE_DIR")  # keep the raw stats for pstats, one file per thread
-        for name, profile in self.profiles.items():
-            if dump:
-                profile.dump_stats(os.path.join(dump, f"turn_overhead.{name}.prof"))
-            stats = pstats.Stats(profile, stream=sys.stderr)
-            log(f"\n== profile: {name} thread, by own time ==")
-            stats.sort_stats("tottime").print_stats(25)
-            log(f"== profile: {name} thread, cumulative ==")
-            stats.sort_stats("cumtime").print_stats(35)
 
 
 def summarize(bench: Bench, figures: dict[str, Any], split: bool) -> None:
@@ -451,12 +432,12 @@ def request_encoding(bodies: list[dict[str, Any]], figures: dict[str, Any]) -> N
 
 def main() -> None:
     args = parse_args(__doc__, _extra)
-    plan = QUICK if args.quick else FULL
+    plan = sized(args, FULL, QUICK, SMOKE)
     if args.context_window:
         CARD_SETTINGS["context_window"] = args.context_window
     started = time.perf_counter()
     pool = texts()
-    log(f"turn overhead bench ({'quick' if args.quick else 'full'}): histories of "
+    log(f"turn overhead bench ({sized(args, 'full', 'quick', 'smoke')}): histories of "
         f"{', '.join(map(str, plan['sizes']))} turns, {plan['tool_turns']} tool + {plan['direct_turns']} "
         f"direct turns each")  # fmt: skip
     figures: dict[str, Any] = {}
@@ -474,6 +455,7 @@ def main() -> None:
     figures["profiled"] = bool(args.profile)
     figures["split"] = bool(args.split)
     figures["quick"] = bool(args.quick)
+    figures["smoke"] = args.smoke
     figures["context_window"] = args.context_window or 0
     figures["bench_s"] = time.perf_counter() - started
     emit(figures)

@@ -2,14 +2,16 @@
 against a real `changji serve`; counts answers of 500 and above, answers that are not problem+json,
 and any appearance of the key in an answer or in the server's log.
 
-    python ops/probe/bad_requests.py
+    python ops/probe/bad_requests.py [--smoke]
 
-Figures (last-line JSON): `requests`, `status_5xx`, `not_problem_json`, `key_in_answers`, `key_in_log`,
-`unanswered` (no answer within 3 s).
+Figures (last-line JSON, `FIGURES`): `requests`, `status_5xx`, `not_problem_json`, `key_in_answers`,
+`key_in_log`, `unanswered` (no answer within 3 s). --smoke: every eighth request, each answer read until
+the server has been quiet for 0.5 s.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -19,8 +21,12 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 CHANGJI = str(Path(sys.executable).parent / "changji")
+FULL: dict[str, Any] = {"every": 1, "quiet": 3.0}  # send every how many cases; seconds of quiet ending an answer
+SMOKE: dict[str, Any] = {"every": 8, "quiet": 0.5}
+FIGURES = frozenset({"requests", "status_5xx", "not_problem_json", "key_in_answers", "unanswered", "key_in_log"})
 
 
 def cases(key: bytes, story: bytes) -> list[bytes]:
@@ -69,10 +75,10 @@ def cases(key: bytes, story: bytes) -> list[bytes]:
     return out
 
 
-def send(port: int, raw: bytes) -> bytes | None:
-    """The answer to `raw`: read until the server closes, or until it has been quiet for 3 s (a kept-alive
-    connection) — None when nothing came back at all."""
-    with socket.create_connection(("127.0.0.1", port), timeout=3) as conn:
+def send(port: int, raw: bytes, quiet: float = 3.0) -> bytes | None:
+    """The answer to `raw`: read until the server closes, or until it has been quiet for `quiet` seconds (a
+    kept-alive connection) — None when nothing came back at all."""
+    with socket.create_connection(("127.0.0.1", port), timeout=quiet) as conn:
         conn.sendall(raw)
         chunks = []
         try:
@@ -84,6 +90,9 @@ def send(port: int, raw: bytes) -> bytes | None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="a few requests, short waits: finishes in seconds")
+    plan = SMOKE if parser.parse_args().smoke else FULL
     root = Path(tempfile.mkdtemp(prefix="changji-probe-"))
     data_dir = root / "data"
     key = subprocess.run(
@@ -117,9 +126,9 @@ def main() -> None:
     card = api("POST", "/v1/cards", {"card": {"name": "沈砚"}})
     story = api("POST", "/v1/stories", {"card_id": card["id"]})
     figures = {"requests": 0, "status_5xx": 0, "not_problem_json": 0, "key_in_answers": 0, "unanswered": 0}
-    for raw in cases(key.encode(), story["id"].encode()):
+    for raw in cases(key.encode(), story["id"].encode())[:: plan["every"]]:
         figures["requests"] += 1
-        answer = send(port, raw)
+        answer = send(port, raw, plan["quiet"])
         if not answer:
             figures["unanswered"] += 1
             continue

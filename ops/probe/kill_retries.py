@@ -1,7 +1,7 @@
 """Crash probe: kill -9 the server while clients write, retry every unanswered write with its
 Idempotency-Key after the restart, and count what the stories hold.
 
-    python ops/probe/kill_retries.py [--runs 20] [--writers 16] [--workers 1]
+    python ops/probe/kill_retries.py [--smoke] [--runs 20] [--writers 16] [--workers 1]
 
 A real `changji serve` runs on a temp data dir. Each writer has a story of its own and appends nodes
 to it (user, reply, user, …), each POST with an Idempotency-Key of its own. The probe kills the server
@@ -11,7 +11,8 @@ every story's path is read back: each acknowledged write must be there exactly o
 no duplicate), and no retry may be refused.
 
 With `--workers N` the server runs N serving processes, and each kill is a SIGKILL to all of them at
-once. Figures (last-line JSON): `runs`, `workers`, `acknowledged`, `retried`, `lost`, `duplicates`, `refused`, `probe_s`.
+once. Figures (last-line JSON, `FIGURES`): `runs`, `writers`, `workers`, `acknowledged`, `retried`, `lost`,
+`duplicates`, `refused`, `probe_s`. --smoke: 2 kills, 2 writers (unless `--runs` or `--writers` say otherwise).
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ from pathlib import Path
 from typing import Any
 
 CHANGJI = str(Path(sys.executable).parent / "changji")
+FULL = {"runs": 20, "writers": 16}
+SMOKE = {"runs": 2, "writers": 2}
+FIGURES = frozenset(
+    {"runs", "writers", "workers", "acknowledged", "retried", "lost", "duplicates", "refused", "probe_s"}
+)
 
 
 class Served:
@@ -130,10 +136,14 @@ class Writer(threading.Thread):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--smoke", action="store_true", help="2 kills, 2 writers: finishes in seconds")
+    parser.add_argument("--runs", type=int, help="kills (default 20)")
+    parser.add_argument("--writers", type=int, help="clients writing, each to a story of its own (default 16)")
     parser.add_argument("--workers", type=int, default=1, help="serving processes (each is killed too)")
     args = parser.parse_args()
+    plan = SMOKE if args.smoke else FULL
+    args.runs = plan["runs"] if args.runs is None else args.runs
+    args.writers = plan["writers"] if args.writers is None else args.writers
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="changji-probe-"))
     data_dir = root / "data"
