@@ -1,4 +1,4 @@
-"""The proxy behind SillyTavern: the bodies its builder makes (`tests/sillytavern.py`, checked against a real
+"""The proxy behind SillyTavern: the bodies its builder makes (`tests/sillytavern/`, checked against a real
 1.12.6), cut to a small context so that a ten-turn chat has lost its greeting and its oldest messages. Each
 thing a user does in SillyTavern ends as the right tree, before and after a restart of the service (the
 proxy then knows the chat only from the tree), and the upstream gets no more tokens than SillyTavern sent,
@@ -26,8 +26,9 @@ from tests.builders import TENANT, Api, api_for
 from tests.e2e.conftest import ServiceTestServer
 from tests.fake_model import main_model
 from tests.shared_data import cards_dir
-from tests.sillytavern import Card, Generation, build_body
-from tests.sillytavern import Settings as TavernSettings
+from tests.sillytavern.body import Generation, build_body
+from tests.sillytavern.card import Card
+from tests.sillytavern.settings import Settings as TavernSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sillytavern"
 SMALL_CONTEXT = 2000  # SillyTavern's context: by turn 7 the chat no longer fits, and it is cut

@@ -1,4 +1,4 @@
-"""tests/sillytavern.py reproduces the bodies a real SillyTavern 1.12.6 sent (tests/fixtures/sillytavern/):
+"""tests/sillytavern/ reproduces the bodies a real SillyTavern 1.12.6 sent (tests/fixtures/sillytavern/):
 the same messages (roles, order, texts — the cut included), the same fields in the same order, the same bytes."""
 
 from __future__ import annotations
@@ -11,18 +11,11 @@ from typing import Any
 import pytest
 
 from tests.shared_data import cards_dir
-from tests.sillytavern import (
-    CONTINUE_NUDGE_PROMPT,
-    Card,
-    Settings,
-    build_body,
-    connection_test_body,
-    counter_for_model,
-    greeting,
-    message_tokens,
-    plan_body,
-    substitute,
-)
+from tests.sillytavern.body import build_body, connection_test_body, greeting, plan_body
+from tests.sillytavern.card import Card
+from tests.sillytavern.macros import substitute
+from tests.sillytavern.settings import CONTINUE_NUDGE_PROMPT, Settings
+from tests.sillytavern.tokens import counter_for_model, message_tokens
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sillytavern"
 SCENARIOS: list[dict[str, Any]] = json.loads((FIXTURES / "scenarios.json").read_text("utf-8"))["scenarios"]

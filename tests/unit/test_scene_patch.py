@@ -1,4 +1,4 @@
-"""Scene state: merge rules of the scribe's patch, name canonicalization, the roster, parsing, presence."""
+"""How the scribe's patch merges into the scene: the rule of each field, names in their known spelling."""
 
 from __future__ import annotations
 
@@ -10,34 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.tree.rules.scene import (
-    ROSTER_CAPS,
-    CharacterState,
-    PatchResult,
-    Roster,
-    SceneSnapshot,
-    apply_patch,
-    canonical_names,
-    parse_scribe_output,
-    present,
-)
+from domain.tree.rules.scene import ROSTER_CAPS, CharacterState, Roster, SceneSnapshot, apply_patch, canonical_names
+from tests.unit.scene_state_support import EMPTY, KNOWN, SCENE, SHEN, patched
 
-EMPTY = SceneSnapshot()
 NO_ROSTER = Roster()
-KNOWN = ["沈砚", "Alice"]
-SHEN = CharacterState(affinity=10, status="疲惫", notes="答应修灯", at="灯塔")
-SCENE = SceneSnapshot(
-    time="第二天清晨",
-    location="灯塔",
-    characters={"沈砚": SHEN},
-    inventory=("黄铜怀表（User持有）",),
-    flags={"天气": "大雾"},
-    plot_threads=("灯为何熄灭",),
-)
-
-
-def patched(patch: dict[str, Any], snapshot: SceneSnapshot = SCENE, **kwargs: Any) -> PatchResult:
-    return apply_patch(snapshot, Roster(), patch, KNOWN, **kwargs)
 
 
 # time and location
@@ -261,7 +237,7 @@ def test_list_drops_non_string_items_and_names_up_to_two(
     assert result.warnings == [f"{key}: {named}; write each entry as a one-sentence string"]
 
 
-# unknown keys and user roster edits
+# unknown keys
 
 
 @pytest.mark.parametrize("key", ["mood", "Time", "mvu_patch"])
@@ -273,222 +249,9 @@ def test_unknown_field_is_refused_with_the_allowed_keys(key: str) -> None:
     ]
 
 
-def test_roster_edit_is_refused_when_not_from_the_user() -> None:
-    result = patched({"roster": {"places": {"密室": "昨夜"}}})
-    assert "密室" not in result.roster.places
-    assert result.warnings == ["roster is edited by the user only; ignored"]
-
-
-@pytest.mark.parametrize(
-    ("edit", "before", "after"),
-    [
-        ({"places": {"密室": "昨夜"}}, {}, {"密室": "昨夜"}),
-        ({"places": {" 密室 ": "x" * 80}}, {}, {"密室": "x" * 60}),
-        ({"places": {"密室": "今晨"}}, {"密室": "昨夜", "港口": ""}, {"密室": "今晨", "港口": ""}),
-        ({"places": {"密室": None}}, {"密室": "昨夜"}, {}),
-    ],
-    ids=["add", "truncate", "change-time-in-place", "delete-inactive"],
-)
-def test_roster_edit_is_applied_when_from_the_user(
-    edit: dict[str, Any], before: dict[str, str], after: dict[str, str]
-) -> None:
-    result = apply_patch(EMPTY, Roster(places=before), {"roster": edit}, allow_roster=True)
-    assert result.roster.places == after
-    assert result.warnings == []
-
-
-def test_roster_deletion_is_undone_when_the_entry_is_still_on_stage() -> None:
-    roster = Roster(characters={"沈砚": "第一天", "老周": "第一天"})
-    result = apply_patch(SCENE, roster, {"roster": {"characters": {"沈砚": None}}}, allow_roster=True)
-    assert list(result.roster.characters.items()) == [("老周", "第一天"), ("沈砚", "第二天清晨")]
-
-
-@pytest.mark.parametrize(
-    ("edit", "warning"),
-    [
-        ({"people": {"a": "b"}}, "roster.people: unknown table; allowed: characters, places, items, events"),
-        ({"places": ["密室"]}, "roster.places needs an object {name: time | null}; ignored"),
-        ({"places": {"密室": 3}}, "roster.places.密室 needs a string time or null; ignored"),
-        ({"places": {" ": "昨夜"}}, "roster.places: an entry needs a non-empty name; ignored"),
-    ],
-)
-def test_roster_edit_is_refused_with_a_warning_when_malformed(edit: dict[str, Any], warning: str) -> None:
-    result = apply_patch(EMPTY, Roster(), {"roster": edit}, allow_roster=True)
-    assert result.roster == Roster()
-    assert result.warnings == [warning]
-
-
-def test_roster_edit_is_refused_when_not_an_object() -> None:
-    result = apply_patch(EMPTY, Roster(), {"roster": ["x"]}, allow_roster=True)
-    assert result.warnings == ["roster needs an object {table: {name: time | null}}; ignored"]
-
-
 def test_unknown_field_warning_lists_roster_when_from_the_user() -> None:
     result = apply_patch(EMPTY, Roster(), {"x": 1}, allow_roster=True)
     assert result.warnings[0].endswith("flags, plot_threads, roster")
-
-
-# roster registration and caps
-
-
-def test_registration_adds_everything_on_stage_at_the_current_time() -> None:
-    snapshot = SceneSnapshot(
-        time="第二天清晨",
-        location="灯塔",
-        characters={"沈砚": CharacterState(at="码头"), "老周": CharacterState(at="灯塔"), "阿青": CharacterState()},
-        inventory=("钥匙",),
-        plot_threads=("灯为何熄灭",),
-    )
-    roster = apply_patch(snapshot, Roster(), {}).roster
-    assert roster.to_dict() == {
-        "characters": {"沈砚": "第二天清晨", "老周": "第二天清晨", "阿青": "第二天清晨"},
-        "places": {"灯塔": "第二天清晨", "码头": "第二天清晨"},
-        "items": {"钥匙": "第二天清晨"},
-        "events": {"灯为何熄灭": "第二天清晨"},
-    }
-
-
-@pytest.mark.parametrize(("time", "stored"), [("", ""), ("雨" * 45, "雨" * 30)])
-def test_registration_time_is_truncated_to_thirty_chars(time: str, stored: str) -> None:
-    roster = apply_patch(SceneSnapshot(time=time, location="灯塔"), Roster(), {}).roster
-    assert roster.places == {"灯塔": stored}
-
-
-def test_registration_keeps_first_appearance_and_departed_entries() -> None:
-    first = apply_patch(SCENE, Roster(), {})
-    later = apply_patch(
-        first.snapshot, first.roster, {"time": "第五天", "characters": {"沈砚": None, "老周": {}}, "inventory": []}
-    )
-    assert later.roster.characters == {"沈砚": "第二天清晨", "老周": "第五天"}
-    assert later.roster.items == {"黄铜怀表（User持有）": "第二天清晨"}
-
-
-def test_registration_skips_blank_names() -> None:
-    roster = apply_patch(SceneSnapshot(inventory=("", " "), plot_threads=("",)), Roster(), {}).roster
-    assert roster == Roster()
-
-
-@pytest.mark.parametrize("table", ["characters", "places", "items", "events"])
-def test_roster_table_drops_oldest_when_over_its_cap(table: str) -> None:
-    cap = ROSTER_CAPS[table]
-    roster = Roster.from_dict({table: {f"旧{i}": "" for i in range(cap)}})
-    snapshot = {
-        "characters": SceneSnapshot(characters={f"新{i}": CharacterState() for i in range(3)}),
-        "places": SceneSnapshot(characters={f"新{i}": CharacterState(at=f"新{i}") for i in range(3)}),
-        "items": SceneSnapshot(inventory=tuple(f"新{i}" for i in range(3))),
-        "events": SceneSnapshot(plot_threads=tuple(f"新{i}" for i in range(3))),
-    }[table]
-    entries = list(apply_patch(snapshot, roster, {}).roster.tables()[table])
-    assert len(entries) == cap
-    assert entries[:1] == ["旧3"]
-    assert entries[-3:] == ["新0", "新1", "新2"]
-
-
-@pytest.mark.parametrize(("table", "cap"), [("characters", 100), ("items", 100), ("events", 60), ("places", 60)])
-def test_roster_caps_follow_the_reference(table: str, cap: int) -> None:
-    assert ROSTER_CAPS[table] == cap
-
-
-def test_roster_cap_applies_to_user_edits() -> None:
-    edit = {"roster": {"events": {f"线{i}": "" for i in range(70)}}}
-    result = apply_patch(EMPTY, Roster(), edit, allow_roster=True)
-    assert list(result.roster.events) == [f"线{i}" for i in range(10, 70)]
-
-
-# parsing the scribe's answer
-
-
-@pytest.mark.parametrize(
-    ("text", "patch"),
-    [
-        ('{"patch": {"time": "夜"}}', {"time": "夜"}),
-        ('```json\n{"patch": {"time": "夜"}}\n```', {"time": "夜"}),
-        ('```\n{"patch": {"time": "夜"}}\n```', {"time": "夜"}),
-        ('好的，账本如下：\n{"patch": {"time": "夜"}}\n以上。', {"time": "夜"}),
-        ('说明 ```json\n{"patch": {"location": "港"}}\n``` 完毕 {"patch": {}}', {"location": "港"}),
-        ('```json\n{"patch": {"time": "夜"}}', {"time": "夜"}),
-        ('{"patch": {"flags": {"暗号": "} 和 {"}}}', {"flags": {"暗号": "} 和 {"}}),
-        ('{"patch": {"flags": {"引语": "他说：\\"{\\""}}}', {"flags": {"引语": '他说："{"'}}),
-        ('{不是 json} {"patch": {"time": "夜"}}', {"time": "夜"}),
-        ('{"patch": {"time": "第一行\n第二行"}}', {"time": "第一行\n第二行"}),
-    ],
-    ids=[
-        "plain",
-        "json-fence",
-        "bare-fence",
-        "prose-around",
-        "fence-wins",
-        "unclosed-fence",
-        "braces-in-strings",
-        "escaped-quotes",
-        "first-that-parses",
-        "raw-newline-in-string",
-    ],
-)
-def test_parse_scribe_output_finds_the_patch(text: str, patch: dict[str, Any]) -> None:
-    assert parse_scribe_output(text) == {"patch": patch}
-
-
-@pytest.mark.parametrize("text", ["", "没有变化。", "{", '{"patch": ', "}{", "[1, 2]", '{"a": 1,}', "{'patch': 1}"])
-def test_parse_scribe_output_is_none_when_nothing_parses(text: str) -> None:
-    assert parse_scribe_output(text) is None
-
-
-@pytest.mark.parametrize(
-    "text", ['{"patch": []}', '{"patch": "none"}', '{"patch": null}', '{"patch": 3}', '{"changes": {"time": "夜"}}']
-)
-def test_parse_scribe_output_patch_is_empty_when_not_an_object(text: str) -> None:
-    parsed = parse_scribe_output(text)
-    assert parsed is not None
-    assert parsed["patch"] == {}
-
-
-def test_parse_scribe_output_takes_an_inner_object_when_the_outer_is_unbalanced() -> None:
-    assert parse_scribe_output('{"patch": {"time": "夜"}') == {"time": "夜", "patch": {}}
-
-
-def test_parse_scribe_output_keeps_other_top_level_keys() -> None:
-    assert parse_scribe_output('{"patch": {}, "warnings": ["x"]}') == {"patch": {}, "warnings": ["x"]}
-
-
-# presence
-
-
-@pytest.mark.parametrize(
-    ("name", "character", "location", "expected"),
-    [
-        ("沈砚", CharacterState(at="灯塔"), "灯塔", True),
-        (" 沈砚", CharacterState(at="灯塔"), "灯塔", True),
-        ("沈砚", CharacterState(at="码头"), "灯塔", False),
-        ("沈砚", CharacterState(), "灯塔", False),
-        ("沈砚", CharacterState(at=""), "", False),
-        ("老周", CharacterState(at="灯塔"), "灯塔", False),
-    ],
-    ids=["same-place", "trimmed-name", "elsewhere", "no-at", "both-empty", "unknown"],
-)
-def test_present_when_at_equals_the_location(
-    name: str, character: CharacterState, location: str, expected: bool
-) -> None:
-    snapshot = SceneSnapshot(location=location, characters={"沈砚": character})
-    assert present(snapshot, name) is expected
-
-
-# plain-dict conversion
-
-
-def test_snapshot_round_trips_through_json() -> None:
-    data = json.loads(json.dumps(SCENE.to_dict()))
-    assert SceneSnapshot.from_dict(data) == SCENE
-    assert "at" not in SceneSnapshot(characters={"a": CharacterState()}).to_dict()["characters"]["a"]
-
-
-def test_snapshot_from_dict_fills_defaults_when_keys_are_missing() -> None:
-    assert SceneSnapshot.from_dict({"time": "夜", "roster": {}}) == SceneSnapshot(time="夜")
-
-
-def test_roster_round_trips_keeping_insertion_order() -> None:
-    roster = Roster(places={"乙": "1", "甲": "2"})
-    assert list(Roster.from_dict(json.loads(json.dumps(roster.to_dict()))).places) == ["乙", "甲"]
 
 
 # properties
@@ -555,10 +318,3 @@ def test_folding_patches_is_deterministic_and_survives_serialization(
     once = fold(sequence, allow_roster)
     assert fold(sequence, allow_roster) == once
     assert fold(sequence, allow_roster, via_dicts=True) == once
-
-
-@settings(max_examples=200, deadline=None)
-@given(text=st.text(alphabet='{}[]":,\\ abn01`json\n', max_size=60))
-def test_parse_scribe_output_never_raises_and_patch_is_an_object(text: str) -> None:
-    parsed = parse_scribe_output(text)
-    assert parsed is None or isinstance(parsed["patch"], dict)

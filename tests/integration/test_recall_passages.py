@@ -1,0 +1,156 @@
+"""Which passages recall finds: on the story's path, outside the window, hidden ones marked, revised ones as revised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from domain.application import Changji
+from projections.context.records import Context
+from projections.read_models.store import ReadModels
+from projections.runner import ProjectionRunner
+from providers.embedders import HashingEmbedder
+from providers.tokens import EstimatingCounter
+from service.recall import Recall
+from service.views import StoryViews
+from tests.builders import StoryBuilder
+from tests.integration.recall_support import TIGHT, filler, indexed, recalled
+
+
+@pytest.fixture
+def recall(read_models: ReadModels) -> Recall:
+    return Recall(read_models, HashingEmbedder())
+
+
+@pytest.fixture
+def views(sqlite_changji: Changji, read_models: ReadModels, recall: Recall) -> StoryViews:
+    return StoryViews(sqlite_changji, read_models, EstimatingCounter(), recall)
+
+
+def verbatim(ctx: Context) -> set[UUID]:
+    return {n for b in ctx.explain if b.what == "verbatim" for n in b.node_ids}
+
+
+def test_an_old_turn_comes_back_for_the_users_words_and_nothing_in_the_window(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    _, treasure = story.turn("地下室里有什么？", "“一箱旧银币，是守塔人的宝藏。”")
+    filler(story, 20)
+    story.turn("银币还在吗？", "“在，宝藏没动过。”")  # the same words, inside the window
+    story.user("那箱银币宝藏现在在哪里？")
+    indexed(runner, recall, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    block = next(b for b in ctx.explain if b.what == "recall")
+    assert treasure in block.node_ids and block.scores and len(block.scores) == len(block.node_ids)
+    assert not set(recalled(ctx)) & verbatim(ctx)
+    last = ctx.messages[-1].content
+    assert "【剧情记忆】" in last and "旧银币" in last and last.endswith("那箱银币宝藏现在在哪里？")
+    assert block.message_index == block.end_message == len(ctx.messages) - 1 and block.span is not None
+    shown = last[block.span[0] : block.span[1]]  # the block's own characters in that message
+    assert shown.startswith("【剧情记忆】") and shown.rstrip().endswith("”") and len(shown) == block.chars
+    words = next(b for b in ctx.explain if b.what == "user")
+    assert words.span is not None and last[words.span[0] : words.span[1]] == "那箱银币宝藏现在在哪里？"
+
+
+@pytest.mark.parametrize("question", ["潮汐表放在哪？", "那箱银币宝藏现在在哪里？"])
+def test_the_share_the_recall_block_leaves_goes_back_to_the_window(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels, question: str
+) -> None:
+    """Nothing recalled: the context is the one without recall; a short block: the window takes the rest
+    of the share back, turn by turn, and whatever it takes back in is not recalled as well."""
+    words = Recall(read_models, None)  # (BM25 alone: only passages sharing the question's words)
+    views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
+    share = 400
+    contexts, found = {}, None
+    for k in (10, 0):
+        story = StoryBuilder.start(sqlite_changji, **{**TIGHT, "recall_tokens": share, "recall_k": k})
+        _, treasure = story.turn("地下室里有什么？", "“一箱旧银币，是守塔人的宝藏。”")
+        filler(story, 20)
+        story.user(question)
+        indexed(runner, words, story)
+        contexts[k] = views.context(story.tenant, story.story_id, None)
+        found = found if k == 0 else treasure
+    on, off = contexts[10], contexts[0]
+    budget = on.budget
+    assert on.tokens <= budget and off.tokens <= budget and off.cut_turns > 0
+    block = next((b for b in on.explain if b.what == "recall"), None)
+    if question.startswith("潮汐"):
+        assert block is None and on.messages == off.messages and on.tokens == off.tokens
+    else:
+        assert block is not None and found in recalled(on) and block.tokens < share
+        assert budget - on.tokens < share - block.tokens  # (the share's unused part: the window's again)
+        assert on.cut_turns < off.cut_turns + 20 and not set(recalled(on)) & verbatim(on)
+
+
+def test_an_abandoned_branch_is_never_recalled(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    user, abandoned = story.turn("地下室里有什么？", "“一箱旧银币宝藏。”")
+    kept = story.reply("“只有几桶灯油。”", parent=user)  # a regenerate: the leaf moves to the sibling
+    filler(story, 20)
+    story.user("地下室的银币宝藏呢？")
+    indexed(runner, recall, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    assert abandoned not in recalled(ctx)
+    hits = views.recall_at(story.tenant, story.story_id, "银币宝藏", 10, None)
+    assert str(abandoned) not in {h.row["node_id"] for h in hits}
+    assert kept in {UUID(h.row["node_id"]) for h in views.recall_at(story.tenant, story.story_id, "灯油", 10, None)}
+
+
+def test_a_hidden_turn_is_recalled_and_marked(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    _, secret = story.turn("你藏了什么？", "“一封没寄出的信。”")
+    story.annotate(secret, "hide")
+    filler(story, 20)
+    story.user("那封没寄出的信呢？")
+    indexed(runner, recall, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    assert secret in recalled(ctx) and "（已隐藏）" in ctx.messages[-1].content
+
+
+def test_a_revised_reply_is_recalled_by_its_new_text_only(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    _, reply = story.turn("钥匙在哪？", "“在蓝色花瓶里。”")
+    filler(story, 3)
+    story.annotate(reply, "revise", "“在铁皮饼干盒里。”", "rewrite")
+    indexed(runner, recall, story)
+    new = views.recall_at(story.tenant, story.story_id, "铁皮饼干盒", 3, None)
+    old = views.recall_at(story.tenant, story.story_id, "蓝色花瓶", 3, None)
+    assert new and new[0].row["node_id"] == str(reply) and "饼干盒" in new[0].row["text"]
+    assert all("花瓶" not in h.row["text"] for h in old)
+
+
+def test_an_index_rebuilt_from_events_answers_as_the_live_one(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews, tmp_path: Path
+) -> None:
+    story = StoryBuilder.start(sqlite_changji, **TIGHT)
+    for i in range(20):
+        story.turn(f"第{i}天去了哪里？", f"“第{i}天去了{'码头' if i % 3 else '山顶的灯塔'}。”")
+    indexed(runner, recall, story)
+    fresh_store = ReadModels(tmp_path / "fresh.sqlite")
+    ProjectionRunner(sqlite_changji, fresh_store).rebuild()
+    fresh = StoryViews(sqlite_changji, fresh_store, EstimatingCounter(), Recall(fresh_store, HashingEmbedder()))
+    assert fresh.recall is not None
+    fresh.recall.refresh_soon(story.story_id).result(timeout=30)
+    for query in ("山顶的灯塔", "码头", "第7天"):
+        live = views.recall_at(story.tenant, story.story_id, query, 5, None)
+        rebuilt = fresh.recall_at(story.tenant, story.story_id, query, 5, None)
+        assert [(h.row, h.score) for h in live] == [(h.row, h.score) for h in rebuilt]
+
+
+def test_a_deleted_storys_index_is_gone(sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall) -> None:
+    story = StoryBuilder.start(sqlite_changji)
+    story.turns(3)
+    indexed(runner, recall, story)
+    assert recall.index(story.story_id) is not None and recall.state(story.story_id).passages == 3
+    sqlite_changji.stories.delete_story(story.tenant, story.story_id)
+    indexed(runner, recall, story)
+    assert recall.index(story.story_id) is None and recall.state(story.story_id).passages == 0
