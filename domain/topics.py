@@ -14,6 +14,7 @@ from eventsourcing.utils import register_topic
 from domain.card import events as card_events
 from domain.card.card import Card
 from domain.card.lorebook import Lorebook
+from domain.memory import events as memory_events
 from domain.tree import events as tree_events
 from domain.tree import turn_events, work_events
 from domain.tree.node import Node
@@ -21,8 +22,68 @@ from domain.tree.story import Story
 
 MOVED_AGGREGATES = {"domain.card:Card": Card, "domain.lorebook:Lorebook": Lorebook, "domain.story:Story": Story,
                     "domain.node:Node": Node}  # fmt: skip
-EVENT_MODULES = (card_events, tree_events, turn_events, work_events)
+EVENT_MODULES = (card_events, tree_events, turn_events, work_events, memory_events)
 OLD_EVENT_MODULE = "domain.events"
+STORED_AS_DOMAIN_EVENTS = (  # every event that lived in `domain.events`, by name
+    "CardCreated",
+    "CardUpdated",
+    "CardDeleted",
+    "CardMerged",
+    "CardImported",
+    "LorebookAttached",
+    "LorebookDetached",
+    "LorebookCreated",
+    "LoreEntryAdded",
+    "LoreEntryChanged",
+    "LoreEntryRemoved",
+    "LoreEntryDisabled",
+    "LoreEntryEnabled",
+    "LoreEntryApproved",
+    "LorebookDeleted",
+    "StoryStarted",
+    "ChatImported",
+    "LeafMoved",
+    "StoryMovedToCard",
+    "StoryConfigured",
+    "StoryRetitled",
+    "SavePointMarked",
+    "SavePointDeleted",
+    "WorldLineRenamed",
+    "StoryDeleted",
+    "StoryRestored",
+    "GreetingPlaced",
+    "UserSpoke",
+    "ReplyPosted",
+    "ReplyRevised",
+    "NodeStarred",
+    "NodeUnstarred",
+    "NodeHidden",
+    "NodeUnhidden",
+    "ReplyOpened",
+    "ClientPartNoted",
+    "DraftWritten",
+    "DraftAppended",
+    "DraftEdited",
+    "DraftRead",
+    "DraftSearched",
+    "DraftRefused",
+    "ReplySealed",
+    "TurnAsked",
+    "AskAnswered",
+    "TurnStopped",
+    "PreviousReplyRead",
+    "MemorySearched",
+    "ReplyWithdrawn",
+    "ModelCalled",
+    "ScenePatched",
+    "SideJobFailed",
+    "SideJobSkipped",
+    "EpisodeSummarized",
+    "DigestFolded",
+    "SummaryEdited",
+    "CompactionDue",
+    "SideJobDone",
+)
 
 
 def _events() -> dict[str, type]:
@@ -38,8 +99,9 @@ def register() -> None:
     """Register the old topics (once per process; registering again is harmless)."""
     for topic, aggregate in MOVED_AGGREGATES.items():
         register_topic(topic, aggregate)
-    for name, event in _events().items():
-        register_topic(f"{OLD_EVENT_MODULE}:{name}", event)
+    events = _events()
+    for name in STORED_AS_DOMAIN_EVENTS:
+        register_topic(f"{OLD_EVENT_MODULE}:{name}", events[name])
 
 
 register()

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 from uuid import UUID
 
 from domain.errors import DomainError
@@ -215,3 +216,20 @@ def forget(handbook: Handbook, story_id: UUID) -> tuple[Handbook, tuple[Item, ..
             mixed.append(left)
     blocks = tuple(b for b in handbook.blocks if b.story_id != story_id)
     return Handbook(blocks, tuple(items)), tuple(mixed)
+
+
+def handbook_data(handbook: Handbook) -> dict[str, Any]:
+    """The handbook as an event holds it (JSON: ids as strings)."""
+    return {
+        "blocks": [{"story_id": str(b.story_id), "title": b.title, "text": b.text} for b in handbook.blocks],
+        "items": [
+            {"section": i.section, "text": i.text, "sources": [str(s) for s in i.sources]} for i in handbook.items
+        ],
+    }
+
+
+def handbook_of(data: Mapping[str, Any]) -> Handbook:
+    """The handbook an event holds (`handbook_data`'s inverse)."""
+    blocks = tuple(StoryBlock(UUID(b["story_id"]), b["title"], b["text"]) for b in data.get("blocks", ()))
+    items = tuple(Item(i["section"], i["text"], tuple(UUID(s) for s in i["sources"])) for i in data.get("items", ()))
+    return Handbook(blocks, items)

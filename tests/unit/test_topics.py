@@ -11,12 +11,13 @@ import domain.topics  # noqa: F401  (registers the topics of classes that moved)
 from domain.card.card import Card
 from domain.card.lorebook import Lorebook
 from domain.folded import Folded
+from domain.memory.card_memory import CardMemory
 from domain.topics import EVENT_MODULES
 from domain.tree.node import Node
 from domain.tree.story import Story
 
 STORED = Path(__file__).parents[1] / "fixtures" / "stored_topics.txt"
-AGGREGATES = (Card, Lorebook, Story, Node)
+AGGREGATES = (Card, Lorebook, Story, Node, CardMemory)
 
 
 def stored_topics() -> list[str]:
