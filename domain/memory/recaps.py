@@ -1,0 +1,60 @@
+"""A story's recap: five sections under a one-line title, in the card's language, read back by their
+canonical (Chinese) names whatever language they were written in; and the offline recap, assembled
+from the story's own digest and episodes when no side model writes one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from domain.language import Language
+
+RECAP_SECTIONS = ("剧情脉络", "人物与关系", "既定事实", "未了之事", "用户的玩法偏好")  # canonical names
+HEADINGS: dict[Language, Mapping[str, str]] = {
+    "zh": {name: name for name in RECAP_SECTIONS},
+    "en": dict(zip(RECAP_SECTIONS, ("Plot", "Characters and relationships", "Established facts",
+                                    "Open threads", "The user's play preferences"), strict=True)),
+}  # fmt: skip
+NONE: dict[Language, str] = {"zh": "无", "en": "none"}
+# the digest's sections (their canonical names, `domain.values.DIGEST_SECTIONS`) that stand for a recap's
+FROM_DIGEST = {"剧情脉络": "前情提要", "人物与关系": "人物", "既定事实": "事实账", "未了之事": "承诺与伏笔"}
+_CANONICAL = {heading.lower(): name for headings in HEADINGS.values() for name, heading in headings.items()}
+_HEADING = re.compile(r"^#{2,3}\s*(.+?)\s*$")
+
+
+def recap_sections(text: str) -> dict[str, str]:
+    """A recap's sections by canonical name (those it has; text under no known heading is left out)."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        heading = _HEADING.match(line.strip())
+        if heading is not None:
+            name = _CANONICAL.get(heading.group(1).lower())
+            current = sections.setdefault(name, []) if name is not None else None
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines).strip() for name, lines in sections.items()}
+
+
+def recap_title(text: str) -> str:
+    """The recap's one-line title (its first `# ` line), or its first line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = next((line for line in lines if line.startswith("# ")), lines[0] if lines else "")
+    return first.lstrip("#").strip()
+
+
+def offline_recap(title: str, digest: Mapping[str, str] | None, episodes: Sequence[str], language: Language) -> str:
+    """The recap the offline rules write: the story's digest sections where they stand for a recap's, its
+    episodes (newest last) for its plot where the digest does not cover them, and no play preference (the
+    rules see no evidence of one)."""
+    headings, none = HEADINGS[language], NONE[language]
+    digest = digest or {}
+    plot = [digest.get(FROM_DIGEST["剧情脉络"], "").strip(), *(e.strip() for e in episodes)]
+    bodies = {
+        "剧情脉络": "\n\n".join(p for p in plot if p),
+        **{name: digest.get(source, "").strip() for name, source in FROM_DIGEST.items() if name != "剧情脉络"},
+        "用户的玩法偏好": "",
+    }
+    parts = [f"# {title.strip() or none}"]
+    parts += [f"## {headings[name]}\n{bodies[name] or none}" for name in RECAP_SECTIONS]
+    return "\n\n".join(parts) + "\n"
