@@ -28,9 +28,9 @@ from api.settings import Settings
 from api.supervisor import Supervisor, end_with_parent, listening_sockets, worker_argv
 from domain.application import Changji
 from domain.errors import DomainError
-from interchange.cards import CardFormatError
-from interchange.chats import ChatFormatError
-from interchange.lorebooks import LorebookFormatError
+from interchange.card_data import CardFormatError
+from interchange.chat_plan import ChatFormatError
+from interchange.lorebook_fields import LorebookFormatError
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from service.read_side import replay_if_empty

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 from typing import TypeVar
 from uuid import UUID, uuid4, uuid5
 
@@ -17,6 +18,10 @@ from api.errors import BadRequestError, RequestBodyError
 from api.keys import SERVICE, TENANT
 
 M = TypeVar("M", bound=BaseModel)
+IF_MATCH_PATTERN = r'\*|(?:W/)?"?([0-9]{1,18})"?'
+"""What If-Match takes: `*`, or a version as an ETag (`"7"`, `W/"7"`) or bare (`7`)."""
+IDEMPOTENCY_KEY_PATTERN = r"[!-~](?:[ -~]{0,253}[!-~])?"
+"""What Idempotency-Key takes: 1–255 printable ASCII characters, not starting or ending with a space."""
 log = logging.getLogger(__name__)
 
 
@@ -99,24 +104,41 @@ def path_id(request: web.Request, name: str) -> UUID:
         raise BadRequestError(404, f"{name} is not a known id", f"path.{name}") from None
 
 
+INTEGER = re.compile(r"-?[0-9]{1,20}")
+"""An integer in the query: ASCII digits, perhaps a minus sign (not `+1`, `1_000` or other digits)."""
+IF_MATCH = re.compile(IF_MATCH_PATTERN)
+UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+"""A UUID as the OpenAPI document's `format: uuid` says: 8-4-4-4-12 hex digits."""
+
+
 def query_id(request: web.Request, name: str) -> UUID | None:
+    """An id in the query (None: not given); anything but a UUID's 8-4-4-4-12 form is refused (422)."""
     value = request.query.get(name)
-    if value is None or value == "":
+    if value is None:
         return None
-    try:
-        return UUID(value)
-    except ValueError:
-        raise BadRequestError(422, f"{name} must be a UUID", f"query.{name}") from None
+    if not UUID_TEXT.fullmatch(value):
+        raise BadRequestError(422, f"{name} must be a UUID", f"query.{name}")
+    return UUID(value)
+
+
+def query_text(request: web.Request, name: str, most: int, required: bool = True) -> str:
+    """A text in the query, 1–`most` characters of which one at least is not whitespace, stripped (422
+    otherwise; "" when it may be left out and was)."""
+    value = request.query.get(name)
+    if value is None and not required:
+        return ""
+    if value is None or not 1 <= len(value) <= most or not value.strip():
+        raise BadRequestError(422, f"{name} must be 1–{most} characters, not only spaces", f"query.{name}")
+    return value.strip()
 
 
 def query_int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
     value = request.query.get(name)
     if value is None:
         return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise BadRequestError(422, f"{name} must be an integer", f"query.{name}") from None
+    if not INTEGER.fullmatch(value):
+        raise BadRequestError(422, f"{name} must be an integer", f"query.{name}")
+    number = int(value)
     if not low <= number <= high:
         raise BadRequestError(422, f"{name} must be between {low} and {high}", f"query.{name}")
     return number
@@ -126,21 +148,20 @@ def query_bool(request: web.Request, name: str, default: bool = False) -> bool:
     value = request.query.get(name)
     if value is None:
         return default
-    if value.lower() not in ("true", "false", "1", "0"):
+    if value not in ("true", "false"):
         raise BadRequestError(422, f"{name} must be true or false", f"query.{name}")
-    return value.lower() in ("true", "1")
+    return value == "true"
 
 
 def if_match(request: web.Request) -> int | None:
-    """The expected version from `If-Match: "7"` (weak tags and bare numbers accepted)."""
+    """The expected version from `If-Match: "7"` (weak tags and bare numbers accepted; `*`: any)."""
     value = request.headers.get("If-Match")
-    if value is None or value.strip() == "*":
+    if value is None:
         return None
-    tag = value.strip().removeprefix("W/").strip('"')
-    try:
-        return int(tag)
-    except ValueError:
-        raise BadRequestError(400, 'If-Match must be an ETag such as "7"', "header.If-Match") from None
+    tag = IF_MATCH.fullmatch(value.strip())
+    if tag is None:
+        raise BadRequestError(400, 'If-Match must be an ETag such as "7"', "header.If-Match")
+    return int(tag[1]) if tag[1] else None
 
 
 def respond(model: BaseModel, status: int = 200, version: int | None = None) -> web.Response:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import weakref
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from api.errors import field_error, problem
-from api.http import body_limit, fingerprint, read_body
+from api.http import IDEMPOTENCY_KEY_PATTERN, body_limit, fingerprint, read_body
 from api.keys import SERVICE, TENANT
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PUBLIC = ("/healthz", "/openapi.json")
+IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 @web.middleware
@@ -63,7 +65,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or key is None or TENANT not in request:
         return await handler(request)
-    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
+    if not IDEMPOTENCY_KEY.fullmatch(key):
         return problem(
             400, "Bad Request", "Idempotency-Key must be 1–255 printable ASCII characters",
             [field_error("header.Idempotency-Key", "1–255 printable ASCII characters", "value_error")],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from api.handlers import (
     summaries,
     turns,
 )
+from api.schemas import proxy as p
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -42,17 +44,25 @@ class Route:
     idempotent: bool = False
     body_optional: bool = False  # the request body may be left out (read as {}): every field has a default
     ranges: tuple[tuple[str, int, int], ...] = ()  # query parameters' bounds: integers' values, q's length
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = ()  # query parameters that take one of a few words
+    required: tuple[str, ...] = ()  # query parameters that must be given (`q` always is)
+    uploads: tuple[str, ...] = ()  # the body is a file of these media types (raw, or a multipart/form-data file)
+    downloads: tuple[str, ...] = ()  # the answer is a file of one of these media types
+    streams: bool = False  # `Accept: text/event-stream` answers server-sent events (200) instead of JSON
+    openai: bool = False  # an OpenAI-compatible route: errors in OpenAI's shape, not problem+json
 
+
+CARD_FILES = ("application/json", "image/png", "application/zip")  # card JSON (any spec), a PNG card, CHARX
 
 ROUTES = (
-    Route("POST", "/v1/chat/completions", proxy.chat_completions, "OpenAI-compatible chat completions: changji keeps the story and sends the upstream its memory instead of the history (errors in OpenAI's shape)"),
-    Route("GET", "/v1/models", proxy.models, "The upstream's models (OpenAI-compatible)"),
+    Route("POST", "/v1/chat/completions", proxy.chat_completions, "OpenAI-compatible chat completions: changji keeps the story and sends the upstream its memory instead of the history (errors in OpenAI's shape)", p.ChatCompletionRequest, p.ChatCompletion, streams=True, openai=True),
+    Route("GET", "/v1/models", proxy.models, "The upstream's models (OpenAI-compatible)", None, p.ModelList, openai=True),
     Route("POST", "/v1/cards", cards.create_card, "Create a card", s.CreateCardRequest, s.CardResponse, 201, idempotent=True),
     Route("GET", "/v1/cards", cards.list_cards, "List cards", None, s.CardListResponse, query=("limit", "cursor"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
-    Route("POST", "/v1/cards/import", cards.import_card, "Import a card file (PNG, JSON in any spec version, CHARX) as the body or a multipart file", None, s.CardResponse, 201, idempotent=True),
+    Route("POST", "/v1/cards/import", cards.import_card, "Import a card file (PNG, JSON in any spec version, CHARX) as the body or a multipart file", None, s.CardResponse, 201, idempotent=True, uploads=CARD_FILES),
     Route("GET", "/v1/cards/{card_id}", cards.get_card, "Get a card", None, s.CardResponse),
-    Route("GET", "/v1/cards/{card_id}/export", cards.export_card, "The card as a file: V2 or V3 JSON, or PNG", query=("format",)),
-    Route("POST", "/v1/cards/{card_id}/lorebooks", lore.attach_lorebook, "Attach a World Info file (the body or a multipart file) to the card", None, s.LorebookResponse, 201, query=("name",), idempotent=True),
+    Route("GET", "/v1/cards/{card_id}/export", cards.export_card, "The card as a file: V2 or V3 JSON, or PNG", query=("format",), choices=(("format", ("v2", "v3", "png")),), downloads=("application/json", "image/png")),
+    Route("POST", "/v1/cards/{card_id}/lorebooks", lore.attach_lorebook, "Attach a World Info file (the body or a multipart file) to the card", None, s.LorebookResponse, 201, query=("name",), idempotent=True, uploads=("application/json",)),
     Route("GET", "/v1/cards/{card_id}/lorebooks", lore.list_lorebooks, "The card's lorebooks: its embedded one, then those attached", None, s.LorebookListResponse),
     Route("GET", "/v1/cards/{card_id}/lorebooks/{lorebook_id}", lore.get_lorebook, "A lorebook with its entries (`embedded`: the card's own)", None, s.LorebookResponse),
     Route("DELETE", "/v1/cards/{card_id}/lorebooks/{lorebook_id}", lore.detach_lorebook, "Detach a lorebook from the card", status=204),
@@ -66,9 +76,9 @@ ROUTES = (
     Route("POST", "/v1/cards/{card_id}/merge", cards.merge_card, "Merge the card into another (a card the proxy made into an imported one): its stories and lorebooks move there, and chats that would make it go there", s.MergeCardRequest, s.MergeCardResponse),
     Route("POST", "/v1/stories", stories.create_story, "Start a story from a card", s.CreateStoryRequest, s.StoryResponse, 201, idempotent=True),
     Route("GET", "/v1/stories", stories.list_stories, "List stories (deleted=true: the deleted ones, to restore)", None, s.StoryListResponse, query=("limit", "cursor", "card_id", "deleted"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
-    Route("POST", "/v1/stories/import", chats.import_chat, "Import a SillyTavern chat (.jsonl, the body or a multipart file) into a new story of a card", None, s.ImportChatResponse, 201, query=("card_id", "title"), idempotent=True),
+    Route("POST", "/v1/stories/import", chats.import_chat, "Import a SillyTavern chat (.jsonl, the body or a multipart file) into a new story of a card", None, s.ImportChatResponse, 201, query=("card_id", "title"), idempotent=True, required=("card_id",), uploads=("application/jsonl",)),
     Route("GET", "/v1/stories/{story_id}", stories.get_story, "Get a story", None, s.StoryResponse),
-    Route("GET", "/v1/stories/{story_id}/export", chats.export_chat, "The story's path as a SillyTavern chat (.jsonl); scope=tree gives every reply's siblings as its swipes", query=("format", "scope", "at")),
+    Route("GET", "/v1/stories/{story_id}/export", chats.export_chat, "The story's path as a SillyTavern chat (.jsonl); scope=tree gives every reply's siblings as its swipes", query=("format", "scope", "at"), choices=(("format", ("sillytavern",)), ("scope", ("tree", "path"))), downloads=("application/jsonl",)),
     Route("PATCH", "/v1/stories/{story_id}", stories.update_story, "Retitle or reconfigure a story", s.UpdateStoryRequest, s.StoryResponse),
     Route("DELETE", "/v1/stories/{story_id}", stories.delete_story, "Delete a story (its events stay: it can be restored)", status=204, if_match=True),
     Route("POST", "/v1/stories/{story_id}/restore", stories.restore_story, "Bring a deleted story back as it was", None, s.StoryResponse, if_match=True),
@@ -94,9 +104,9 @@ ROUTES = (
     Route("POST", "/v1/nodes/{node_id}/hide", nodes.hide, "Leave the node out of contexts", None, s.NodeResponse),
     Route("POST", "/v1/nodes/{node_id}/unhide", nodes.unhide, "Bring the node back", None, s.NodeResponse),
     Route("POST", "/v1/nodes/{node_id}/revise", nodes.revise, "Revise a reply's text in place", s.ReviseRequest, s.NodeResponse),
-    Route("POST", "/v1/stories/{story_id}/turns", turns.post_turn, "Engine mode: the user's words in, the main model's reply out (JSON, or SSE with Accept: text/event-stream)", s.PostTurnRequest, s.TurnResponse, 201, if_match=True),
-    Route("POST", "/v1/stories/{story_id}/regenerate", turns.regenerate, "Engine mode: a new reply beside the others under a user node", s.RegenerateRequest, s.TurnResponse, 201, body_optional=True),
-    Route("POST", "/v1/nodes/{node_id}/answer", turns.answer, "Answer a turn's decision card; the turn resumes", s.AnswerRequest, s.TurnResponse, 201),
+    Route("POST", "/v1/stories/{story_id}/turns", turns.post_turn, "Engine mode: the user's words in, the main model's reply out (JSON, or SSE with Accept: text/event-stream)", s.PostTurnRequest, s.TurnResponse, 201, if_match=True, streams=True),
+    Route("POST", "/v1/stories/{story_id}/regenerate", turns.regenerate, "Engine mode: a new reply beside the others under a user node", s.RegenerateRequest, s.TurnResponse, 201, body_optional=True, streams=True),
+    Route("POST", "/v1/nodes/{node_id}/answer", turns.answer, "Answer a turn's decision card; the turn resumes", s.AnswerRequest, s.TurnResponse, 201, streams=True),
     Route("POST", "/v1/nodes/{node_id}/stop", turns.stop, "Stop a turn; what was written stays as an unsealed draft", None, s.StopResponse),
     Route("GET", "/v1/nodes/{node_id}/draft", turns.draft, "A reply's draft with every version it went through", None, s.DraftResponse),
     Route("GET", "/v1/stories/{story_id}/costs", turns.story_costs, "Model calls of a story, summed per purpose and model", None, s.CostsResponse),
@@ -113,6 +123,23 @@ ROUTES = (
 )  # fmt: skip
 
 
+def router_path(path: str) -> str:
+    """`path` as the router matches it: an id never takes a word another route has in its place, so
+    `/v1/cards/import` is that route alone (PATCH there is 405, not the update of a card named `import`)."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        name = re.fullmatch(r"{(\w+)}", part)
+        words = {
+            other[i]
+            for other in (route.path.split("/") for route in ROUTES)
+            if len(other) > i and other[:i] == parts[:i] and not other[i].startswith("{")
+        }
+        if name and words:
+            taken = "|".join(sorted(map(re.escape, words)))
+            parts[i] = f"{{{name[1]}:(?!(?:{taken})(?:/|$))[^/]+}}"
+    return "/".join(parts)
+
+
 def add_routes(app: web.Application) -> None:
     for route in ROUTES:
-        app.router.add_route(route.method, route.path, route.handler)
+        app.router.add_route(route.method, router_path(route.path), route.handler)

@@ -101,6 +101,8 @@ class FileObject:
 
     def integer(self, name: str) -> int | None:
         value = self.data.get(name)
+        if type(value) is float and value.is_integer():  # (JSON's 2.0 is the integer 2, as JSON Schema has it)
+            return int(value)
         if value is not None and not is_int(value):
             raise self.fail(name, "must be an integer")
         return value

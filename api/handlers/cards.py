@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from api.errors import BadRequestError, RequestBodyError
 from api.http import body, if_match, keyed, new_id, path_id, query_int, respond, service, tenant
-from api.schemas import (
+from api.schemas.cards import (
     CardListResponse,
     CardResponse,
     CardSummary,
@@ -28,8 +28,9 @@ from api.schemas import (
 from api.uploads import upload
 from domain.card.card import Card
 from domain.values import CardData, StorySettings
-from interchange.cards import CardFormatError, card_json, card_png
-from interchange.lorebooks import LorebookFormatError
+from interchange.card_data import CardFormatError
+from interchange.card_export import card_json, card_png
+from interchange.lorebook_fields import LorebookFormatError
 from service.imports import check_character_book
 
 MERGE_BATCH = 200  # stories moved in one transaction by a merge

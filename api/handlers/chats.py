@@ -10,9 +10,9 @@ from aiohttp import web
 from api.errors import BadRequestError
 from api.handlers.stories import story_response
 from api.http import new_id, path_id, query_id, respond, service, tenant
-from api.schemas import ImportChatResponse
+from api.schemas.stories import ImportChatResponse
 from api.uploads import upload
-from interchange.chats import ChatFormatError
+from interchange.chat_plan import ChatFormatError
 from service.chat_transfer import NOTED
 
 SCOPES = ("tree", "path")

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from api.errors import BadRequestError
-from api.http import path_id, query_id, query_int, respond, service, tenant
-from api.schemas import ReplayResponse, ReplayStep, SearchHitModel, SearchResponse
+from api.http import path_id, query_id, query_int, query_text, respond, service, tenant
+from api.schemas.stories import ReplayResponse, ReplayStep, SearchHitModel, SearchResponse
 
 
 async def search(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
-    query = request.query.get("q", "").strip()
-    if not query or len(query) > 200:
-        raise BadRequestError(422, "q must be 1–200 characters", "query.q")
+    query = query_text(request, "q", 200)
     limit = query_int(request, "limit", 20, 1, 200)
     await svc.executor.load(svc.app.story, tenant(request), story_id)
     await svc.read_side.searchable()

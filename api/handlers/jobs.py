@@ -8,7 +8,7 @@ from aiohttp import web
 
 from api.errors import BadRequestError
 from api.http import path_id, query_id, query_int, respond, service, tenant
-from api.schemas import JobListResponse, JobModel, JobStatus, StoryJobsResponse
+from api.schemas.scene import JobListResponse, JobModel, JobStatus, StoryJobsResponse
 from domain.values import JobKind
 
 STATUSES = get_args(JobStatus)
@@ -17,7 +17,8 @@ DUE = ("pending", "retrying")
 
 def _statuses(request: web.Request) -> set[str] | None:
     """`status`, repeated or comma-separated (None: any)."""
-    asked = {part.strip() for value in request.query.getall("status", []) for part in value.split(",") if part.strip()}
+    parts = (part.strip(" ") for value in request.query.getall("status", []) for part in value.split(","))
+    asked = {part for part in parts if part}
     unknown = asked - set(STATUSES)
     if unknown:
         raise BadRequestError(422, f"status must be among {', '.join(STATUSES)}", "query.status")
@@ -30,7 +31,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     after = query_int(request, "cursor", 0, 0, 2**62)
     story_id = query_id(request, "story_id")
     statuses = _statuses(request)
-    kind = request.query.get("kind") or None
+    kind = request.query.get("kind")
     if kind is not None and kind not in get_args(JobKind):
         raise BadRequestError(422, f"kind must be one of {', '.join(get_args(JobKind))}", "query.kind")
     if story_id is not None:

@@ -9,8 +9,8 @@ from uuid import UUID
 from aiohttp import web
 
 from api.errors import BadRequestError
-from api.http import body, new_id, path_id, query_int, respond, service, tenant
-from api.schemas import (
+from api.http import body, new_id, path_id, query_int, query_text, respond, service, tenant
+from api.schemas.lore import (
     LorebookListResponse,
     LorebookResponse,
     LorebookSummary,
@@ -23,7 +23,7 @@ from api.schemas import (
 from api.uploads import upload
 from domain.card.lore import LoreEntry
 from domain.card.lorebook import Lorebook
-from interchange.lorebooks import LorebookFormatError
+from interchange.lorebook_fields import LorebookFormatError
 from service.lore import EMBEDDED, embedded_name
 
 MAX_QUERY = 500
@@ -150,9 +150,7 @@ def _uid(request: web.Request) -> int:
 async def search_lore(request: web.Request) -> web.Response:
     """The card's lore scored for `q` (keys +5, title +3, content +1 a time up to 3; Chinese by character
     pairs), as the model's `lorebook_search` sees it."""
-    svc, query = service(request), request.query.get("q", "")
-    if not 1 <= len(query.strip()) <= MAX_QUERY:
-        raise BadRequestError(422, f"q must be 1–{MAX_QUERY} characters", "query.q")
+    svc, query = service(request), query_text(request, "q", MAX_QUERY)
     limit = query_int(request, "limit", 10, 1, 100)
     card = await svc.executor.load(svc.app.card, tenant(request), path_id(request, "card_id"))
     found = await svc.executor.load(svc.views.search_lore, card, query, limit)

@@ -8,7 +8,7 @@ from uuid import UUID
 from aiohttp import web
 
 from api.http import body, if_match, keyed, new_id, path_id, respond, service, tenant
-from api.schemas import (
+from api.schemas.nodes import (
     AppendNodeRequest,
     AppendNodeResponse,
     NodeIdsRequest,

@@ -13,14 +13,15 @@ import orjson
 from aiohttp import web
 
 from api.bootstrap import Service
-from api.http import read_body, service, tenant
+from api.http import UUID_TEXT, read_body, service, tenant
 from api.openai_shape import openai_error
 from domain.errors import TurnStateError
 from domain.ports import ChatResult, ModelCallError
 from domain.values import StopReason
 from providers.relay import ClientGone, Relayed
+from service.chat_finder import Chosen
 from service.front_end_names import front_end_names
-from service.proxy import Chosen, Opened, Planned
+from service.proxy import Opened, Planned
 from service.proxy_requests import BadRequest, ProxyRequest
 
 STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
@@ -45,10 +46,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return openai_error(400, str(bad), bad.field)
     body = asked.fields
     header = request.headers.get(STORY)
-    try:
-        hint = UUID(header) if header else None
-    except ValueError:
+    if header is not None and not UUID_TEXT.fullmatch(header):
         return openai_error(404, f"{STORY} is not a story id", STORY)
+    hint = UUID(header) if header is not None else None
     passing = svc.proxy.passing(asked)
     if passing is not None:  # the front end's own request (a summary, an impersonation): forwarded as it came
         forwarded = {**body, "messages": list(asked.messages)}

@@ -6,9 +6,8 @@ from uuid import UUID
 
 from aiohttp import web
 
-from api.errors import BadRequestError
-from api.http import path_id, query_id, query_int, respond, service, tenant
-from api.schemas import FoundBy, IndexResponse, RecallHitModel, RecallResponse
+from api.http import path_id, query_id, query_int, query_text, respond, service, tenant
+from api.schemas.context import FoundBy, IndexResponse, RecallHitModel, RecallResponse
 
 MAX_QUERY = 500
 
@@ -16,9 +15,7 @@ MAX_QUERY = 500
 async def recall(request: web.Request) -> web.Response:
     svc, story_id = service(request), path_id(request, "story_id")
     await svc.executor.load(svc.app.story, tenant(request), story_id)  # 404 for someone else's story first
-    query = request.query.get("q", "").strip()
-    if not query or len(query) > MAX_QUERY:
-        raise BadRequestError(422, f"q must be 1–{MAX_QUERY} characters", "query.q")
+    query = query_text(request, "q", MAX_QUERY)
     k = query_int(request, "k", 10, 1, 50)
     at = query_id(request, "at")
     await svc.recall.refresh(story_id)  # whatever was written before this request is searched

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from api.bootstrap import Service
 from api.http import body, keyed, new_id, path_id, respond, service, tenant
-from api.schemas import CreateSaveRequest, RenameWorldLineRequest, SaveResponse, SavesResponse, WorldLineModel
+from api.schemas.stories import CreateSaveRequest, RenameWorldLineRequest, SaveResponse, SavesResponse, WorldLineModel
 from domain.tree.story import Story
 from domain.values import SavePoint
 

@@ -8,10 +8,8 @@ from uuid import UUID
 from aiohttp import web
 
 from api.bootstrap import Service
-from api.errors import BadRequestError
 from api.http import body, path_id, query_id, respond, service, tenant
-from api.schemas import EditSceneRequest, EditSceneResponse, ScenePatchModel, SceneResponse, SceneText
-from domain.errors import ScenePatchError
+from api.schemas.scene import EditSceneRequest, EditSceneResponse, ScenePatchModel, SceneResponse, SceneText
 from domain.texts import CONTEXT_TEXTS
 from domain.tree.rules.scene import Roster, SceneSnapshot, present
 from projections.context.scene import format_roster, format_state
@@ -44,11 +42,8 @@ async def get_scene(request: web.Request) -> web.Response:
 async def edit_scene(request: web.Request) -> web.Response:
     req = await body(request, EditSceneRequest)
     svc, story_id = service(request), path_id(request, "story_id")
-    try:
-        edited = await svc.executor.write(
-            svc.app.scenes.edit_scene, tenant(request), story_id, req.at, req.patch, svc.views
-        )
-    except ScenePatchError as refused:  # a request problem at its field, like any invalid body
-        raise BadRequestError(422, str(refused), "body.patch") from None
+    edited = await svc.executor.write(  # (a patch the merge rules refuse whole: a rule violated at body.patch)
+        svc.app.scenes.edit_scene, tenant(request), story_id, req.at, req.patch, svc.views
+    )
     fields = await scene_fields(svc, tenant(request), story_id, edited.node.id)
     return respond(EditSceneResponse(**fields, applied=edited.merged.applied, warnings=edited.merged.warnings))

@@ -19,19 +19,8 @@ from api.http import (
     service,
     tenant,
 )
-from api.schemas import (
-    CheckoutRequest,
-    CreateStoryRequest,
-    LeafResponse,
-    NodeResponse,
-    PathResponse,
-    StoryListResponse,
-    StoryResponse,
-    StorySummary,
-    TreeNode,
-    TreeResponse,
-    UpdateStoryRequest,
-)
+from api.schemas.nodes import CheckoutRequest, LeafResponse, NodeResponse, PathResponse, TreeNode, TreeResponse
+from api.schemas.stories import CreateStoryRequest, StoryListResponse, StoryResponse, StorySummary, UpdateStoryRequest
 from domain.tree.story import Story
 
 

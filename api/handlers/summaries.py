@@ -9,7 +9,7 @@ from aiohttp import web
 
 from api.bootstrap import Service
 from api.http import body, path_id, query_id, respond, service, tenant
-from api.schemas import (
+from api.schemas.context import (
     CompactRequest,
     CompactResponse,
     DigestModel,

@@ -13,14 +13,14 @@ from aiohttp import web
 from api.bootstrap import Service
 from api.errors import BadRequestError
 from api.http import body, if_match, path_id, respond, service, tenant
-from api.schemas import (
+from api.schemas.nodes import NodeResponse
+from api.schemas.turns import (
     AnswerRequest,
     AskModel,
     CostLine,
     CostsResponse,
     DraftResponse,
     DraftVersionModel,
-    NodeResponse,
     PostTurnRequest,
     RegenerateRequest,
     StopResponse,
@@ -29,7 +29,8 @@ from api.schemas import (
 )
 from domain.errors import TurnStateError
 from domain.values import NodeView
-from engine.turns import DONE, TurnEvent, TurnHandle, TurnRunner
+from engine.turn_types import DONE, TurnEvent, TurnHandle
+from engine.turns import TurnRunner
 from projections.draft import project_draft
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

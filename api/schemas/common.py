@@ -1,0 +1,78 @@
+"""What every resource's models share: strict request models, the settings overrides, problem details."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_TEXT = 100_000
+
+
+class Strict(BaseModel):
+    """A request model: unknown fields are refused, and no value is coerced (`0` is not `false`, `"1"` not
+    `1`), so the schema generated from it is the validation."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        """A number with no fraction (`2.0`) in an integer field as the integer it is: JSON Schema's
+        `integer` takes it, and strict validation would not."""
+        if not isinstance(data, dict):
+            return data
+        integral = {
+            name: int(value)
+            for name, value in data.items()
+            if type(value) is float and value.is_integer() and name in cls.model_fields
+            and int in (cls.model_fields[name].annotation, *get_args(cls.model_fields[name].annotation))
+        }  # fmt: skip
+        return {**data, **integral} if integral else data
+
+
+class SettingsOverrides(Strict):
+    """Any subset of the story settings; omitted fields keep the card's (or the default) value."""
+
+    keep_turns: int | None = Field(None, ge=1, le=1000)
+    pack_turns: int | None = Field(None, ge=0, le=1000)
+    episodes_kept: int | None = Field(None, ge=0, le=100)
+    min_pack_chars: int | None = Field(None, ge=0, le=1_000_000)
+    context_window: int | None = Field(None, ge=512, le=4_000_000)
+    reply_reserve: int | None = Field(None, ge=0, le=1_000_000)
+    recall_k: int | None = Field(None, ge=0, le=50)
+    fill_window: bool | None = None
+    recall_tokens: int | None = Field(None, ge=0, le=1_000_000)
+    user_name: str | None = Field(None, min_length=1, max_length=100)
+    language: Literal["auto", "zh", "en"] | None = Field(
+        None, description="the language of changji's own prompt texts (auto: the card's, detected from its text)"
+    )
+    lore_bodies: Literal["auto", "titles", "full"] | None = None
+    lore_tokens: int | None = Field(None, ge=0, le=1_000_000)
+    lore_write_gate: bool | None = None
+    recall_summaries: bool | None = None
+    proxy_budget: Literal["auto", "client", "story"] | None = Field(
+        None,
+        description="what a proxied request's context may hold: no more than the front end sent (client), the"
+        " story's window (story), or the service's choice (auto)",
+    )
+
+    def given(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class FieldError(BaseModel):
+    field: str
+    pointer: str
+    message: str
+    type: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] = Field(default_factory=list)
