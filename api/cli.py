@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import time
@@ -49,6 +51,7 @@ LOCAL_TENANT = "local"
 @click.option("--log-level", default="INFO", show_default=True, help="the log's level (DEBUG, INFO, WARNING…)")
 def main(log_level: str) -> None:
     """场记 changji — a continuity engine for AI role-play."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: every thread's stack, to stderr
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 

@@ -15,7 +15,6 @@ status, size and time — never a header or a query string.
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import json
 import logging
 import signal
@@ -93,8 +92,6 @@ def serve(
 ) -> None:
     """Serve `app` on host:port — or on `sockets` already listening (a worker's, inherited from the
     process that bound them) — until SIGINT or SIGTERM."""
-
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: every thread's stack, to stderr
 
     async def main() -> None:
         runner = Runner(app, handle_signals=False, **runner_args)

@@ -20,7 +20,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import JSONTranscoder, RecordConflictError, Recording, Transcoding
-from eventsourcing.utils import resolve_topic
+from eventsourcing.utils import TopicError, resolve_topic
 
 import domain.topics  # noqa: F401  (every topic events were ever stored under resolves)
 from domain.card import lookups
@@ -84,6 +84,15 @@ class _MergedSettings:
     card_version: int
     overrides: dict[str, Any]
     settings: StorySettings
+
+
+def stored_class(topic: str) -> type | None:
+    """The class a stored topic names; None for one this version does not know (a newer one's event)."""
+    try:
+        cls = resolve_topic(topic)
+    except TopicError:
+        return None
+    return cls if isinstance(cls, type) else None
 
 
 class Changji(Application[UUID]):
@@ -356,7 +365,7 @@ class Changji(Application[UUID]):
             if aggregate is not None:
                 self._evict(originator_id)
             self.views.forget(originator_id)
-        cls = resolve_topic(topic)  # (by class: a moved event's old topic names it too, `domain/topics.py`)
+        cls = stored_class(topic)  # (by class: a moved event's old topic names it too, `domain/topics.py`)
         if cls in RERENDERING + SUMMARIZING and not self.saved_here(notification_id):
             node = self.node_aggregate(originator_id)  # (loaded when it was not cached)
             assert node.story_id is not None

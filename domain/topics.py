@@ -91,6 +91,7 @@ def _events() -> dict[str, type]:
     for module in EVENT_MODULES:
         for name, value in vars(module).items():
             if isinstance(value, type) and value.__module__ == module.__name__:
+                assert name not in found, f"two events named {name}: an old topic would name either"
                 found[name] = value
     return found
 

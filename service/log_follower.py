@@ -28,9 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from eventsourcing.utils import resolve_topic
-
-from domain.application import Changji
+from domain.application import Changji, stored_class
 from domain.errors import ConcurrentWriteError
 from storage.notifications import SQLiteNotifications, StoredRow, uuid_of
 from storage.write_lock import WriteLock
@@ -53,7 +51,7 @@ class LogFollower:
         self.position = int(app.recorder.max_notification_id() or 0) if reader is not None else 0
         self._seen = self.written.generation if self.written is not None else -1  # the lock's count at the last look
         self._asked = time.monotonic()  # when the log was last asked
-        self._listeners: dict[type, list[Callable[[Any], None]]] = {}
+        self._listeners: dict[type | None, list[Callable[[Any], None]]] = {}
         self.raced = 0  # commands that lost a race all the same (to a writer without the lock) and ran again
 
     def on(self, event_class: type, listener: Callable[[Any], None]) -> None:
@@ -100,7 +98,7 @@ class LogFollower:
             return decoded[0]
 
         self.app.follow(row[0], uuid_of(row[1]), row[2], row[3], event)
-        listeners = self._listeners.get(resolve_topic(row[3])) if self._listeners else None  # (old topics too)
+        listeners = self._listeners.get(stored_class(row[3])) if self._listeners else None  # (old topics too)
         if listeners and not self.app.saved_here(row[0]):
             for listener in listeners:
                 try:

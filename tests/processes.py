@@ -95,7 +95,7 @@ def _stopped(process: subprocess.Popen[bytes], log: Path) -> None:
         assert process.wait(timeout=40) == 0, log.read_text()  # (workers have 30 s before their parent kills them)
         assert "did not stop within" not in log.read_text(), log.read_text()  # (nor a worker, killed by its parent)
     except subprocess.TimeoutExpired:
-        family = [process.pid, *_children(process.pid)]
+        family = [*_children(process.pid), process.pid]  # (the workers' stacks first)
         for pid in family:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGUSR1)
@@ -108,7 +108,17 @@ def _stopped(process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+    """Every process descending from `pid` (workers lead process groups of their own)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # (a process that ended meanwhile)
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

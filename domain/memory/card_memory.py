@@ -28,7 +28,7 @@ from domain.memory.events import (
     StoryForgotten,
     StoryRemembered,
 )
-from domain.memory.handbook import Handbook, MemoryTextError, check_merge, handbook_data, handbook_of
+from domain.memory.handbook import Handbook, Item, MemoryTextError, check_merge, handbook_data, handbook_of
 
 CARD_MEMORIES = uuid5(NAMESPACE_URL, "https://changji.dev/card-memory")
 
@@ -78,7 +78,7 @@ class CardMemory(Aggregate):
         self.handbook = Handbook()
         self.resident = ""
         self.merged: dict[UUID, int] = {}  # the recap version of each story the last merge read
-        self.protected: set[str] = set()  # ids of the items a user wrote into the handbook
+        self.protected: set[str] = set()  # ids of the items a user added to the handbook or changed in it
         self.resident_edited = False
 
     @classmethod
@@ -145,8 +145,16 @@ class CardMemory(Aggregate):
     def merge_due(self) -> bool:
         return bool(self.changed or self.to_forget)
 
-    def merge(self, handbook: Handbook, resident: str, author: MemoryAuthor, usage: Usage) -> None:
-        """Record a merge (refused, with nothing recorded, when it loses what it was given)."""
+    @property
+    def users_items(self) -> tuple[Item, ...]:
+        """The handbook's items a user wrote (added or changed by an edit), which every merge keeps."""
+        return tuple(item for item in self.handbook.items if item.item_id in self.protected)
+
+    def merge(self, handbook: Handbook, resident: str, author: MemoryAuthor, usage: Usage) -> bool:
+        """Record a merge; False (nothing recorded) when nothing was due and it changes nothing. Refused,
+        with nothing recorded, when it loses what it was given."""
+        if not self.merge_due and handbook == self.handbook and (self.resident_edited or resident == self.resident):
+            return False
         check_merge(set(self.remembered) | (self.handbook.stories - self.forgotten), self.forgotten, handbook)
         kept = {item.item_id for item in handbook.items}
         lost = [
@@ -161,6 +169,7 @@ class CardMemory(Aggregate):
             author=author, model=usage.model, prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
         )  # fmt: skip
+        return True
 
     def edit_handbook(self, handbook: Handbook) -> None:
         unknown = handbook.stories - set(self.recaps)
@@ -204,8 +213,10 @@ class CardMemory(Aggregate):
                 self.handbook, self.resident = handbook_of(event.handbook), event.resident
                 self.merged = {UUID(story): version for story, version in event.recaps.items()}
             case HandbookEdited():
+                before = {item.item_id for item in self.handbook.items}
                 self.handbook = handbook_of(event.handbook)
-                self.protected = {item.item_id for item in self.handbook.items}
+                after = {item.item_id for item in self.handbook.items}
+                self.protected = (self.protected & after) | (after - before)  # (what the user added or changed)
             case ResidentEdited():
                 self.resident, self.resident_edited = event.text, True
             case StoryForgotten():

@@ -37,9 +37,9 @@ TAG_WORD: dict[Language, str] = {"zh": "局", "en": "story"}
 BLOCK_WORD: dict[Language, str] = {"zh": "局", "en": "Story"}
 SHORT = 8  # hex digits of a story id in a tag
 
-_TAG = re.compile(r"\[(?:局|story|Story):\s*([0-9a-fA-F]{8,32})\]")
-_TAGS_AT_END = re.compile(r"(?:\s*\[(?:局|story|Story):\s*[0-9a-fA-F]{8,32}\])+\s*$")
-_BLOCK = re.compile(r"^#\s*(?:局|Story)\s*[：:]\s*(.*?)\s*[（(]\s*([0-9a-fA-F]{8,32})\s*[）)]\s*$")
+_TAG = re.compile(r"\[(?:局|(?i:story))\s*[:：]\s*([0-9a-fA-F]{8,32})\]")
+_TAGS_AT_END = re.compile(r"(?:\s*\[(?:局|(?i:story))\s*[:：]\s*[0-9a-fA-F]{8,32}\])+\s*$")
+_BLOCK = re.compile(r"^#\s*(?:局|(?i:story))\s*[：:]\s*(.*?)\s*[（(]\s*([0-9a-fA-F]{8,32})\s*[）)]\s*$")
 _ITEM = re.compile(r"^\s*[-*•]\s+(.*)$")
 _SECTION_OF = {name: key for names in SECTIONS.values() for name, key in zip(names, SECTION_KEYS, strict=True)}
 
@@ -104,10 +104,14 @@ class Tags:
         return f"[{TAG_WORD[language]}:{self.short[story_id]}]"
 
     def find(self, short: str, number: int) -> UUID:
-        story = self.story.get(short.lower())
+        short = short.lower()
+        story = self.story.get(short)
         if story is not None:
             return story
-        if sum(s.hex.startswith(short.lower()) for s in self.short) > 1:
+        matching = [s for s in self.short if s.hex.startswith(short)]
+        if len(matching) == 1 and len(short) >= SHORT:  # (a longer tag than needed, or the whole id)
+            return matching[0]
+        if matching:
             raise MemoryTextError(f"line {number}: {short} begins the ids of more than one story of this card")
         raise MemoryTextError(f"line {number}: {short} is no story of this card")
 
@@ -128,16 +132,20 @@ def parse_handbook(text: str, tags: Tags) -> Handbook:
     for number, line in enumerate(text.splitlines(), 1):
         heading = line.strip()
         if heading.startswith("#"):
-            close_block()
-            section = None
             found = _BLOCK.match(heading)
             if found is not None:
+                close_block()
+                section = None
                 story = tags.find(found.group(2), number)
                 if any(b.story_id == story for b in blocks):
                     raise MemoryTextError(f"line {number}: a second block of story {story}")
                 block = (story, found.group(1), [])
                 continue
             section = _SECTION_OF.get(heading.lstrip("#").strip())
+            if section is None and block is not None:  # (a line of a story's block that starts with `#`)
+                block[2].append(line)
+                continue
+            close_block()
             if section is None:
                 raise MemoryTextError(f"line {number}: an unknown heading {heading[:60]!r}")
             continue
@@ -173,7 +181,7 @@ def render_handbook(handbook: Handbook, tags: Tags, language: Language) -> str:
     """The handbook as text, in the card's language (parsed back, it is the same handbook)."""
     parts = []
     for block in handbook.blocks:
-        title = block.title.replace("(", "（").replace(")", "）")
+        title = block.title
         if language == "zh":
             head = f"# {BLOCK_WORD[language]}：{title}（{tags.short[block.story_id]}）"
         else:

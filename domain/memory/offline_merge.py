@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from uuid import UUID
 
 from domain.language import Language
@@ -30,10 +31,17 @@ _CLOSING = "。．.，,；;！!"
 
 
 def offline_merge(
-    recaps: Mapping[UUID, str], order: Sequence[UUID], language: Language, handbook_chars: int = HANDBOOK_CHARS
+    recaps: Mapping[UUID, str],
+    order: Sequence[UUID],
+    language: Language,
+    handbook_chars: int = HANDBOOK_CHARS,
+    keep: Sequence[Item] = (),
 ) -> tuple[Handbook, str]:
-    """The handbook and resident summary of the recaps (`order`: the stories oldest first)."""
+    """The handbook and resident summary of the recaps (`order`: the stories oldest first; a story it does
+    not name comes after those it does); `keep`: items a user wrote, kept first (tagged only with stories
+    whose recaps are here, and left out when none is)."""
     stories = [story for story in order if story in recaps]
+    stories += sorted((story for story in recaps if story not in stories), key=str)
     blocks = tuple(StoryBlock(s, recap_title(recaps[s]), _plot(recaps[s])) for s in stories)
     found: dict[tuple[str, str], tuple[str, list[UUID]]] = {}
     for story in stories:
@@ -44,8 +52,15 @@ def offline_merge(
                 if story not in sources:
                     sources.append(story)
     tags = Tags(stories)
-    items: list[Item] = []
-    for (key, _), (words, sources) in sorted(found.items(), key=lambda kv: -len(kv[1][1])):  # (stable)
+    items = [
+        replace(item, sources=tuple(s for s in item.sources if s in recaps))
+        for item in keep
+        if any(s in recaps for s in item.sources)
+    ]
+    users = {(item.section, _same(item.text)) for item in items}
+    for (key, same), (words, sources) in sorted(found.items(), key=lambda kv: -len(kv[1][1])):  # (stable)
+        if (key, same) in users:
+            continue
         candidate = Handbook(blocks, (*items, Item(key, words, tuple(sources))))
         if len(render_handbook(candidate, tags, language)) <= handbook_chars:
             items.append(candidate.items[-1])
@@ -74,8 +89,14 @@ def _same(line: str) -> str:
 
 
 def _resident(handbook: Handbook, language: Language) -> str:
-    lines = [RESIDENT_HEADING[language], *(f"- {block.title}" for block in handbook.blocks)]
-    size = sum(len(line) + 1 for line in lines)
+    lines = [RESIDENT_HEADING[language]]
+    size = len(lines[0])
+    for block in reversed(handbook.blocks):  # (the newest kept when not all fit, listed oldest first)
+        line = f"- {block.title}"
+        if size + len(line) + 1 > RESIDENT_CHARS // 2:
+            break
+        lines.insert(1, line)
+        size += len(line) + 1
     for key, name in zip(SECTION_KEYS, SECTIONS[language], strict=True):
         picked = sorted((i for i in handbook.items if i.section == key), key=lambda i: -len(i.sources))
         section = [f"## {name}"]

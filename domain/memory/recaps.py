@@ -23,24 +23,32 @@ _HEADING = re.compile(r"^#{2,3}\s*(.+?)\s*$")
 
 
 def recap_sections(text: str) -> dict[str, str]:
-    """A recap's sections by canonical name (those it has; text under no known heading is left out)."""
+    """A recap's sections by canonical name (those it has). Only the five sections' own headings start a
+    section; any other heading inside one (a character's name, say) is part of it, and what comes before
+    the first section is not part of any."""
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():
         heading = _HEADING.match(line.strip())
-        if heading is not None:
-            name = _CANONICAL.get(heading.group(1).lower())
-            current = sections.setdefault(name, []) if name is not None else None
+        name = _CANONICAL.get(heading.group(1).lower()) if heading is not None else None
+        if name is not None:
+            current = sections.setdefault(name, [])
         elif current is not None:
             current.append(line)
     return {name: "\n".join(lines).strip() for name, lines in sections.items()}
 
 
 def recap_title(text: str) -> str:
-    """The recap's one-line title (its first `# ` line), or its first line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    first = next((line for line in lines if line.startswith("# ")), lines[0] if lines else "")
-    return first.lstrip("#").strip()
+    """The recap's one-line title: its first `# ` line, else its first line before any section ("" when
+    it starts with a section)."""
+    for line in (line.strip() for line in text.splitlines()):
+        if line.startswith("# "):
+            return line[2:].strip()
+        if _HEADING.match(line):
+            return ""
+        if line:
+            return line
+    return ""
 
 
 def offline_recap(title: str, digest: Mapping[str, str] | None, episodes: Sequence[str], language: Language) -> str:

@@ -27,7 +27,7 @@ def recap(memory: CardMemory, story: UUID, fingerprint: str = "f1", text: str = 
 
 
 def merged(memory: CardMemory, handbook: Handbook = BOTH, resident: str = "常驻") -> CardMemory:
-    memory.merge(handbook, resident, "offline", FREE)
+    assert memory.merge(handbook, resident, "offline", FREE)
     return memory
 
 
@@ -96,9 +96,28 @@ def test_a_merge_that_loses_a_story_or_a_users_item_changes_nothing(memory: Card
     merged(memory)
     edited = Handbook(BOTH.blocks, (*BOTH.items, Item("preferences", "喜欢慢节奏", (A,))))
     memory.edit_handbook(edited)
+    recap(memory, B, "f2")
     with pytest.raises(MemoryTextError, match="items the user wrote"):
         merged(memory, BOTH)
     merged(memory, edited)
+
+
+def test_only_what_the_user_added_or_changed_is_kept_from_later_rewrites(memory: CardMemory) -> None:
+    merged(memory)
+    retitled = Handbook((StoryBlock(A, "灯塔（改）", "第一夜"), BOTH.blocks[1]), BOTH.items)
+    memory.edit_handbook(retitled)
+    assert memory.users_items == ()  # (the items are the merge's: a rewrite may change them)
+    memory.forget(A, "deleted")
+    merged(memory, forget(retitled, A)[0])  # (the shared item keeps only B's tag: accepted)
+    changed = Handbook(memory.handbook.blocks, (Item("facts", "渡船每周一班", (B,)),))
+    memory.edit_handbook(changed)
+    assert [i.text for i in memory.users_items] == ["渡船每周一班"]
+
+
+def test_a_merge_that_changes_nothing_records_nothing(memory: CardMemory) -> None:
+    assert merged(memory) and memory.merge(BOTH, "常驻", "offline", FREE) is False
+    recap(memory, B, "f2")
+    assert memory.merge(BOTH, "常驻", "offline", FREE) is True
 
 
 def test_a_handbook_edit_naming_a_story_with_no_recap_is_refused(memory: CardMemory) -> None:

@@ -59,3 +59,16 @@ def test_no_module_outgrows_what_a_newcomer_reads_at_once(package: str) -> None:
     most = MOST_LINES_IN_DOMAIN if package == "domain" else MOST_LINES
     sizes = {str(p.relative_to(ROOT)): len(p.read_text("utf-8").splitlines()) for p in (ROOT / package).rglob("*.py")}
     assert not {path: n for path, n in sizes.items() if n > most}, f"longer than {most} lines"
+
+
+def test_every_package_is_in_the_distribution() -> None:
+    """A package left out of `[tool.setuptools] packages` is missing from a wheel (an editable install
+    finds it all the same, so nothing else would tell)."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["packages"])
+    found = set(find_packages(str(ROOT), include=[f"{p}*" for p in PACKAGES if p not in ("ops", "tests")]))
+    assert not found - listed, "add to [tool.setuptools] packages"
+    assert all((ROOT / name.replace(".", "/")).is_dir() for name in listed)  # (api.samples: data, no code)

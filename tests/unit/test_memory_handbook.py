@@ -122,3 +122,18 @@ def test_forgetting_a_story_drops_what_only_it_supported_and_only_its_tag_elsewh
     assert forget(left, A) == (left, ())  # (forgetting twice changes nothing)
     untouched = [b for b in handbook.blocks if b.story_id == B]
     assert list(left.blocks) == untouched
+
+
+def test_titles_with_brackets_lines_with_hashes_and_other_spellings_of_tags_read_back() -> None:
+    handbook = Handbook(
+        (StoryBlock(A, "灯塔(上)", "# 不是标题的一行\n正文"),), (Item("facts", "渡船每三天一班", (A,)),)
+    )
+    assert parse_handbook(render_handbook(handbook, TAGS, "zh"), TAGS) == handbook
+    assert parse_handbook(render_handbook(handbook, TAGS, "en"), TAGS) == handbook
+    spelled = "# story: 灯塔(上) (1a2b3c4d)\n# 不是标题的一行\n正文\n\n# 世界既定事实（跨局）\n- 渡船每三天一班 [Story：1a2b3c4d]\n"
+    assert parse_handbook(spelled, TAGS) == handbook
+
+
+def test_a_tag_longer_than_needed_names_its_story() -> None:
+    for written in ("1a2b3c4d0", A.hex, A.hex.upper()):
+        assert parse_handbook(f"# 人物（跨局）\n- 沈砚守塔 [局:{written}]\n", TAGS).items[0].sources == (A,)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from domain.memory.handbook import Tags, check_merge, forget, parse_handbook, render_handbook
+from domain.memory.handbook import Item, Tags, check_merge, forget, parse_handbook, render_handbook
 from domain.memory.offline_merge import RESIDENT_HEADING, offline_merge
 from domain.memory.recaps import offline_recap, recap_sections, recap_title
 from domain.memory.resident import RESIDENT_CHARS
@@ -57,8 +57,11 @@ def test_the_offline_merge_tags_each_line_with_every_story_that_says_it() -> Non
 
 def test_the_offline_merge_is_deterministic_and_within_its_caps() -> None:
     assert offline_merge(recaps(), [A, B], "zh") == offline_merge(recaps(), [A, B], "zh")
-    small, resident = offline_merge(recaps(), [A, B], "zh", handbook_chars=200)
-    assert len(render_handbook(small, Tags([A, B]), "zh")) <= 200 or not small.items
+    full, _ = offline_merge(recaps(), [A, B], "zh")
+    cap = len(render_handbook(full, Tags([A, B]), "zh")) - 10
+    small, resident = offline_merge(recaps(), [A, B], "zh", handbook_chars=cap)
+    assert 0 < len(small.items) < len(full.items)
+    assert len(render_handbook(small, Tags([A, B]), "zh")) <= cap
     assert [b.story_id for b in small.blocks] == [A, B]  # (the blocks are never left out)
     assert resident.startswith(RESIDENT_HEADING["zh"]) and len(resident) <= RESIDENT_CHARS
     many = {A: offline_recap("长", {"事实账": "\n".join(f"- 事实{i}" for i in range(400))}, [], "zh")}
@@ -73,3 +76,31 @@ def test_forgetting_a_story_after_an_offline_merge_leaves_the_others_word_for_wo
     assert {i.text for i in mixed} == {"沈砚：守塔人，左手缺两根手指", "渡船每三天一班。"}
     assert [b for b in left.blocks] == [b for b in handbook.blocks if b.story_id == B]
     assert offline_merge({B: recaps()[B]}, [A, B], "zh")[0].stories == {B}
+
+
+def test_a_users_items_are_kept_by_the_offline_merge_with_only_the_stories_still_there() -> None:
+    users = Item("facts", "灯塔在岛的北端", (A, B))
+    handbook, _ = offline_merge(recaps(), [A, B], "zh", keep=[users])
+    assert users in handbook.items
+    alone, _ = offline_merge({B: recaps()[B]}, [A, B], "zh", keep=[users])
+    assert Item("facts", "灯塔在岛的北端", (B,)) in alone.items
+    assert offline_merge({}, [A, B], "zh", keep=[users])[0].items == ()
+
+
+def test_many_stories_keep_the_resident_summary_within_its_cap_and_a_story_out_of_order_is_merged() -> None:
+    many = {
+        UUID(int=i): offline_recap(f"第{i}局：一个相当长的标题，写满了这一局发生的事", DIGEST_B, [], "zh")
+        for i in range(80)
+    }
+    handbook, resident = offline_merge(many, list(many), "zh")
+    assert len(resident) <= RESIDENT_CHARS and "渡船每三天一班" in resident and "第79局" in resident
+    late = UUID(int=999)
+    handbook, _ = offline_merge({**recaps(), late: recaps()[B]}, [A, B], "zh")
+    assert [b.story_id for b in handbook.blocks] == [A, B, late]
+
+
+def test_a_recaps_sub_headings_stay_in_their_section() -> None:
+    text = "# 标题\n## 人物与关系\n### 沈砚\n- 守塔人\n### 林舟\n- 气象局的人\n## 既定事实\n- 渡船每三天一班"
+    sections = recap_sections(text)
+    assert sections["人物与关系"] == "### 沈砚\n- 守塔人\n### 林舟\n- 气象局的人"
+    assert recap_title(text) == "标题" and recap_title("## 剧情脉络\n……") == ""

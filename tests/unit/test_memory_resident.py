@@ -12,21 +12,21 @@ RESIDENT = "\n\n".join([PARAGRAPH] * 4)  # 1,202 characters: over the cap
 
 
 @pytest.mark.parametrize(
-    ("text", "other", "room", "whole", "cut"),
+    ("text", "other", "room", "shown", "cut"),
     [
-        ("短的常驻摘要", 0, RESIDENT_CHARS, True, False),
-        ("短的常驻摘要", SHARED_CHARS - 6, 6, True, False),  # (fits exactly the room left)
-        (PARAGRAPH, SHARED_CHARS - FLOOR_CHARS, FLOOR_CHARS, False, True),  # cut at the floor, not left out
-        (PARAGRAPH, SHARED_CHARS - FLOOR_CHARS + 1, FLOOR_CHARS - 1, False, True),  # under the floor: left out
-        (RESIDENT, 0, RESIDENT_CHARS, False, True),  # over the cap with room to spare: cut
-        (RESIDENT, SHARED_CHARS, 0, False, True),  # no room at all
-        ("", 0, RESIDENT_CHARS, False, False),  # nothing to fit
+        ("短的常驻摘要", 0, RESIDENT_CHARS, "whole", False),
+        ("短的常驻摘要", SHARED_CHARS - 6, 6, "whole", False),  # (fits exactly the room left)
+        (PARAGRAPH, SHARED_CHARS - FLOOR_CHARS, FLOOR_CHARS, "part", True),  # cut at the floor, not left out
+        (PARAGRAPH, SHARED_CHARS - FLOOR_CHARS + 1, FLOOR_CHARS - 1, "none", True),  # under the floor: left out
+        (RESIDENT, 0, RESIDENT_CHARS, "part", True),  # over the cap with room to spare: cut
+        (RESIDENT, SHARED_CHARS, 0, "none", True),  # no room at all
+        ("", 0, RESIDENT_CHARS, "none", False),  # nothing to fit
     ],
 )
-def test_the_budget_table(text: str, other: int, room: int, whole: bool, cut: bool) -> None:
+def test_the_budget_table(text: str, other: int, room: int, shown: str, cut: bool) -> None:
     fitted = fit_resident(text, other, "zh")
     assert fitted.room == room and fitted.cut == cut
-    assert (fitted.text == text) == whole
+    assert {None: "none", text: "whole"}.get(fitted.text, "part") == shown
     if fitted.text is not None:
         assert len(fitted.text) <= room
 
