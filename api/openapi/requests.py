@@ -146,7 +146,12 @@ def _card_fields() -> dict[str, Any]:
         "anyOf": [
             {
                 "type": "object",
-                "properties": {"entries": {"type": "array", "items": {"type": "object"}}},
+                "properties": {
+                    "name": _nullable({"type": "string"}),
+                    "scan_depth": _nullable({"type": "integer", "minimum": 0, "maximum": 1000}),
+                    "recursive_scanning": _nullable({"type": "boolean"}),
+                    "entries": {"type": "array", "items": CARD_BOOK_ENTRY, "maxItems": 10_000},
+                },
                 "required": ["entries"],
             },
             {"type": "null"},
@@ -178,6 +183,34 @@ WORLD_INFO_ENTRY = {
         "order": _nullable({"type": "integer", "minimum": -(2**31), "maximum": 2**31}),
         "position": _nullable({"type": "integer"}),
         "scanDepth": _nullable({"type": "integer", "minimum": 0, "maximum": 1000}),
+    },
+}
+
+
+CARD_BOOK_ENTRY = {
+    "type": "object",
+    "description": "an entry of a card's `character_book` (V2/V3); other fields are kept in its extensions",
+    "properties": {
+        "keys": _nullable(STRINGS),
+        "secondary_keys": _nullable(STRINGS),
+        "comment": _nullable({"type": "string", "maxLength": 500}),
+        "name": _nullable({"type": "string", "description": "the title when there is no comment (500 at most)"}),
+        "content": _nullable({"type": "string", "maxLength": 100_000}),
+        **{name: _nullable({"type": "boolean"}) for name in ("constant", "enabled", "selective")},
+        **{name: _nullable({"type": "boolean"}) for name in ("case_sensitive", "use_regex")},
+        "insertion_order": _nullable({"type": "integer", "minimum": -(2**31), "maximum": 2**31}),
+        "position": _nullable({"enum": ["", "before_char", "after_char"]}),
+        "extensions": _nullable(
+            {
+                "type": "object",
+                "properties": {
+                    **{name: _nullable({"type": "boolean"}) for name in ("case_sensitive", "match_whole_words")},
+                    "selectiveLogic": _nullable({"type": "integer", "minimum": 0, "maximum": 3}),
+                    "position": _nullable({"type": "integer"}),
+                    "scan_depth": _nullable({"type": "integer", "minimum": 0, "maximum": 1000}),
+                },
+            }
+        ),
     },
 }
 

@@ -7,6 +7,10 @@
 - Files: a PNG card (`image/png`), a CHARX card (`application/zip`) and a SillyTavern chat
   (`application/jsonl`) are generated as real files of their kind, as the schema's `format: binary` cannot say
   what a file holds.
+- Real things to act on: half the valid requests the fuzzing phase generates whose path names a card, story,
+  node, lorebook, entry or save point get one that exists (the stateful phase follows the links instead) (made once per run through the API itself: a card with a lorebook and an
+  entry, a story with a turn, a save; made anew every FRESH such requests, as the fuzzer deletes them), so the
+  fuzzer reaches what an id leads to, not only its 404.
 - Rules of the state: a well-formed request that a rule of what it acts on refuses (RFC 9457 title "Rule
   Violated": turns alternate, only a reply is revised, only a waiting reply is answered, nothing to compact
   yet…) is not a schema that is looser than the validation, so it is not counted as one; nor is a 404 that
@@ -17,7 +21,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import random
 import re
+import urllib.request
 import uuid
 import zipfile
 from typing import Any
@@ -40,6 +47,45 @@ def before_call(context: Any, case: Any, **kwargs: Any) -> None:
     key = (case.headers or {}).get("Idempotency-Key")
     if isinstance(key, str) and KEY.fullmatch(key):
         case.headers["Idempotency-Key"] = f"{key[:200]}.{uuid.uuid4().hex}"
+    params = case.path_parameters
+    meta = case.meta
+    fuzzing = meta is not None and meta.phase.name.value == "fuzzing" and meta.generation.mode.value == "positive"
+    if params and fuzzing and CHOICE.random() < 0.5:
+        _used[0] += 1
+        if _used[0] % FRESH == 0:  # (what the fuzzer deleted or merged away meanwhile: made anew)
+            _made.clear()
+        real = _world(case.operation.base_url)
+        for name in params:
+            if name in real:
+                params[name] = real[name]
+
+
+CHOICE = random.Random(1)
+FRESH = 100  # requests given real ids before new ones are made
+_made: dict[str, Any] = {}
+_used = [0]
+
+
+def _world(base: str) -> dict[str, Any]:
+    """Things that exist, made once: ids by the path parameter that names them."""
+    if not _made:
+        card = _call(base, "POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
+        book = {"name": "北屿", "entries": {"0": {"uid": 0, "key": ["灯塔"], "content": "灯塔在岬角尽头。"}}}
+        lorebook = _call(base, "POST", f"/v1/cards/{card['id']}/lorebooks", book)
+        story = _call(base, "POST", "/v1/stories", {"card_id": card["id"]})
+        _call(base, "POST", f"/v1/stories/{story['id']}/nodes", {"kind": "user", "text": "灯还亮着吗？"})
+        reply = _call(base, "POST", f"/v1/stories/{story['id']}/nodes", {"kind": "reply", "text": "亮着。"})
+        save = _call(base, "POST", f"/v1/stories/{story['id']}/saves", {"name": "风暴夜"})
+        _made.update(card_id=card["id"], lorebook_id=lorebook["id"], uid=0, story_id=story["id"],
+                     node_id=reply["node"]["id"], save_id=save["id"], worldline_id=save["worldline_id"])  # fmt: skip
+    return _made
+
+
+def _call(base: str, method: str, path: str, body: Any) -> Any:
+    headers = {"Authorization": f"Bearer {os.environ['CHANGJI_KEY']}", "Content-Type": "application/json"}
+    request = urllib.request.Request(base.rstrip("/") + path, json.dumps(body).encode(), headers, method=method)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
 
 
 @schemathesis.hook
