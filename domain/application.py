@@ -35,6 +35,7 @@ from domain.errors import (
     StoryNotFoundError,
 )
 from domain.language import Language
+from domain.memory.commands import CardMemoryCommands
 from domain.tree.commands.chat_imports import ChatImportCommands
 from domain.tree.commands.compaction import CompactionCommands
 from domain.tree.commands.jobs import JobCommands
@@ -121,6 +122,7 @@ class Changji(Application[UUID]):
         self.bulk_events: Callable[[Sequence[UUID]], Sequence[Any]] | None = None
         self.cards = CardCommands(self)
         self.lore = LoreCommands(self)
+        self.memory = CardMemoryCommands(self)
         self.stories = StoryCommands(self)
         self.nodes = NodeCommands(self)
         self.saves = SaveCommands(self)
