@@ -75,6 +75,7 @@ class CardMemory(Aggregate):
         self.card_id: UUID | None = None
         self.recaps: dict[UUID, Recap] = {}
         self.forgotten: set[UUID] = set()
+        self.asked: set[UUID] = set()  # forgotten because the user asked (a story deleted is remembered at its restore)
         self.handbook = Handbook()
         self.resident = ""
         self.merged: dict[UUID, int] = {}  # the recap version of each story the last merge read
@@ -221,5 +222,8 @@ class CardMemory(Aggregate):
                 self.resident, self.resident_edited = event.text, True
             case StoryForgotten():
                 self.forgotten.add(event.story_id)
+                if event.reason == "asked":
+                    self.asked.add(event.story_id)
             case StoryRemembered():
                 self.forgotten.discard(event.story_id)
+                self.asked.discard(event.story_id)

@@ -51,13 +51,19 @@ def recap_title(text: str) -> str:
     return ""
 
 
-def offline_recap(title: str, digest: Mapping[str, str] | None, episodes: Sequence[str], language: Language) -> str:
+def offline_recap(
+    title: str,
+    digest: Mapping[str, str] | None,
+    episodes: Sequence[str],
+    language: Language,
+    recent: Sequence[str] = (),
+) -> str:
     """The recap the offline rules write: the story's digest sections where they stand for a recap's, its
-    episodes (newest last) for its plot where the digest does not cover them, and no play preference (the
-    rules see no evidence of one)."""
+    episodes (newest last) and then the lines no summary covers yet (`recent`) for its plot, and no play
+    preference (the rules see no evidence of one)."""
     headings, none = HEADINGS[language], NONE[language]
     digest = digest or {}
-    plot = [digest.get(FROM_DIGEST["剧情脉络"], "").strip(), *(e.strip() for e in episodes)]
+    plot = [digest.get(FROM_DIGEST["剧情脉络"], "").strip(), *(e.strip() for e in episodes), "\n".join(recent)]
     bodies = {
         "剧情脉络": "\n\n".join(p for p in plot if p),
         **{name: digest.get(source, "").strip() for name, source in FROM_DIGEST.items() if name != "剧情脉络"},
