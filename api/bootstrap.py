@@ -27,6 +27,7 @@ from providers.tokens import default_counter
 from schedulers.system import JobPolicy, JobSystem, Worker
 from schedulers.workers.compaction import CompactWorker
 from schedulers.workers.scribe import ScribeWorker
+from service.card_memory import CardMemorySync
 from service.executor import Executor
 from service.imports import Importer
 from service.leadership import Duty, Leadership
@@ -91,6 +92,7 @@ class Service:
     importer: Importer
     proxy: ChatProxy
     relay: Relay | None  # the chat-completions proxy's upstream: the main model's endpoint
+    memory: CardMemorySync  # each card's memory kept up with its stories
 
     def lifecycle(self) -> list[Resource]:
         """The resources in the order they start; they stop in the reverse order."""
@@ -224,6 +226,7 @@ def bootstrap(
         Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer, leadership, follower,
         Importer(app, keys, settings.import_max_bytes), ChatProxy(app, views, store, keys.put_blob, settings.proxy_budget), _relay(main_model),
+        CardMemorySync(app, store),
     )  # fmt: skip
 
 
