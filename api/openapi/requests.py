@@ -44,6 +44,7 @@ PATH_SCHEMAS: dict[str, dict[str, Any]] = {
     "uid": {"type": "integer", "minimum": 0, "maximum": 2**53},
     "save_id": {"type": "string", "description": "a save point's id, as listed"},
     "worldline_id": {"type": "string", "description": "a world line's id, as listed"},
+    "item_id": {"type": "string", "description": "a card memory's handbook item, as listed"},
 }
 EMBEDDED_BOOK = {
     "anyOf": [UUID_SCHEMA, {"type": "string", "enum": ["embedded"]}],

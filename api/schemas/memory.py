@@ -9,6 +9,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from api.schemas.common import MAX_TEXT, Strict
+
 
 class MemoryItemModel(BaseModel):
     item_id: str = Field(description="stable while its section and words are")
@@ -57,3 +59,26 @@ class SyncMemoryResponse(BaseModel):
     remembered: int = Field(description="restored stories remembered now")
     merged: bool
     memory: CardMemoryResponse
+
+
+class MemoryTextRequest(Strict):
+    text: str = Field(max_length=MAX_TEXT, description="the new text, as the user wrote it")
+
+
+class RecapTextRequest(Strict):
+    text: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"\S", description="the recap as the user wrote it")
+
+
+class ForgetStoryRequest(Strict):
+    story_id: UUID = Field(description="the story whose memory is to be forgotten (it stays forgotten if restored)")
+
+
+class ItemSourceModel(BaseModel):
+    story_id: UUID
+    recap: RecapModel = Field(description="the recap behind the item, with the span of the story's path it read")
+
+
+class MemoryItemAuditResponse(BaseModel):
+    card_id: UUID
+    item: MemoryItemModel
+    sources: list[ItemSourceModel] = Field(description="for each story tagged on the item, its recap")
