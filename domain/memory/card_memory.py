@@ -176,6 +176,9 @@ class CardMemory(Aggregate):
         unknown = handbook.stories - set(self.recaps)
         if unknown:
             raise MemoryTextError(f"the handbook names stories with no recap: {', '.join(map(str, unknown))}")
+        gone = handbook.stories & self.forgotten
+        if gone:
+            raise MemoryTextError(f"the handbook names forgotten stories: {', '.join(map(str, gone))}")
         if handbook != self.handbook:
             self.trigger_event(HandbookEdited, handbook=handbook_data(handbook))
 

@@ -120,6 +120,13 @@ def test_a_merge_that_changes_nothing_records_nothing(memory: CardMemory) -> Non
     assert memory.merge(BOTH, "常驻", "offline", FREE) is True
 
 
+def test_a_handbook_edit_naming_a_forgotten_story_is_refused(memory: CardMemory) -> None:
+    merged(memory)
+    memory.forget(A, "asked")
+    with pytest.raises(MemoryTextError, match="forgotten stories"):
+        memory.edit_handbook(BOTH)
+
+
 def test_a_handbook_edit_naming_a_story_with_no_recap_is_refused(memory: CardMemory) -> None:
     stranger = Handbook((), (Item("facts", "x", (uuid4(),)),))
     with pytest.raises(MemoryTextError, match="no recap"):
