@@ -85,11 +85,14 @@ async def read_body(request: web.Request) -> bytes:
 
 async def body(request: web.Request, model: type[M], optional: bool = False) -> M:
     """The request's JSON body as `model`; a missing one is refused (422), or read as `{}` where the
-    route's body is `optional` (every field has a default: `POST …/regenerate`, `…/compact`, `…/saves`)."""
+    route's body is `optional` (every field has a default: `POST …/regenerate`, `…/compact`, `…/saves`) and
+    the request sent no byte of one."""
     raw = await read_body(request)
     if not raw.strip():
         if not optional:
             raise BadRequestError(422, "a JSON body is required", "body")
+        if raw:  # (whitespace alone is no JSON, and no absent body either)
+            raise BadRequestError(422, "the body is only whitespace: send JSON, or no body at all", "body")
         raw = b"{}"
     try:
         return model.model_validate_json(raw)

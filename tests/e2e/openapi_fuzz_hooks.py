@@ -8,9 +8,10 @@
   (`application/jsonl`) are generated as real files of their kind, as the schema's `format: binary` cannot say
   what a file holds.
 - Real things to act on: half the valid requests the fuzzing phase generates whose path names a card, story,
-  node, lorebook, entry or save point get one that exists (the stateful phase follows the links instead) (made once per run through the API itself: a card with a lorebook and an
-  entry, a story with a turn, a save; made anew every FRESH such requests, as the fuzzer deletes them), so the
-  fuzzer reaches what an id leads to, not only its 404.
+  node, lorebook, entry, save point or card-memory item get one that exists, and so do the ids their bodies
+  name. They are made once per run through the API itself (a card with a lorebook, an entry and a memory
+  with an item, a story with a turn, a save), and made anew every FRESH such requests, as the fuzzer deletes
+  them; so the fuzzer reaches what an id leads to, not only its 404. (The stateful phase follows the links.)
 - Rules of the state: a well-formed request that a rule of what it acts on refuses (RFC 9457 title "Rule
   Violated": turns alternate, only a reply is revised, only a waiting reply is answered, nothing to compact
   yet…) is not a schema that is looser than the validation, so it is not counted as one; nor is a 404 that
@@ -58,10 +59,16 @@ def before_call(context: Any, case: Any, **kwargs: Any) -> None:
         for name in params:
             if name in real:
                 params[name] = real[name]
+        if isinstance(case.body, dict):  # (the ids a body names, as the path's)
+            for name, value in list(case.body.items()):
+                taken = BODY_TAKES.get(name)
+                if taken in real and isinstance(value, str):
+                    case.body[name] = real[taken]
 
 
 CHOICE = random.Random(1)
 FRESH = 100  # requests given real ids before new ones are made
+BODY_TAKES = {"story_id": "story_id", "card_id": "card_id", "node_id": "node_id", "into": "card_id"}
 _made: dict[str, Any] = {}
 _used = [0]
 
@@ -76,14 +83,20 @@ def _world(base: str) -> dict[str, Any]:
         _call(base, "POST", f"/v1/stories/{story['id']}/nodes", {"kind": "user", "text": "灯还亮着吗？"})
         reply = _call(base, "POST", f"/v1/stories/{story['id']}/nodes", {"kind": "reply", "text": "亮着。"})
         save = _call(base, "POST", f"/v1/stories/{story['id']}/saves", {"name": "风暴夜"})
+        memory = _call(base, "POST", f"/v1/cards/{card['id']}/memory/sync", None)["memory"]
+        tag = f"[局:{story['id'].replace('-', '')[:8]}]"
+        handbook = {"text": memory["handbook"]["text"] + f"\n# 世界既定事实（跨局）\n- 灯塔在岬角尽头 {tag}\n"}
+        memory = _call(base, "PUT", f"/v1/cards/{card['id']}/memory/handbook", handbook)
         _made.update(card_id=card["id"], lorebook_id=lorebook["id"], uid=0, story_id=story["id"],
-                     node_id=reply["node"]["id"], save_id=save["id"], worldline_id=save["worldline_id"])  # fmt: skip
+                     node_id=reply["node"]["id"], save_id=save["id"], worldline_id=save["worldline_id"],
+                     item_id=memory["handbook"]["items"][0]["item_id"])  # fmt: skip
     return _made
 
 
 def _call(base: str, method: str, path: str, body: Any) -> Any:
     headers = {"Authorization": f"Bearer {os.environ['CHANGJI_KEY']}", "Content-Type": "application/json"}
-    request = urllib.request.Request(base.rstrip("/") + path, json.dumps(body).encode(), headers, method=method)
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base.rstrip("/") + path, data, headers, method=method)
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
