@@ -63,7 +63,7 @@ class CardMemorySync:
             text = offline_recap(title, source.digest, source.episodes, app.language(story), source.recent)
             written = app.memory.record_recap(
                 tenant_id, card.id, story.id, text, source.fingerprint, (source.first_node_id, source.last_node_id),
-                source.turns, 0, "offline", Usage(),
+                source.turns, source.omitted_chars, "offline", Usage(),
             )  # fmt: skip
             recapped += written.value
             position = max(position, written.position)

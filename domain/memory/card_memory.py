@@ -189,7 +189,9 @@ class CardMemory(Aggregate):
     # --- forgetting -------------------------------------------------------------------------------
 
     def forget(self, story_id: UUID, reason: ForgetReason) -> None:
-        if story_id not in self.forgotten:
+        """Forget a story (again, when the user asks to forget one forgotten for its deletion: so that its
+        restore does not bring it back)."""
+        if story_id not in self.forgotten or (reason == "asked" and story_id not in self.asked):
             self.trigger_event(StoryForgotten, story_id=story_id, reason=reason)
 
     def remember(self, story_id: UUID) -> None:

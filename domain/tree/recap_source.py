@@ -27,6 +27,7 @@ class PathForRecap:
     digest: dict[str, str] | None  # the digest's sections by canonical name
     episodes: tuple[str, ...]  # oldest first
     recent: tuple[str, ...]  # `speaker：words` lines after the summaries, oldest first
+    omitted_chars: int  # of those lines, what RECENT_CHARS left out
 
 
 def path_for_recap(story: Story, load: Callable[[UUID], NodeView], char: str, user: str) -> PathForRecap | None:
@@ -40,13 +41,17 @@ def path_for_recap(story: Story, load: Callable[[UUID], NodeView], char: str, us
     read = sorted(((n.id, n.version) for n in (*summaries, *below)), key=str)
     fingerprint = hashlib.sha256(repr((leaf.id, read)).encode()).hexdigest()[:32]
     lines: list[str] = []
-    size = 0
+    size = omitted = 0
     for node in reversed(below):
         if node.hidden or not node.text.strip():
             continue
         line = f"{user if node.kind == 'user' else char}：{node.text.strip()}"
-        if size + len(line) > RECENT_CHARS:
-            break
+        if size >= RECENT_CHARS:
+            omitted += len(line)
+            continue
+        if size + len(line) > RECENT_CHARS:  # (the newest that does not fit whole: its start, then no more)
+            omitted += len(line) - (RECENT_CHARS - size)
+            line = line[: RECENT_CHARS - size] + "…"
         lines.append(line)
         size += len(line)
     first = below[0].id if below else (summaries[-1].id if summaries else leaf.id)
@@ -59,4 +64,5 @@ def path_for_recap(story: Story, load: Callable[[UUID], NodeView], char: str, us
         dict(layers.digest[1].sections) if layers.digest else None,
         tuple(episode.text for _, episode in layers.episodes),
         tuple(reversed(lines)),
+        omitted,
     )

@@ -6,6 +6,7 @@ tags refused."""
 from __future__ import annotations
 
 from typing import Any
+from uuid import uuid4
 
 from tests.builders import Api
 
@@ -46,7 +47,7 @@ async def test_a_story_forgotten_at_the_users_word_stays_forgotten_when_restored
     await api.call("POST", f"/v1/stories/{a['id']}/restore")
     again = await api.call("POST", f"/v1/cards/{card_id}/memory/sync")
     assert again["remembered"] == 0 and [b_["story_id"] for b_ in again["memory"]["handbook"]["blocks"]] == [b["id"]]
-    await api.call("POST", f"/v1/cards/{card_id}/memory/forget", {"story_id": b["id"][:-1] + "0"}, status=404)
+    await api.call("POST", f"/v1/cards/{card_id}/memory/forget", {"story_id": str(uuid4())}, status=404)
 
 
 async def test_edits_are_made_against_the_version_read_and_kept_by_later_merges(api: Api) -> None:

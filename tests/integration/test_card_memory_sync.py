@@ -83,3 +83,23 @@ def test_a_story_played_on_is_recapped_again_and_a_hidden_turn_stays_out(world: 
     memory = world.app.memory.of(world.card)
     assert memory is not None and memory.recaps[a].version == 2
     assert "钥匙在哪里" in memory.recaps[a].text and "钉子" not in memory.recaps[a].text
+
+
+def test_a_story_asked_away_after_its_deletion_stays_forgotten_when_restored(world: World) -> None:
+    a = world.story(("灯塔的灯还亮着吗？", "亮着。"))
+    world.story(("渡船什么时候来？", "三天后。"))
+    world.sync()
+    world.app.stories.delete_story(TENANT, a)
+    world.sync()
+    world.app.memory.forget_story(world.card, a, "asked")
+    world.app.stories.restore_story(TENANT, a)
+    assert world.sync()[2] == 0  # (not remembered: the user asked)
+    memory = world.app.memory.of(world.card)
+    assert memory is not None and a in memory.forgotten and a not in memory.handbook.stories
+
+
+def test_a_long_newest_reply_is_recapped_from_its_start(world: World) -> None:
+    a = world.story(("讲讲灯塔的来历。", "很久以前，" + "灯塔守着北屿。" * 700))
+    assert world.sync() == (1, 0, 0, True)
+    memory = world.app.memory.of(world.card)
+    assert memory is not None and "很久以前" in memory.recaps[a].text and "讲讲灯塔的来历" not in memory.recaps[a].text
