@@ -71,6 +71,14 @@ class Worker(Protocol):
     async def run(self, job: Mapping[str, Any]) -> Outcome: ...
 
 
+class _CancelledByStop(logging.Filter):
+    """A sweep cancelled by the stop before it began (its task cancelled while apscheduler still held it)
+    is reported by apscheduler's executor as an error with a traceback; the stop is no error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
 class JobSystem:
     def __init__(
         self,
@@ -113,7 +121,10 @@ class JobSystem:
         # a sweep waiting on a long read-model catch-up makes the next tick "skipped": expected, not news;
         # and a line per sweep ("Running job …") would drown the service's own log
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
-        logging.getLogger("apscheduler.executors.default").setLevel(logging.WARNING)
+        executor_log = logging.getLogger("apscheduler.executors.default")
+        executor_log.setLevel(logging.WARNING)
+        if not any(isinstance(f, _CancelledByStop) for f in executor_log.filters):
+            executor_log.addFilter(_CancelledByStop())
         self.scheduler.add_job(
             self.sweep,
             "interval",
