@@ -24,10 +24,11 @@ from providers.embedders import E5Embedder, EndpointEmbedder, HashingEmbedder, e
 from providers.openai import OpenAIChat
 from providers.relay import Relay
 from providers.tokens import default_counter
+from schedulers.memory_sweep import MemorySweep
 from schedulers.system import JobPolicy, JobSystem, Worker
 from schedulers.workers.compaction import CompactWorker
 from schedulers.workers.scribe import ScribeWorker
-from service.card_memory import CardMemorySync
+from service.card_memory import CardMemoryKeeper
 from service.executor import Executor
 from service.imports import Importer
 from service.leadership import Duty, Leadership
@@ -92,7 +93,7 @@ class Service:
     importer: Importer
     proxy: ChatProxy
     relay: Relay | None  # the chat-completions proxy's upstream: the main model's endpoint
-    memory: CardMemorySync  # each card's memory kept up with its stories
+    memory: CardMemoryKeeper  # each card's memory kept up with its stories
 
     def lifecycle(self) -> list[Resource]:
         """The resources in the order they start; they stop in the reverse order."""
@@ -216,7 +217,9 @@ def bootstrap(
         concurrency=settings.job_concurrency,
     )
     jobs = JobSystem(app, store, executor, read_side, workers, policy)
-    duties = [Duty("job system", jobs.start, jobs.stop)]
+    keeper = CardMemoryKeeper(app, store, executor, side_model)
+    sweep = MemorySweep(app, store, executor, read_side, keeper, settings.memory_sweep_seconds)
+    duties = [Duty("job system", jobs.start, jobs.stop), Duty("card memory", sweep.start, sweep.stop)]
     if checkpointer is not None:
         duties.insert(0, Duty("checkpoints", checkpointer.start, checkpointer.stop))
     leadership = Leadership(LeaderLock(settings.data_dir if settings.persistence == "sqlite" else None), duties)
@@ -226,7 +229,7 @@ def bootstrap(
         Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer, leadership, follower,
         Importer(app, keys, settings.import_max_bytes), ChatProxy(app, views, store, keys.put_blob, settings.proxy_budget), _relay(main_model),
-        CardMemorySync(app, store),
+        keeper,
     )  # fmt: skip
 
 

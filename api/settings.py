@@ -71,6 +71,9 @@ class Settings(BaseModel):
     job_retry_seconds: float = Field(5.0, ge=0, description="first retry delay of a failed job (then doubled)")
     job_max_attempts: int = Field(5, ge=1, le=100, description="attempts before a job fails for good")
     job_concurrency: int = Field(4, ge=1, le=64, description="jobs running at once")
+    memory_sweep_seconds: float = Field(
+        30.0, gt=0, description="seconds between looks for the card-memory work due (recaps, forgetting, merges)"
+    )
     retired: tuple[str, ...] = Field((), description="environment variables set that are no longer read")
     embedder: Literal["auto", "endpoint", "e5", "hashing", "none"] = Field(
         "auto",
@@ -135,6 +138,7 @@ class Settings(BaseModel):
             "job_retry_seconds": os.environ.get("CHANGJI_JOB_RETRY_SECONDS"),
             "job_max_attempts": os.environ.get("CHANGJI_JOB_MAX_ATTEMPTS"),
             "job_concurrency": os.environ.get("CHANGJI_JOB_CONCURRENCY"),
+            "memory_sweep_seconds": os.environ.get("CHANGJI_MEMORY_SWEEP_SECONDS"),
             "embedder": os.environ.get("CHANGJI_EMBEDDER"),
             "proxy_budget": os.environ.get("CHANGJI_PROXY_BUDGET"),
             "recall_vector_wait": os.environ.get("CHANGJI_RECALL_VECTOR_WAIT"),

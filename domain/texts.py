@@ -34,6 +34,9 @@ class ContextTexts:
     anchor_line: str  # {turn} {speaker} {text}
     shortened: str  # a summary cut to the budget of a request (a proxied client's small one)
     digest_headings: Mapping[str, str]
+    resident_opener: str  # {char} {user}: the message opens with the card's memory (no summary of this story yet)
+    resident_heading: str  # {char} {user}: the card's memory after this story's own summary
+    memory_opener: str  # what the card's memory holds that bears on the user's words
     # recall
     recall_opener: str
     recall_summary_line: str  # {first} {last} {text}
@@ -88,6 +91,9 @@ ZH = ContextTexts(
     summary_opener="【前情提要】以下是更早剧情的接力摘要，是既定事实：",
     episode_label="### 第{first}–{last}轮",
     anchors="【锚点原文】",
+    resident_opener="【前情提要】以下是{char}与{user}此前几段故事留下的记忆，是既定事实（不是本故事里新发生的事）：",
+    memory_opener="【往事回忆】此前几段故事里与本轮有关的记忆（是既定事实，不是本故事里新发生的事）：",
+    resident_heading="【往事】{char}与{user}此前几段故事留下的记忆（既定事实，不是本故事里新发生的事）：",
     anchor_line="- 第{turn}轮 {speaker}：{text}",
     digest_headings={name: name for name in ("前情提要", "人物", "承诺与伏笔", "事实账", "当前场景")},
     recall_opener="【剧情记忆】与本轮有关的早前片段（按剧情先后，仅供回忆，不是新发生的事）：",
@@ -134,6 +140,12 @@ EN = ContextTexts(
     summary_opener="[Story so far] A relay summary of the earlier story; all of it is established fact:",
     episode_label="### Turns {first}–{last}",
     anchors="[Anchors, word for word]",
+    resident_opener="[Story so far] What earlier stories of {char} with {user} left; all of it is established fact"
+    " (none of it happened in this story):",
+    memory_opener="[Earlier stories, recalled] What earlier stories left that bears on this turn (established"
+    " fact, not events of this story):",
+    resident_heading="[Earlier stories] What earlier stories of {char} with {user} left; established fact, not"
+    " events of this story:",
     anchor_line="- Turn {turn} {speaker}: {text}",
     digest_headings={
         "前情提要": "Story so far",

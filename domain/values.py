@@ -73,6 +73,20 @@ class StorySettings(BaseModel):
         " or the story's own window (story); auto = the service's choice (CHANGJI_PROXY_BUDGET, client unless set)",
     )
 
+    card_memory: bool = Field(
+        True,
+        description="the card's memory: this story is recapped into its card's memory, and its contexts carry the"
+        " card's resident summary (what the card's earlier stories left)",
+    )
+    recap_turns: int = Field(
+        40, ge=1, le=100_000, description="a story being played is recapped into its card's memory after this many"
+        " new turns, even without a quiet spell",
+    )  # fmt: skip
+    recap_quiet_minutes: float = Field(
+        10, ge=0, le=100_000, description="a story that changed is recapped into its card's memory after this many"
+        " minutes of quiet",
+    )  # fmt: skip
+
     def merged(self, overrides: dict[str, Any]) -> StorySettings:
         return StorySettings.model_validate({**self.model_dump(), **overrides})
 

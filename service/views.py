@@ -19,6 +19,7 @@ from domain.card.card import Card
 from domain.card.lore import LoreBookView, LoreEntry
 from domain.card.rules.lore import search_lore
 from domain.errors import StoryNotFoundError
+from domain.memory.resident import RESIDENT_CHARS
 from domain.ports import TokenCounter
 from domain.texts import CONTEXT_TEXTS
 from domain.tree.commands.compaction import CompactionPlan
@@ -31,11 +32,13 @@ from projections.context.assemble import assemble_context, leaves_turns_out
 from projections.context.recall import recall_line
 from projections.context.records import Context
 from projections.context.relayed import ClientPart, relayed
+from projections.context.resident import Resident
 from projections.context.system_prompt import fill_macros
 from projections.context.window import RenderCache, WindowCache
 from projections.read_models.scenes import SceneAt
 from projections.read_models.store import ReadModels
 from projections.recall.story_index import Hit
+from service.card_memory_reads import CardMemoryReads
 from service.chat_transfer import chat_file, chat_messages
 from service.lineages import Lineages, OnPath
 from service.lore import LoreShelf
@@ -95,6 +98,7 @@ class StoryViews:
         self._lineages = Lineages(ancestry=store.ancestry)
         self.lore = LoreShelf(app)
         self._assembled: dict[UUID, int] = {}  # story → its render epoch at its last context
+        self.card_memory = CardMemoryReads(app, store)
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing. Where
@@ -227,6 +231,8 @@ class StoryViews:
         story = self.app.story(tenant_id, story_id)
         settings = self.app.settings(story)
         recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
+        resident = self._resident(self.app.card_of(story), settings)  # (it takes room beside the summaries too)
+        recall_share += self.renders.count_raw(resident.text[:RESIDENT_CHARS]) if resident is not None else 0
         over = leaves_turns_out(  # the next turn recalls into its share
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
             self.app.render_epoch(story.id), self.app.node, self._summarized(story.id), recall_share,
@@ -297,7 +303,11 @@ class StoryViews:
             tools,
             fixed_prompt,
             time.perf_counter,
+            *self.card_memory.of(card, settings),
         )
+
+    def _resident(self, card: Card, settings: StorySettings) -> Resident | None:
+        return self.card_memory.of(card, settings)[0]
 
     def lore_at(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, limit: int) -> list[LoreFound]:
         """The main model's `lorebook_search` while it writes a reply: the card's entries for `query` as the

@@ -28,7 +28,6 @@ from domain.application import Changji
 from domain.language import Language
 from domain.memory.card_memory import CardMemory, RecapNotFoundError
 from domain.memory.handbook import Tags, parse_handbook, render_handbook
-from service.card_memory import Synced
 
 
 def memory_of(app: Changji, tenant_id: str, card_id: UUID) -> tuple[UUID, CardMemory | None, Language]:
@@ -62,6 +61,8 @@ def memory_response(card_id: UUID, memory: CardMemory | None, language: Language
             for r in sorted(memory.recaps.values(), key=lambda r: (r.written_at, str(r.story_id)))
         ],
         merge_due=memory.merge_due,
+        merged_by=memory.merged_by,
+        merged_at=memory.merged_at,
     )
 
 
@@ -76,9 +77,9 @@ async def get_memory(request: web.Request) -> web.Response:
 
 async def sync_memory(request: web.Request) -> web.Response:
     """Recap the card's stories whose paths changed, forget the deleted ones, remember the restored ones
-    and merge, now, by the offline rules; answered once done."""
+    and merge, now (by the side model when there is one, else by the offline rules); answered once done."""
     svc, tenant_id, card_id = service(request), tenant(request), path_id(request, "card_id")
-    synced = await svc.executor.write(svc.memory.sync, tenant_id, card_id)
+    synced = await svc.memory.sync(tenant_id, card_id)
     card_id, memory, language = await svc.executor.load(memory_of, svc.app, tenant_id, card_id)
     return respond(
         SyncMemoryResponse(
@@ -115,15 +116,15 @@ async def forget_story(request: web.Request) -> web.Response:
     svc, tenant_id, card_id = service(request), tenant(request), path_id(request, "card_id")
     asked = await body(request, ForgetStoryRequest)
 
-    def forget() -> Synced:
+    def forget() -> int:
         card = svc.app.card(tenant_id, card_id)
         memory = svc.app.memory.of(card.id)
         if memory is None or asked.story_id not in memory.recaps:
             raise RecapNotFoundError(f"the card's memory holds no recap of story {asked.story_id}", field="story_id")
-        svc.app.memory.forget_story(card.id, asked.story_id, "asked")
-        return svc.memory.sync(tenant_id, card.id)
+        return svc.app.memory.forget_story(card.id, asked.story_id, "asked")
 
     await svc.executor.write(forget)
+    await svc.memory.sync(tenant_id, card_id, only=())  # (the merge that forgets it; no story recapped)
     return await _memory_now(svc, tenant_id, card_id)
 
 

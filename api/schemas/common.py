@@ -56,6 +56,11 @@ class SettingsOverrides(Strict):
         description="what a proxied request's context may hold: no more than the front end sent (client), the"
         " story's window (story), or the service's choice (auto)",
     )
+    card_memory: bool | None = Field(
+        None, description="recap this story into its card's memory, and carry the card's resident summary"
+    )
+    recap_turns: int | None = Field(None, ge=1, le=100_000)
+    recap_quiet_minutes: float | None = Field(None, ge=0, le=100_000)
 
     def given(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

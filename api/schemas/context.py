@@ -24,6 +24,12 @@ class LoreRefModel(BaseModel):
     constant: bool
 
 
+class MemoryRefModel(BaseModel):
+    key: str = Field(description="the handbook item's id, or `<story id>:<n>` for the n-th line of a story's recap")
+    kind: Literal["item", "recap"]
+    sources: list[UUID] = Field(description="the stories behind it (`GET /v1/cards/{id}/memory/items/{item_id}`)")
+
+
 class ExplainModel(BaseModel):
     what: str
     why: str
@@ -44,6 +50,10 @@ class ExplainModel(BaseModel):
     end_message: int | None = Field(None, description="the message the block ends in")
     lore: list[LoreRefModel] = Field(
         default_factory=list, description="lore (and the system prompt's constant lore): each entry and why"
+    )
+    version: int | None = Field(None, description="the resident summary: the version of the card's memory it is from")
+    memory: list[MemoryRefModel] = Field(
+        default_factory=list, description="recall from the card's memory: each passage and the stories behind it"
     )
 
 

@@ -51,6 +51,10 @@ class CardMemoryResponse(BaseModel):
     resident: str = Field(description="the resident summary a new story of the card starts with")
     recaps: list[RecapModel]
     merge_due: bool = Field(description="a recap changed, or a story was forgotten, since the last merge")
+    merged_by: Literal["model", "offline"] | None = Field(
+        None, description="who wrote the last merge: the side model, or the offline rules (None: no merge yet)"
+    )
+    merged_at: datetime | None = None
 
 
 class SyncMemoryResponse(BaseModel):

@@ -81,6 +81,8 @@ class CardMemory(Aggregate):
         self.merged: dict[UUID, int] = {}  # the recap version of each story the last merge read
         self.protected: set[str] = set()  # ids of the items a user added to the handbook or changed in it
         self.resident_edited = False
+        self.merged_by: MemoryAuthor | None = None  # who wrote the last merge
+        self.merged_at: datetime | None = None
 
     @classmethod
     def begin(cls, card_id: UUID, tenant_id: str) -> CardMemory:
@@ -218,6 +220,7 @@ class CardMemory(Aggregate):
             case MemoryMerged():
                 self.handbook, self.resident = handbook_of(event.handbook), event.resident
                 self.merged = {UUID(story): version for story, version in event.recaps.items()}
+                self.merged_by, self.merged_at = event.author, event.timestamp
             case HandbookEdited():
                 before = {item.item_id for item in self.handbook.items}
                 self.handbook = handbook_of(event.handbook)

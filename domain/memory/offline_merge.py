@@ -4,8 +4,9 @@ Each story gets a block (its recap's title and the start of its plot); the lines
 characters, facts and play-preference sections become items tagged with it, and a line two stories'
 recaps share (the same words, case and closing punctuation aside) becomes one item tagged with both.
 Items supported by more stories come first; what passes the handbook's cap is left out, the blocks never.
-The resident summary opens with its heading, names each story in a line, then takes items section by
-section, most supported first, while they fit RESIDENT_CHARS."""
+The resident summary opens with its heading, names each story in a line with the start of its plot (the
+stories share half of RESIDENT_CHARS), then takes items section by section, most supported first, while
+they fit RESIDENT_CHARS."""
 
 from __future__ import annotations
 
@@ -91,8 +92,13 @@ def _same(line: str) -> str:
 def _resident(handbook: Handbook, language: Language) -> str:
     lines = [RESIDENT_HEADING[language]]
     size = len(lines[0])
+    share = max(RESIDENT_CHARS // 2 // max(len(handbook.blocks), 1), 0)  # each story's line, of half the room
     for block in reversed(handbook.blocks):  # (the newest kept when not all fit, listed oldest first)
         line = f"- {block.title}"
+        plot = " ".join(block.text.split())
+        if plot and share > len(line) + 24:
+            room = share - len(line) - 2
+            line += ("：" if language == "zh" else ": ") + (plot if len(plot) <= room else plot[: room - 1] + "…")
         if size + len(line) + 1 > RESIDENT_CHARS // 2:
             break
         lines.insert(1, line)

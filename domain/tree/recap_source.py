@@ -27,11 +27,14 @@ class PathForRecap:
     digest: dict[str, str] | None  # the digest's sections by canonical name
     episodes: tuple[str, ...]  # oldest first
     recent: tuple[str, ...]  # `speaker：words` lines after the summaries, oldest first
-    omitted_chars: int  # of those lines, what RECENT_CHARS left out
+    omitted_chars: int  # of those lines, what recent_chars left out
 
 
-def path_for_recap(story: Story, load: Callable[[UUID], NodeView], char: str, user: str) -> PathForRecap | None:
-    """What the story's current path gives a recap (None: a story with no leaf yet)."""
+def path_for_recap(
+    story: Story, load: Callable[[UUID], NodeView], char: str, user: str, recent_chars: int = RECENT_CHARS
+) -> PathForRecap | None:
+    """What the story's current path gives a recap (None: a story with no leaf yet): of the turns no
+    summary covers, the newest `recent_chars` word for word."""
     if story.leaf_id is None:
         return None
     leaf = load(story.leaf_id)
@@ -46,12 +49,12 @@ def path_for_recap(story: Story, load: Callable[[UUID], NodeView], char: str, us
         if node.hidden or not node.text.strip():
             continue
         line = f"{user if node.kind == 'user' else char}：{node.text.strip()}"
-        if size >= RECENT_CHARS:
+        if size >= recent_chars:
             omitted += len(line)
             continue
-        if size + len(line) > RECENT_CHARS:  # (the newest that does not fit whole: its start, then no more)
-            omitted += len(line) - (RECENT_CHARS - size)
-            line = line[: RECENT_CHARS - size] + "…"
+        if size + len(line) > recent_chars:  # (the newest that does not fit whole: its start, then no more)
+            omitted += len(line) - (recent_chars - size)
+            line = line[: recent_chars - size] + "…"
         lines.append(line)
         size += len(line)
     first = below[0].id if below else (summaries[-1].id if summaries else leaf.id)

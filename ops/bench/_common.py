@@ -362,6 +362,7 @@ class LocomoQuestion:
     question: str
     category: int
     evidence: tuple[str, ...]  # normalised dia ids that resolve to a message of the conversation
+    answer: str = ""  # LoCoMo's answer text (empty for the adversarial questions, which have none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +403,8 @@ def locomo(limit: int | None = None, cut: int | None = None) -> list[LocomoConve
                 dict.fromkeys(d for raw in item.get("evidence", []) for d in _dias(str(raw)) if d in known)
             )
             if evidence and kept.issuperset(evidence):
-                questions.append(LocomoQuestion(item["question"], int(item["category"]), evidence))
+                answer = str(item.get("answer", "")).strip()
+                questions.append(LocomoQuestion(item["question"], int(item["category"]), evidence, answer))
         out.append(
             LocomoConversation(
                 sample["sample_id"], conversation["speaker_a"], conversation["speaker_b"], tuple(messages[:cut]),

@@ -21,9 +21,11 @@ from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.tree.rules.compaction import NO_LAYERS, Layers, layers_from
 from domain.values import CardData, NodeView, StorySettings
 from projections.context.lore import ConstantLore, LoreShown, constant_lore, lore_block
+from projections.context.memory_recall import memory_block
 from projections.context.message_builder import Assembly
 from projections.context.recall import recall_block
-from projections.context.records import Context, TailBlock
+from projections.context.records import Context, ExplainBlock, TailBlock
+from projections.context.resident import Resident, with_resident
 from projections.context.scene import tail_blocks
 from projections.context.summary_fit import CountedSummary, counted_summaries, layers_tokens, shortened
 from projections.context.system_prompt import build_system_prompt, fill_macros
@@ -45,6 +47,7 @@ from projections.context.window import (
     unfold_episodes,
 )
 from projections.read_models.scenes import SceneAt
+from projections.recall.card_memory_index import MemoryHit
 from projections.recall.story_index import Hit
 
 _ROLE, _ID = attrgetter("role"), attrgetter("id")
@@ -68,6 +71,8 @@ def assemble_context(
     lore_lookup: bool = False,
     fixed_prompt: str | None = None,
     clock: Callable[[], float] | None = None,
+    resident: Resident | None = None,
+    memory_recall: Callable[[str], Sequence[MemoryHit]] | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -87,7 +92,10 @@ def assemble_context(
     `lore_tokens` setting, else by title; `lore_lookup`: the model can look them up with `lorebook_search`).
     `fixed_prompt`: the system prompt as a client that keeps its own card sent it (the proxy), instead of
     the one built from the card (the card's constant lore is then the client's to send). `clock`: with
-    one, the lore's regex keys share one time budget (`domain/card/rules/lore.py`)."""
+    one, the lore's regex keys share one time budget (`domain/card/rules/lore.py`). `resident`: the card
+    memory's resident summary, after the summary layers where it has room (`resident.py`). `memory_recall`:
+    the card memory's passages for the user's words, in the last user message within half the recall
+    share (and an eighth of the budget) — in a new story too, where nothing of its own is outside the window."""
     char, user = card.name, settings.user_name
     texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
@@ -121,10 +129,23 @@ def assemble_context(
         found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
+    if memory_recall is not None and ends_with_user and settings.recall_k > 0 and settings.recall_tokens > 0:
+        share = min(settings.recall_tokens // 2, budget // 8)
+        recalled = memory_block(
+            memory_recall(leaf.text),
+            resident.text if resident else "",
+            share,
+            cache.count_line,
+            texts,
+            _filler(char, user),
+        )
+        if recalled is not None:
+            tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), recalled)
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
     recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
     share = settings.recall_tokens if recalling else 0
     fitted, unfolding = (window, layers), settings.fill_window and window.cut_at is None and load is not None
+    resident_out: list[ExplainBlock] = []  # the resident summary left out, and why
 
     def filled(reserved: int) -> tuple[Window, Layers, list[CountedSummary], int]:
         """The window, its summary layers and their tokens (with the scene's) with `reserved` tokens
@@ -138,6 +159,9 @@ def assemble_context(
         room = key.budget - scene_tokens - _floor(turns)  # the words and the exchange before them come first
         if counted_layers and sum(summary.tokens for summary in counted_layers) > room:  # a small budget
             counted_layers = shortened(counted_layers, room, cache, texts)
+        if resident is not None:
+            counted_layers, out = with_resident(counted_layers, resident, tails, room, char, user, texts, cache)
+            resident_out[:] = [out] if out is not None else []
         besides = scene_tokens + sum(summary.tokens for summary in counted_layers)
         if besides:  # the scene and the summaries change as the story goes: fitted after the cached window
             turns = extend_window(turns, [], key._replace(budget=key.budget - besides))
@@ -170,6 +194,7 @@ def assemble_context(
             extra += _block_tokens(block, cache)
     assembly = Assembly(cache, budget)
     assembly.open(system, summaries, window.cut_at, layers.covered_depth, window.kept)
+    assembly.explain += resident_out
     body = window.kept[:-1] if ends_with_user else window.kept  # the leaf's own words are added last, below
     assembly.add_path(body, leaf if ends_with_user else None)
     assembly.add_summaries(summaries)

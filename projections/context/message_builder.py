@@ -26,7 +26,7 @@ _ROLE, _ID = attrgetter("role"), attrgetter("id")
 _NODE, _TEXT, _TOKENS, _MESSAGE = itemgetter(NODE), itemgetter(TEXT), itemgetter(TOKENS), itemgetter(MESSAGE)
 
 
-SUMMARY_KINDS = frozenset({"digest", "episode", "anchors"})
+SUMMARY_KINDS = frozenset({"digest", "episode", "anchors", "resident"})
 
 
 def shifted(block: ExplainBlock, by: int) -> ExplainBlock:
@@ -71,8 +71,11 @@ class Assembly:
         for summary in summaries:
             block = summary.block
             self.explain.append(
-                ExplainBlock(block.what, block.why, block.node_ids, len(block.text), summary.tokens, 1, block.covers)
-            )
+                ExplainBlock(
+                    block.what, block.why, block.node_ids, len(block.text), summary.tokens, 1, block.covers,
+                    version=block.version,
+                )
+            )  # fmt: skip
 
     def add_path(self, body: tuple[Rendered, ...], leaf: NodeView | None) -> None:
         """The greeting and the verbatim turns; `leaf`, if given, is left for `add_leaf`."""
@@ -176,7 +179,10 @@ class Assembly:
             offset += len(summary.block.text) + 2
         placed = iter(spans)
         self.explain = [
-            replace(b, span=next(placed), end_message=1) if b.what in SUMMARY_KINDS else b for b in self.explain
+            replace(b, span=next(placed), end_message=1)
+            if b.what in SUMMARY_KINDS and b.message_index is not None  # (a resident summary left out: none)
+            else b
+            for b in self.explain
         ]
 
     def add_leaf(self, tails: list[TailBlock], leaf: Rendered) -> None:
@@ -201,7 +207,7 @@ class Assembly:
             self.explain.append(
                 ExplainBlock(
                     block.what, block.why, block.node_ids, len(block.text), counted, last, scores=block.scores,
-                    span=span, end_message=last, lore=block.lore,
+                    span=span, end_message=last, lore=block.lore, memory=block.memory,
                 )
             )  # fmt: skip
             offset = span[1] + 2

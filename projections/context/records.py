@@ -30,6 +30,16 @@ class LoreRef:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryRef:
+    """A passage of the card's memory a context holds: a handbook item or a recap's line, and the stories
+    behind it."""
+
+    key: str
+    kind: str  # item | recap
+    sources: tuple[UUID, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ExplainBlock:
     """One part of an assembled context: what it is, why it is there, which nodes, how big."""
 
@@ -46,6 +56,8 @@ class ExplainBlock:
     span: tuple[int, int] | None = None
     end_message: int | None = None
     lore: tuple[LoreRef, ...] = ()  # lore: the entries in the block, each with what fired it
+    version: int | None = None  # the resident summary: the version of the card's memory it is from
+    memory: tuple[MemoryRef, ...] = ()  # the card memory's passages in the block, each with its stories
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +71,7 @@ class TailBlock:
     scores: tuple[float, ...] = ()
     tokens: int | None = None  # as the block counted itself, line by line, when it was made (None: count the text)
     lore: tuple[LoreRef, ...] = ()
+    memory: tuple[MemoryRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

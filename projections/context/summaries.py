@@ -21,6 +21,7 @@ class SummaryBlock:
     text: str
     node_ids: tuple[UUID, ...]
     covers: tuple[int, int] | None  # the depth range of the path it stands for
+    version: int | None = None  # the resident summary: the version of the card's memory it is from
 
 
 def summary_blocks(

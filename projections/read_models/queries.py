@@ -13,6 +13,7 @@ from uuid import UUID
 import sqlite_utils
 
 from domain.tree.rules.reconcile import Found
+from projections.read_models.memory_queries import MemoryQueries
 from projections.read_models.scenes import SceneAt, SceneTables
 from projections.read_models.search_terms import match_expression, story_term
 
@@ -31,7 +32,7 @@ class SearchHit:
     snippet: str
 
 
-class ReadQueries:
+class ReadQueries(MemoryQueries):
     scenes: SceneTables  # the scene tables (their lookups are cached beside the writing connection)
 
     @property

@@ -57,6 +57,7 @@ from domain.tree.work_events import (
 )
 from domain.values import JobKind, JobState
 from projections.read_models.archive import ArchiveChanges, Summary, Turn, episode_passages, turn_passages
+from projections.read_models.memory_rows import MemoryRows
 
 Row = dict[str, Any]
 
@@ -70,7 +71,7 @@ def job_time(when: datetime) -> str:
     return when.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-class RowChanges:
+class RowChanges(MemoryRows):
     """What one batch of events does to the tables. `lookup(node_id)` gives (story id, text) of a node
     folded in an earlier batch, `node_lookup(node_id)` its `nodes` row."""
 
@@ -380,7 +381,12 @@ class RowChanges:
 
 def _handlers() -> dict[type, Callable[[RowChanges, Any, int], None]]:
     """Each `_on_<event>` method, keyed by the event class its `e` parameter is annotated with."""
-    return {get_type_hints(fn)["e"]: fn for name, fn in vars(RowChanges).items() if name.startswith("_on_")}
+    return {
+        get_type_hints(fn)["e"]: fn
+        for klass in RowChanges.__mro__
+        for name, fn in vars(klass).items()
+        if name.startswith("_on_")
+    }
 
 
 _HANDLERS = _handlers()

@@ -5,7 +5,7 @@ tables exactly at some position and the runner resumes from there. `drop()` + a 
 position 0 rebuilds everything (`changji projections rebuild`).
 
 Tables: `nodes` (the tree: every tree query reads it), `node_texts`, `stories` and `cards` (lists
-per tenant), `positions`, and the tables of `rows`/`scenes`.
+per tenant), `positions`, and the tables of `rows`/`scenes`/`memory_rows`.
 
 The full-text index (`node_texts_fts`, FTS5 over CJK bigrams) follows `node_texts` a step behind
 instead of inside every fold: each text row carries the position of its last change (`seq`), and
@@ -28,6 +28,7 @@ from typing import Any
 import sqlite_utils
 
 from projections.read_models import archive, positions, search_index
+from projections.read_models.memory_rows import MEMORY_TABLES, create_memory_tables
 from projections.read_models.queries import ReadQueries
 from projections.read_models.rows import RowChanges, job_time
 from projections.read_models.scenes import SceneTables
@@ -35,9 +36,9 @@ from projections.read_models.search_index import SEARCH
 
 TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
-    "passages", "positions",
+    "passages", "positions", *MEMORY_TABLES,
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 10  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 11  # bump when a table changes: the read models are then rebuilt
 # a replay from 0: no sync or checkpoint at its commits, a page cache of 256 MiB (SQLite's default: 2
 # MiB), a minute's wait for a writer beside it; and the connection's settings for serving
 LOADING = ("synchronous=OFF", f"cache_size=-{256 * 1024}", "wal_autocheckpoint=0", "busy_timeout=60000")
@@ -207,6 +208,7 @@ class ReadModels(ReadQueries):
             db.table("jobs").create_index(["story_id", "kind", "status", "seq"], if_not_exists=True)
             self.scenes.create()
             archive.create(db)
+            create_memory_tables(db)
             db.table("positions").upsert({"name": SCHEMA, "position": SCHEMA_VERSION}, pk="name")
 
     def drop(self) -> None:
@@ -317,7 +319,7 @@ class ReadModels(ReadQueries):
 
     def _write(self, changes: RowChanges) -> None:
         db = self.writer
-        for table in ("cards", "stories", "model_calls"):
+        for table in ("cards", "stories", "model_calls", *MEMORY_TABLES):
             _insert_many(db, table, changes.inserts[table])
         self.scenes.insert_nodes(changes.inserts["nodes"])
         _insert_many(db, "jobs", list(changes.job_rows.values()), upsert_on="id")  # may be announced again

@@ -1,5 +1,6 @@
 """Pending work survives a crash: `changji serve` is killed (SIGKILL) after a reply is sealed and while
-its scribe call is in flight; after a restart the job is found by the sweep and runs exactly once."""
+its scribe call is in flight; after a restart the job is found by the sweep and runs exactly once. And a
+card memory whose merge a crash cut off is merged after the restart, its recap not written again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from providers.fake_memory import memory_writer
 from providers.fake_server import FakeModelServer, Step, Text
 from tests.processes import new_key, serving
 from tests.scene_support import SIDE_MODEL, answer
@@ -91,3 +93,50 @@ def test_a_scribe_job_cut_off_by_a_crash_runs_once_after_the_restart(tmp_path: P
     assert scene["source_node_id"] == reply["node"]["id"] and scene["state"]["location"] == "灯塔"
     events = [e["type"] for step in replay["steps"] for e in step["events"]]
     assert events.count("ScenePatched") == 1 and events.count("ModelCalled") == 1
+
+
+def test_a_card_memory_merge_cut_off_by_a_crash_is_made_after_the_restart_and_the_recap_is_not_written_again(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    key = new_key(data_dir)
+    stalled = {"on": True}
+    writer = memory_writer()
+
+    def side(body: Mapping[str, Any]) -> Step:
+        merging = "记忆手册" in body["messages"][0]["content"]
+        return Text("", delay=60) if merging and stalled["on"] else writer(body)
+
+    with fake_in_a_thread(side) as fake:
+        env = {
+            "CHANGJI_SIDE_BASE_URL": fake.url,
+            "CHANGJI_SIDE_MODEL": SIDE_MODEL,
+            "CHANGJI_SIDE_MAX_RETRIES": "0",
+            "CHANGJI_MEMORY_SWEEP_SECONDS": "0.2",
+        }
+        with serving(data_dir, key, env) as server:
+            card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
+            body = {"card_id": card["id"], "settings": {"recap_quiet_minutes": 0}}
+            story = server.call("POST", "/v1/stories", body)
+            server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "user", "text": "你一个人守了多久？"})
+            server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "reply", "text": "七年，灯油快用完了。"})
+            merges = lambda: [b for b in fake.requests if "记忆手册" in b["messages"][0]["content"]]  # noqa: E731
+            wait_for(lambda: len(merges()) == 1)  # the recap is written, the merge is being asked for
+            memory = server.call("GET", f"/v1/cards/{card['id']}/memory")
+            assert len(memory["recaps"]) == 1 and memory["merge_due"] and not memory["resident"]
+            assert server.process is not None
+            server.process.kill()
+            server.process.wait(10)
+
+        stalled["on"] = False
+        with serving(data_dir, key, env) as server:
+            url = f"/v1/cards/{card['id']}/memory"
+            wait_for(lambda: not server.call("GET", url)["merge_due"])
+            time.sleep(1.0)  # a few more sweeps: nothing else may run
+            memory = server.call("GET", url)
+            recaps = [b for b in fake.requests if b["messages"][0]["content"].startswith("你为角色扮演故事写复盘")]
+
+    (recap,) = memory["recaps"]
+    assert recap["version"] == 1 and len(recaps) == 1  # the recap of that path, written once
+    assert memory["merged_by"] == "model" and "灯油快用完了" in memory["handbook"]["text"]
+    assert len(merges()) == 2  # the one the crash cut off, and the one after the restart

@@ -4,6 +4,7 @@ forget kept forgotten, and a sync with nothing new records nothing."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from uuid import UUID, uuid4
 
@@ -13,7 +14,8 @@ from domain.application import Changji
 from domain.values import StorySettings
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
-from service.card_memory import CardMemorySync
+from schedulers.workers.compaction import Inline
+from service.card_memory import CardMemoryKeeper
 from tests.builders import TENANT, a_card, sqlite_app
 
 
@@ -22,7 +24,7 @@ class World:
         self.app: Changji = sqlite_app(path / "events.sqlite")
         self.store = ReadModels(path / "read_models.sqlite")
         self.runner = ProjectionRunner(self.app, self.store)
-        self.memory = CardMemorySync(self.app, self.store)
+        self.memory = CardMemoryKeeper(self.app, self.store, Inline())
         self.card = uuid4()
         self.app.cards.create_card(self.card, TENANT, a_card(), StorySettings(user_name="林舟"))
 
@@ -36,7 +38,7 @@ class World:
 
     def sync(self) -> tuple[int, int, int, bool]:
         self.runner.catch_up()
-        done = self.memory.sync(TENANT, self.card)
+        done = asyncio.run(self.memory.sync(TENANT, self.card))
         return done.recapped, done.forgotten, done.remembered, done.merged
 
 
