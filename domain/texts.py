@@ -37,6 +37,7 @@ class ContextTexts:
     resident_opener: str  # {char} {user}: the message opens with the card's memory (no summary of this story yet)
     resident_heading: str  # {char} {user}: the card's memory after this story's own summary
     memory_opener: str  # what the card's memory holds that bears on the user's words
+    prelude_heading: str  # the recap of the earlier story a story was started from
     # recall
     recall_opener: str
     recall_summary_line: str  # {first} {last} {text}
@@ -92,6 +93,7 @@ ZH = ContextTexts(
     episode_label="### 第{first}–{last}轮",
     anchors="【锚点原文】",
     resident_opener="【前情提要】以下是{char}与{user}此前几段故事留下的记忆，是既定事实（不是本故事里新发生的事）：",
+    prelude_heading="### 上一段故事（本故事接着它开始）",
     memory_opener="【往事回忆】此前几段故事里与本轮有关的记忆（是既定事实，不是本故事里新发生的事）：",
     resident_heading="【往事】{char}与{user}此前几段故事留下的记忆（既定事实，不是本故事里新发生的事）：",
     anchor_line="- 第{turn}轮 {speaker}：{text}",
@@ -142,6 +144,7 @@ EN = ContextTexts(
     anchors="[Anchors, word for word]",
     resident_opener="[Story so far] What earlier stories of {char} with {user} left; all of it is established fact"
     " (none of it happened in this story):",
+    prelude_heading="### The story before (this one begins where it ended)",
     memory_opener="[Earlier stories, recalled] What earlier stories left that bears on this turn (established"
     " fact, not events of this story):",
     resident_heading="[Earlier stories] What earlier stories of {char} with {user} left; established fact, not"

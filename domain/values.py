@@ -125,6 +125,15 @@ class CardData(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class Prelude:
+    """What an earlier story left, carried into a story's opening: its recap, and where it was read."""
+
+    from_story_id: UUID
+    from_node_id: UUID
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Episode:
     """A summary of one pack of turns, annotating the last node it covers (depths start_depth…that node)."""
 

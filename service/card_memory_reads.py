@@ -47,4 +47,4 @@ class CardMemoryReads:
                 while len(self._indexes) > MEMORY_INDEXES:
                     del self._indexes[next(iter(self._indexes))]
         index, k = cached[1], settings.recall_k
-        return resident, (lambda words: index.search(words, k)) if k > 0 else None
+        return resident, (lambda words: index.search(words, 3 * k)) if k > 0 else None

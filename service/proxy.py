@@ -43,6 +43,7 @@ from domain.values import CardData, NodeKind, NodeView, StorySettings
 from projections.context.relayed import CLIENT_PART_TYPE, TEXT_TYPE, ClientPart
 from projections.read_models.store import ReadModels
 from service.chat_finder import OTHER_CARD, ChatFinder, Chosen, Prompt, path_messages
+from service.proxy_memory import with_card_memory
 from service.proxy_requests import ChatDigests, ProxyRequest, RequestReader
 from service.views import StoryViews
 
@@ -233,14 +234,26 @@ class ChatProxy:
         return parent, rest
 
     def outgoing(
-        self, tenant_id: str, chosen: Chosen | None, planned: Planned | None, original: Sequence[Mapping[str, Any]]
+        self,
+        tenant_id: str,
+        chosen: Chosen | None,
+        planned: Planned | None,
+        original: Sequence[Mapping[str, Any]],
+        split: SplitRequest | None = None,
     ) -> list[dict[str, Any]]:
-        """What the upstream gets: the request as it came when nothing is recorded, or for a new story (it
-        has no memory to add yet); else the client's fixed prompt, changji's context at the user's words —
+        """What the upstream gets: the request as it came when nothing is recorded, or for a new story (its
+        `split`), with its card's memory where the card has one (`proxy_memory.py`); else the client's fixed prompt, changji's context at the user's words —
         fitted to the tokens the client sent, unless the story's settings say its own window decides —, the
         client's own blocks (those inside its chat right before the user's words, those after it at the
         end), any words the reply starts with (for the upstream to go on from), a round of the front end's
         tools at work on the words, after them, and the words' parts that are not text (an image), with them."""
+        if chosen is None and split is not None:  # a new story's first request: with its card's memory
+            card_id = self._card_id(tenant_id, split)
+            card = self.app.get(Card, card_id, CardNotFoundError) if self.app.exists(Card, card_id) else None
+            sent = [dict(m) for m in original]
+            if card is None or card.tenant_id != tenant_id:
+                return sent
+            return with_card_memory(self.views.card_memory, card, sent, self.views.renders.count)
         if chosen is None or planned is None:
             return [dict(m) for m in original]
         split, opened = chosen.split, planned.opened

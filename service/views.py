@@ -304,6 +304,7 @@ class StoryViews:
             fixed_prompt,
             time.perf_counter,
             *self.card_memory.of(card, settings),
+            story.prelude,
         )
 
     def _resident(self, card: Card, settings: StorySettings) -> Resident | None:

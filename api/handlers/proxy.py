@@ -69,7 +69,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if body.get("stream") is True:
             return await _streamed(request, svc, forwarded, turn, headers)
         return await _answered(svc, forwarded, turn, headers)
-    outgoing = await svc.executor.load(svc.proxy.outgoing, tenant(request), chosen, planned, asked.messages)
+    outgoing = await svc.executor.load(
+        svc.proxy.outgoing, tenant(request), chosen, planned, asked.messages, asked.split
+    )
     forwarded = {**body, "messages": outgoing}
     try:
         if body.get("stream") is True:

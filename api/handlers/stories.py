@@ -36,6 +36,7 @@ async def story_response(svc: Service, story: Story) -> StoryResponse:
         leaf_id=story.leaf_id,
         settings=settings.model_dump(),
         overrides=dict(story.settings),
+        carried_from=story.prelude.from_story_id if story.prelude is not None else None,
         saves=len(story.saves),
         created_at=story.created_on,
         updated_at=story.modified_on,
@@ -48,7 +49,7 @@ async def create_story(request: web.Request) -> web.Response:
     if not (keyed(request) and await svc.executor.load(svc.app.exists, Story, story_id)):  # (made: answer was lost)
         await svc.executor.write(
             svc.app.stories.start_story, story_id, new_id(request, "root"), tenant(request), req.card_id,
-            req.greeting_index, req.title, req.settings.given(),
+            req.greeting_index, req.title, req.settings.given(), req.carry_from,
         )  # fmt: skip
     story = await svc.executor.load(svc.app.story, tenant(request), story_id)
     return respond(await story_response(svc, story), 201, story.version)

@@ -16,6 +16,11 @@ class CreateStoryRequest(Strict):
     greeting_index: int = Field(0, ge=0, description="0 = first_mes, n = alternate_greetings[n-1]")
     title: str = Field("", max_length=200)
     settings: SettingsOverrides = Field(default_factory=SettingsOverrides)
+    carry_from: UUID | None = Field(
+        None,
+        description="an earlier story of yours: the new story opens with its recap in its 【前情提要】 message (the"
+        " card memory's when it read that story's current path, else one by the offline rules)",
+    )
 
 
 class UpdateStoryRequest(Strict):
@@ -32,6 +37,7 @@ class StoryResponse(BaseModel):
     leaf_id: UUID
     settings: dict[str, Any] = Field(description="effective settings (card defaults + story overrides)")
     overrides: dict[str, Any]
+    carried_from: UUID | None = Field(None, description="the earlier story whose recap this one opened with")
     saves: int
     created_at: datetime
     updated_at: datetime

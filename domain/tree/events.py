@@ -25,6 +25,15 @@ class StoryStarted(Folded, AggregateCreated):
     settings: dict[str, Any]
 
 
+class PreludeCarried(Folded, AggregateEvent):
+    """The story opens with what an earlier story left: `text`, that story's recap (the card memory's when
+    it had read that path, else the offline rules'), read from its path ending at `from_node_id`."""
+
+    from_story_id: UUID
+    from_node_id: UUID
+    text: str
+
+
 class ChatImported(Folded, AggregateEvent):
     """The story was imported from another system's chat log: what the file was (`source`: format, its
     header verbatim, the greeting's alternatives, warnings) and how many nodes it made."""

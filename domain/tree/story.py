@@ -7,10 +7,11 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain.errors import SavePointNotFoundError
+from domain.errors import DomainError, SavePointNotFoundError
 from domain.tree.events import (
     ChatImported,
     LeafMoved,
+    PreludeCarried,
     SavePointDeleted,
     SavePointMarked,
     StoryConfigured,
@@ -22,7 +23,11 @@ from domain.tree.events import (
     WorldLineRenamed,
 )
 from domain.tree.rules.worldlines import SavePlan
-from domain.values import LeafCause, SavePoint
+from domain.values import LeafCause, Prelude, SavePoint
+
+
+class StoryStateError(DomainError):
+    """The story cannot take this change as it stands."""
 
 
 class Story(Aggregate):
@@ -38,6 +43,7 @@ class Story(Aggregate):
         self.deleted = False
         self.imported: dict[str, Any] | None = None  # an imported chat: where it came from
         self.imported_nodes = 0
+        self.prelude: Prelude | None = None  # what an earlier story left, carried into this one's opening
 
     @classmethod
     def start(
@@ -116,6 +122,12 @@ class Story(Aggregate):
         except KeyError:
             raise SavePointNotFoundError(f"no save point {save_id}", field="save_id") from None
 
+    def carry(self, from_story_id: UUID, from_node_id: UUID, text: str) -> None:
+        """Open the story with what an earlier story left (once, before its first turn)."""
+        if self.prelude is not None:
+            raise StoryStateError("the story carries a prelude already")
+        self.trigger_event(PreludeCarried, from_story_id=from_story_id, from_node_id=from_node_id, text=text)
+
     def worldline_name(self, save: SavePoint) -> str:
         return self.worldline_names.get(save.worldline_id, save.worldline_name)
 
@@ -124,6 +136,8 @@ class Story(Aggregate):
             case StoryStarted():
                 self.tenant_id, self.card_id, self.title = event.tenant_id, event.card_id, event.title
                 self.root_id, self.settings = event.root_id, dict(event.settings)
+            case PreludeCarried():
+                self.prelude = Prelude(event.from_story_id, event.from_node_id, event.text)
             case ChatImported():
                 self.imported, self.imported_nodes = event.source, event.nodes
             case LeafMoved():

@@ -11,7 +11,8 @@ first context (`GET …/context`) is read: for each question with an answer (LoC
 adversarial ones have none), is the answer in it — word for word (case aside), and by half its content
 words. Then the same new story opened with the question itself (each on a branch of its own at the
 greeting): the resident summary and what recall over the card's memory finds for the words; the
-question's own words are not counted. Twice: with no side model (the offline recaps and merge), and with the rule-played side model on
+question's own words are not counted. Beside them, the simplest carry-over at the same cost: the newest
+messages of the earlier sessions that fit the tokens the offline card memory's contexts took. Twice: with no side model (the offline recaps and merge), and with the rule-played side model on
 the fake server (`providers/fake_memory.py`: it shows the pipeline's path through the real client and
 checks, not what a hosted model would write). The floor is the same context with the card's memory off.
 
@@ -40,6 +41,7 @@ from api.bootstrap import bootstrap
 from api.settings import ModelSettings, Settings
 from providers.fake_memory import memory_writer
 from providers.fake_server import FakeModelServer
+from providers.tokens import default_counter
 
 TENANT = "card-memory"
 OPENING = "Hey, it's me again. Do you remember what we talked about before?"
@@ -52,7 +54,7 @@ FIGURES = figure_keys(
     "answer_in_first_context_{mode}", "answer_words_in_first_context_{mode}", "answer_in_context_asked_{mode}",
     "answer_words_in_context_asked_{mode}", "first_context_tokens_{mode}", "context_asked_tokens_{mode}",
     "resident_chars_{mode}", "side_calls_per_story_{mode}",
-    "questions", "stories", "side_calls_per_1000_turns", "side_input_chars_per_1000_turns",
+    "questions", "stories", "answer_in_recent_tail_same_tokens", "answer_words_in_recent_tail_same_tokens", "side_calls_per_1000_turns", "side_input_chars_per_1000_turns",
     "recaps_per_1000_turns", "turn_memory_on_ms", "turn_memory_off_ms", "turn_memory_on_vs_off_ratio",
     "quick", "smoke", "bench_s",
     mode=MODES,
@@ -210,7 +212,32 @@ async def recall_rates(plan: dict[str, Any], tmp: Path) -> dict[str, float]:
                     f" ({counts['words']} by half their words); opened with the question {counts['asked_hits']}"
                     f" ({counts['asked_words']})"
                 )
+    figures.update(tail_baseline(conversations, figures["context_asked_tokens_offline"]))
     return figures
+
+
+def tail_baseline(conversations: list[LocomoConversation], tokens: float) -> dict[str, float]:
+    """The simplest carry-over at the same cost: the newest messages of the earlier sessions that fit the
+    mean tokens the offline card memory's contexts took."""
+    counter = default_counter()
+    hits = words = asked = 0
+    for conversation in conversations:
+        tail, used = [], 0
+        for message in reversed(conversation.messages):
+            line = f"{message.speaker}: {message.text}"
+            used += counter.count(line)
+            if used > tokens:
+                break
+            tail.append(line)
+        context = {"messages": [{"content": "\n".join(reversed(tail))}]}
+        for question in conversation.questions:
+            if question.answer:
+                exact, half = found(context, question.answer)
+                hits, words, asked = hits + exact, words + half, asked + 1
+    return {
+        "answer_in_recent_tail_same_tokens": hits / max(asked, 1),
+        "answer_words_in_recent_tail_same_tokens": words / max(asked, 1),
+    }
 
 
 def _memory_call(body: dict[str, Any]) -> bool:

@@ -19,7 +19,7 @@ from domain.card.lore import LoreBookView
 from domain.card.rules.lore import activate, constant_entries
 from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.tree.rules.compaction import NO_LAYERS, Layers, layers_from
-from domain.values import CardData, NodeView, StorySettings
+from domain.values import CardData, NodeView, Prelude, StorySettings
 from projections.context.lore import ConstantLore, LoreShown, constant_lore, lore_block
 from projections.context.memory_recall import memory_block
 from projections.context.message_builder import Assembly
@@ -73,6 +73,7 @@ def assemble_context(
     clock: Callable[[], float] | None = None,
     resident: Resident | None = None,
     memory_recall: Callable[[str], Sequence[MemoryHit]] | None = None,
+    prelude: Prelude | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -117,7 +118,7 @@ def assemble_context(
     layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
 
     def counted(of: Layers) -> list[CountedSummary]:
-        return counted_summaries(of, load, char, user, texts, cache) if load else []
+        return counted_summaries(of, load, char, user, texts, cache, prelude) if load else []
 
     def summary_tokens(of: Layers) -> int:
         assert load is not None
@@ -130,7 +131,8 @@ def assemble_context(
         if found is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
     if memory_recall is not None and ends_with_user and settings.recall_k > 0 and settings.recall_tokens > 0:
-        share = min(settings.recall_tokens // 2, budget // 8)
+        alone = window.cut_at is None and window.boundary is None  # nothing of the story's own to recall
+        share = min(settings.recall_tokens if alone else settings.recall_tokens // 2, budget // 8)
         recalled = memory_block(
             memory_recall(leaf.text),
             resident.text if resident else "",

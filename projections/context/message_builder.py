@@ -26,7 +26,7 @@ _ROLE, _ID = attrgetter("role"), attrgetter("id")
 _NODE, _TEXT, _TOKENS, _MESSAGE = itemgetter(NODE), itemgetter(TEXT), itemgetter(TOKENS), itemgetter(MESSAGE)
 
 
-SUMMARY_KINDS = frozenset({"digest", "episode", "anchors", "resident"})
+SUMMARY_KINDS = frozenset({"prelude", "digest", "episode", "anchors", "resident"})
 
 
 def shifted(block: ExplainBlock, by: int) -> ExplainBlock:

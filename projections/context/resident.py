@@ -2,7 +2,7 @@
 message after the story's own summary layers (or opening that message, when the story has none yet).
 
 Its room is the card memory's rule (`domain/memory/resident.py`): it shares 4,300 characters with the
-story's digest and the scene (snapshot and roster), itself at most 1,200, and is left out under 200 —
+story's digest (and a carried-over prelude) and the scene (snapshot and roster), itself at most 1,200, and is left out under 200 —
 what the story itself knows always comes first. It must also fit the tokens the budget leaves beside the
 summaries and the last exchange; when it does not, it is left out whole, and the explain list says so."""
 
@@ -41,7 +41,7 @@ def with_resident(
 ) -> tuple[list[CountedSummary], ExplainBlock | None]:
     """The summary blocks with the resident summary after them when it has room (`room`: the tokens the
     budget leaves beside the summaries), else as they were and an explain block saying why it is out."""
-    digest = sum(len(s.block.text) for s in summaries if s.block.what == "digest")
+    digest = sum(len(s.block.text) for s in summaries if s.block.what in ("prelude", "digest"))
     other = digest + sum(len(block.text) for block in tails if block.what in SHARING)
     fitted = fit_resident(fill_macros(resident.text, char, user), other, texts.language)
     version = f"card memory v{resident.version}"

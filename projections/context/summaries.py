@@ -1,5 +1,6 @@
 """The summary layers of a path rendered for the context: the digest, then the episodes (each labelled
-with its turns), then the anchors (starred nodes inside the summarized part, quoted word for word).
+with its turns), then the anchors (starred nodes inside the summarized part, quoted word for word); before them all, the
+recap of an earlier story the story was started from (`carry_from`).
 They make one user message at the start, opened with 【前情提要】 (in the story's language) and a line
 saying it is established fact."""
 
@@ -11,7 +12,7 @@ from uuid import UUID
 
 from domain.texts import ContextTexts
 from domain.tree.rules.compaction import Layers
-from domain.values import NodeView
+from domain.values import NodeView, Prelude
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +32,13 @@ def summary_blocks(
     user: str,
     fill: Callable[[str, str, str], str],
     texts: ContextTexts,
+    prelude: Prelude | None = None,
 ) -> list[SummaryBlock]:
     blocks: list[SummaryBlock] = []
+    if prelude is not None:  # what an earlier story left: before anything of this one
+        why = f"carried over: the recap of story {prelude.from_story_id}, read up to its node {prelude.from_node_id}"
+        text = f"{texts.prelude_heading}\n{fill(prelude.text.strip(), char, user)}"
+        blocks.append(SummaryBlock("prelude", why, text, (prelude.from_node_id,), None))
     anchors: list[UUID] = []
     if layers.digest is not None:
         node, digest = layers.digest

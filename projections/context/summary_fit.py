@@ -9,7 +9,7 @@ from uuid import UUID
 
 from domain.texts import ContextTexts
 from domain.tree.rules.compaction import Layers
-from domain.values import NodeView
+from domain.values import NodeView, Prelude
 from projections.context.summaries import SummaryBlock, summary_blocks
 from projections.context.system_prompt import fill_macros
 from projections.context.window import (
@@ -26,10 +26,16 @@ class CountedSummary:
 
 
 def counted_summaries(
-    layers: Layers, load: Callable[[UUID], NodeView], char: str, user: str, texts: ContextTexts, cache: RenderCache
+    layers: Layers,
+    load: Callable[[UUID], NodeView],
+    char: str,
+    user: str,
+    texts: ContextTexts,
+    cache: RenderCache,
+    prelude: Prelude | None = None,
 ) -> list[CountedSummary]:
     """The summary layers' blocks with their tokens (the message's overhead on the first)."""
-    blocks = summary_blocks(layers, load, char, user, fill_macros, texts)
+    blocks = summary_blocks(layers, load, char, user, fill_macros, texts, prelude)
     return [
         CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
         for i, block in enumerate(blocks)

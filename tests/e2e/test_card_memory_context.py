@@ -130,3 +130,26 @@ async def test_the_side_model_writes_recaps_and_merges_and_a_merge_naming_an_unk
     memory = await memory_when(api, card["id"], lambda m: len(m["recaps"]) == 2 and not m["merge_due"])
     assert memory["merged_by"] == "model" and "雾散了才来" in memory["handbook"]["text"]
     assert "油快用完了" in memory["handbook"]["text"]  # (the first story's block and items kept)
+
+
+async def test_a_story_carried_from_an_earlier_one_opens_with_its_recap(api: Api, other: Api) -> None:
+    card = await api.card()
+    earlier = await played(api, card["id"], LIGHTHOUSE)
+    leaf = (await api.call("GET", f"/v1/stories/{earlier['id']}"))["leaf_id"]
+    carried = await api.call("POST", "/v1/stories", {"card_id": card["id"], "carry_from": earlier["id"]}, 201)
+    assert carried["carried_from"] == earlier["id"]
+    await api.append(carried["id"], "user", "接着上回说。")
+    context = await api.call("GET", f"/v1/stories/{carried['id']}/context")
+    (prelude,) = [b for b in context["explain"] if b["what"] == "prelude"]
+    opening = context["messages"][1]["content"]
+    start, end = prelude["span"]
+    assert opening.startswith("【前情提要】") and "伞骨断了一根" in opening[start:end]
+    assert prelude["node_ids"] == [leaf] and earlier["id"] in prelude["why"]
+    roles = [m["role"] for m in context["messages"]]
+    assert all(a != b for a, b in itertools.pairwise(roles)), roles
+
+    fresh = await api.story(card["id"])
+    assert fresh["carried_from"] is None
+    body = {"card_id": (await other.card())["id"], "carry_from": earlier["id"]}
+    refused = await other.call("POST", "/v1/stories", body, 404)  # (another tenant's story)
+    assert refused["errors"][0]["field"] == "body.carry_from"

@@ -8,6 +8,8 @@ from typing import Any
 from uuid import uuid4
 
 from domain.application import Changji
+from domain.memory.card_memory import Usage
+from domain.memory.offline_merge import offline_merge
 from domain.tree.commands.jobs import SideCall
 from domain.values import StorySettings
 from projections.read_models.store import ReadModels
@@ -55,7 +57,34 @@ def a_busy_tenant(app: Changji, runner: ProjectionRunner) -> StoryBuilder:
     app.cards.merge_card(moved.tenant, moved.card_id, card_id)
     app.stories.move_stories(moved.tenant, [moved.story_id], moved.card_id, card_id)
     runner.catch_up()
+    a_card_memory(app, runner, story)
     return story
+
+
+def a_card_memory(app: Changji, runner: ProjectionRunner, story: StoryBuilder) -> None:
+    """Two stories recapped and merged, one forgotten and remembered, the user's edits, folded step by step."""
+    other_id, other_root = uuid4(), uuid4()
+    app.stories.start_story(other_id, other_root, story.tenant, story.card_id, 0, "", {})
+    other = StoryBuilder(app, story.card_id, other_id, other_root, story.tenant)
+    other.turn("灯还亮着吗？", "亮着。")
+    for number, played in enumerate((story, other), 1):
+        span = (played.root_id, played.leaf)
+        app.memory.record_recap(
+            played.tenant, story.card_id, played.story_id, f"# 第{number}局\n\n## 剧情脉络\n灯塔的事。\n",
+            f"fingerprint-{number}", span, 2, 0, "offline", Usage(),
+        )  # fmt: skip
+        runner.catch_up()
+    memory = app.memory.of(story.card_id)
+    assert memory is not None
+    recaps = {s: r.text for s, r in memory.remembered.items()}
+    handbook, resident = offline_merge(recaps, list(recaps), "zh")
+    app.memory.record_merge(story.card_id, handbook, resident, "offline", Usage(), memory.version)
+    runner.catch_up()
+    app.memory.forget_story(story.card_id, other.story_id, "deleted")
+    app.memory.remember_story(story.card_id, other.story_id)
+    app.memory.edit_resident(story.tenant, story.card_id, "用户写的常驻摘要", None)
+    app.memory.edit_recap(story.tenant, story.card_id, story.story_id, "# 改过的复盘\n", None)
+    runner.catch_up()
 
 
 def searches(runner: ProjectionRunner, story: StoryBuilder) -> list[Any]:
@@ -73,6 +102,14 @@ def test_rebuilt_read_models_equal_live_ones(sqlite_changji: Changji, runner: Pr
     scene = runner.store.scene(story.leaf)
     assert scene is not None and scene.snapshot.time == "第一夜"
     assert live["node_texts_fts"] and runner.store.position("search") == max(t["seq"] for t in live["node_texts"])
+    (memory,) = live["card_memories"]
+    assert (
+        memory["resident"] == "用户写的常驻摘要"
+        and memory["merges"] == 1
+        and memory["changed_seq"] > memory["merged_seq"]
+    )
+    assert sorted((r["version"], r["by_user"], r["forgotten"]) for r in live["memory_recaps"]) == [(1, 0, 0), (2, 1, 0)]
+    assert runner.store.resident_of(story.card_id) == ("用户写的常驻摘要", memory["version"])
     runner.rebuild()
     assert runner.store.dump() == live  # the full-text index too: the rebuild indexes every text
     assert searches(runner, story) == live_hits

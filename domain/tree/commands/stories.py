@@ -11,9 +11,13 @@ from uuid import UUID
 from domain.aggregates import CommandGroup, Written, expect_version
 from domain.card.card import Card
 from domain.errors import CardMergeError, CardNotFoundError, GreetingIndexError, StoryNotFoundError
+from domain.memory.card_memory import CardMemory, memory_id
+from domain.memory.commands import CardMemoryNotFoundError
+from domain.memory.recaps import offline_recap
 from domain.tree.commands.base import TreeAggregates
 from domain.tree.node import Node
-from domain.tree.story import Story
+from domain.tree.recap_source import path_for_recap
+from domain.tree.story import Story, StoryStateError
 from domain.values import NodeKind, NodeView
 
 
@@ -36,16 +40,44 @@ class StoryCommands(CommandGroup[TreeAggregates]):
         greeting_index: int,
         title: str,
         settings: Mapping[str, Any],
+        carry_from: UUID | None = None,
     ) -> int:
+        """`carry_from`: an earlier story whose recap the new one opens with (`Story.carry`)."""
         card = self.app.card(tenant_id, card_id)
         if not 0 <= greeting_index < card.data.greeting_count:
             raise GreetingIndexError(
                 f"the card has {card.data.greeting_count} greeting(s); index {greeting_index} is out of range"
             )
         card.settings.merged(dict(settings))  # validates the overrides against the card's settings
+        carried = self._carried(tenant_id, carry_from) if carry_from is not None else None
         root = Node.place_greeting(root_id, story_id, card.data.greeting(greeting_index), greeting_index)
         story = Story.start(story_id, tenant_id, card_id, title or card.data.name, root_id, dict(settings))
+        if carry_from is not None and carried is not None:
+            story.carry(carry_from, *carried)
         return self.app.commit(story, root)
+
+    def _carried(self, tenant_id: str, story_id: UUID) -> tuple[UUID, str]:
+        """What an earlier story of the tenant leaves a new one (the node its path was read to, and its
+        recap): the card memory's recap when it read that story's current path, else the offline rules'."""
+        earlier = self.app.get(Story, story_id, StoryNotFoundError)
+        if earlier.tenant_id != tenant_id or earlier.deleted:
+            raise StoryNotFoundError(f"story {story_id} not found", field="carry_from")
+        card = self.app.card_of(earlier)
+        char, settings = card.data.name, self.app.settings(earlier)
+        source = path_for_recap(earlier, self.app.node, char, settings.user_name)
+        if source is None or source.last_node_id is None:
+            raise StoryStateError(f"story {story_id} has nothing to carry over yet", field="carry_from")
+        try:
+            memory: CardMemory | None = self.app.get(CardMemory, memory_id(card.id), CardMemoryNotFoundError)
+        except CardMemoryNotFoundError:
+            memory = None
+        recap = memory.recaps.get(story_id) if memory is not None else None
+        if recap is not None and memory is not None and memory.recapped(story_id, source.fingerprint):
+            return source.last_node_id, recap.text
+        language = self.app.language(earlier)
+        return source.last_node_id, offline_recap(
+            earlier.title or char, source.digest, source.episodes, language, source.recent
+        )
 
     def configure_story(self, tenant_id: str, story_id: UUID, settings: Mapping[str, Any], title: str | None) -> int:
         story = self.app.story(tenant_id, story_id)

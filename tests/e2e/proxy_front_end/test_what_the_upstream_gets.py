@@ -146,3 +146,26 @@ async def test_an_image_with_the_users_words_reaches_the_upstream_and_the_story_
     assert isinstance(got, list) and got[1] == image and got[0]["text"].endswith("What is on this chart?")
     path = await path_texts(front.api, headers["x-changji-story"])
     assert path[1:] == [("user", "What is on this chart?"), ("reply", "'A reef,' Mira says.")]
+
+
+async def test_a_new_chat_with_a_played_card_gets_the_cards_memory_from_its_first_turn(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.script(Text("The lamp on the bow is cracked; Oskar mends it on Sundays."), Text("Yes, every Sunday."))
+    await front.send("Tell me about the lamp on the bow.")
+    _, headers = await front.send("Who mends it?")
+    first = headers["x-changji-story"]
+    card = (await front.api.call("GET", f"/v1/stories/{first}"))["card_id"]
+    synced = await front.api.call("POST", f"/v1/cards/{card}/memory/sync")
+    assert synced["merged"] and "Oskar" in synced["memory"]["resident"]
+
+    again = Front(front.api)  # a new chat of the same character
+    fake.script(Text("Aye."))
+    _, headers = await again.send("Evening, Mira. Is Oskar still mending things?")
+    await again.client.close()
+    assert headers["x-changji-story"] != first
+    sent = fake.requests[-1]["messages"]
+    assert sent[0] == {"role": "system", "content": SYSTEM}
+    told = "\n".join(m["content"] for m in sent if m["role"] == "user")
+    assert "Oskar mends it on Sundays" in told and "[Story so far]" in told  # (the resident summary, in English)
+    assert sent[-1]["content"].endswith("Evening, Mira. Is Oskar still mending things?")
