@@ -242,8 +242,11 @@ class Changji(Application[UUID]):
         """The story a node belongs to, without any ownership check."""
         return self.get(Story, node.story_id, StoryNotFoundError)
 
-    def events_of(self, aggregate_id: UUID) -> list[DomainEventProtocol[UUID]]:
-        return list(self.repository.event_store.get(aggregate_id))
+    def events_of(
+        self, aggregate_id: UUID, after: int | None = None, limit: int | None = None
+    ) -> list[DomainEventProtocol[UUID]]:
+        """An aggregate's events in order (those after version `after`, at most `limit`)."""
+        return list(self.repository.event_store.get(aggregate_id, gt=after, limit=limit))
 
     # --- saving -------------------------------------------------------------------------------
 

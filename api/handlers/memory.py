@@ -3,18 +3,20 @@ item down to the span of the paths behind it, forget a story, and the user's edi
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from aiohttp import web
 
 from api.bootstrap import Service
 from api.errors import BadRequestError
-from api.http import body, if_match, path_id, respond, service, tenant
+from api.http import body, if_match, path_id, query_int, respond, service, tenant
 from api.schemas.memory import (
     CardMemoryResponse,
     ForgetStoryRequest,
     HandbookModel,
     ItemSourceModel,
+    MemoryHistoryResponse,
     MemoryItemAuditResponse,
     MemoryItemModel,
     MemoryTextRequest,
@@ -23,11 +25,13 @@ from api.schemas.memory import (
     StoryBlockModel,
     SyncMemoryResponse,
 )
+from api.schemas.stories import EventModel
 from domain.aggregates import Written
 from domain.application import Changji
 from domain.language import Language
-from domain.memory.card_memory import CardMemory, RecapNotFoundError
+from domain.memory.card_memory import CardMemory, RecapNotFoundError, memory_id
 from domain.memory.handbook import Tags, parse_handbook, render_handbook
+from service.views import event_record
 
 
 def memory_of(app: Changji, tenant_id: str, card_id: UUID) -> tuple[UUID, CardMemory | None, Language]:
@@ -161,3 +165,18 @@ async def _memory_now(svc: Service, tenant_id: str, card_id: UUID) -> web.Respon
     card_id, memory, language = await svc.executor.load(memory_of, svc.app, tenant_id, card_id)
     response = memory_response(card_id, memory, language)
     return respond(response, version=response.version)
+
+
+async def memory_history(request: web.Request) -> web.Response:
+    """The card memory's events, oldest first, a page at a time (`after`: a version; `limit`)."""
+    svc, tenant_id, card_id = service(request), tenant(request), path_id(request, "card_id")
+    after, limit = query_int(request, "after", 0, 0, 2**62), query_int(request, "limit", 100, 1, 1000)
+
+    def read() -> list[Any]:
+        card = svc.app.card(tenant_id, card_id)
+        return svc.app.events_of(memory_id(card.id), after or None, limit + 1)
+
+    events = await svc.executor.load(read)
+    page = [EventModel(**event_record(e)) for e in events[:limit]]
+    more = page[-1].version if len(events) > limit else None
+    return respond(MemoryHistoryResponse(card_id=card_id, events=page, next_after=more))

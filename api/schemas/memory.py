@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from api.schemas.common import MAX_TEXT, Strict
+from api.schemas.stories import EventModel
 
 
 class MemoryItemModel(BaseModel):
@@ -86,3 +87,9 @@ class MemoryItemAuditResponse(BaseModel):
     card_id: UUID
     item: MemoryItemModel
     sources: list[ItemSourceModel] = Field(description="for each story tagged on the item, its recap")
+
+
+class MemoryHistoryResponse(BaseModel):
+    card_id: UUID
+    events: list[EventModel] = Field(description="the memory's events in order: recaps, merges, edits, forgetting")
+    next_after: int | None = Field(description="the `after` of the next page (None: this was the last)")

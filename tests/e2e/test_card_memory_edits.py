@@ -74,3 +74,20 @@ async def test_edits_are_made_against_the_version_read_and_kept_by_later_merges(
     kept = merged["memory"]["handbook"]["text"].replace("风暴夜", "风暴夜（用户改）")
     rewritten = await api.call("PUT", f"/v1/cards/{card_id}/memory/handbook", {"text": kept})
     assert "风暴夜（用户改）" in rewritten["handbook"]["text"]
+
+
+async def test_the_memorys_history_is_read_event_by_event_a_page_at_a_time(api: Api, other: Api) -> None:
+    card_id, (a, b), memory = await synced(api)
+    await api.call(
+        "PUT", f"/v1/cards/{card_id}/memory/resident", {"text": "改"}, headers={"If-Match": f'"{memory["version"]}"'}
+    )
+    whole = await api.call("GET", f"/v1/cards/{card_id}/memory/history")
+    types = [e["type"] for e in whole["events"]]
+    assert types == ["CardMemoryBegun", "RecapWritten", "RecapWritten", "MemoryMerged", "ResidentEdited"]
+    assert [e["version"] for e in whole["events"]] == [1, 2, 3, 4, 5] and whole["next_after"] is None
+    assert {e["data"]["story_id"] for e in whole["events"][1:3]} == {a["id"], b["id"]}
+    first = await api.call("GET", f"/v1/cards/{card_id}/memory/history?limit=2")
+    rest = await api.call("GET", f"/v1/cards/{card_id}/memory/history?after={first['next_after']}")
+    assert [e["version"] for e in first["events"] + rest["events"]] == [1, 2, 3, 4, 5]
+    assert first["next_after"] == 2 and rest["next_after"] is None
+    await other.call("GET", f"/v1/cards/{card_id}/memory/history", status=404)
