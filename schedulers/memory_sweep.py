@@ -49,13 +49,17 @@ class MemorySweep:
     ) -> None:
         self.app, self.store, self.executor, self.read_side, self.keeper = app, store, executor, read_side, keeper
         self.seconds = seconds
-        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.scheduler: AsyncIOScheduler | None = None
         self._looked: dict[str, str] = {}  # story id → its `updated_at` when a sync found nothing to do
         self._merges_looked: dict[str, int] = {}  # card id → its memory's `changed_seq` then
+        self._forgets_looked: dict[str, int] = {}  # `<card id>:<story id>` → its recap row's `seq` then
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
     async def start(self) -> None:
+        """Sweep every `seconds` (again after a stop: a process that loses the lead and takes it up again)."""
+        self._stopping = False
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.scheduler.add_job(
             self.sweep, "interval", seconds=self.seconds, id=SWEEP, max_instances=1, coalesce=True,
             misfire_grace_time=None, next_run_time=datetime.now(UTC) + timedelta(seconds=min(self.seconds, 5.0)),
@@ -65,7 +69,7 @@ class MemorySweep:
     async def stop(self) -> None:
         """Stop sweeping, and cancel a sweep in flight (what it had not recorded is still due)."""
         self._stopping = True
-        if self.scheduler.running:
+        if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         task = self._task
         if task is not None and not task.done():
@@ -93,20 +97,31 @@ class MemorySweep:
         now = now or datetime.now(UTC)
         due: defaultdict[tuple[str, UUID], set[UUID]] = defaultdict(set)
         looked: dict[UUID, str] = {}
-        for row in await self.executor.query(self.store.stories_to_recap, ROWS):
-            if self._looked.get(row["story_id"]) == row["updated_at"]:
-                continue
-            settings = await self.executor.load(self._settings, row["tenant_id"], UUID(row["story_id"]))
-            if settings is None or not settings.card_memory:
-                self._look(row["story_id"], row["updated_at"])
-                continue
-            quiet = now - datetime.fromisoformat(row["updated_at"]) >= timedelta(minutes=settings.recap_quiet_minutes)
-            played = int(row["leaf_turn"]) - int(row["recap_turns"] or 0) >= settings.recap_turns
-            if quiet or played:
-                due[(row["tenant_id"], UUID(row["card_id"]))].add(UUID(row["story_id"]))
-                looked[UUID(row["story_id"])] = row["updated_at"]
+        after = 0
+        while rows := await self.executor.query(self.store.stories_to_recap, after, ROWS):
+            after = int(rows[-1]["seq"])
+            for row in rows:
+                if self._looked.get(row["story_id"]) == row["updated_at"]:
+                    continue
+                settings = await self.executor.load(self._settings, row["tenant_id"], UUID(row["story_id"]))
+                if settings is None or not settings.card_memory:
+                    self._look(row["story_id"], row["updated_at"])
+                    continue
+                quiet = now - datetime.fromisoformat(row["updated_at"]) >= timedelta(
+                    minutes=settings.recap_quiet_minutes
+                )
+                played = int(row["leaf_turn"]) - int(row["recap_turns"] or 0) >= settings.recap_turns
+                if quiet or played:
+                    due[(row["tenant_id"], UUID(row["card_id"]))].add(UUID(row["story_id"]))
+                    looked[UUID(row["story_id"])] = row["updated_at"]
+            if len(rows) < ROWS:
+                break
+        forgetting: dict[str, int] = {}
         for row in await self.executor.query(self.store.stories_to_forget, ROWS):
-            due[(row["tenant_id"], UUID(row["card_id"]))]
+            key = f"{row['card_id']}:{row['story_id']}"
+            if self._forgets_looked.get(key) != row["seq"]:
+                due[(row["tenant_id"], UUID(row["card_id"]))]
+                forgetting[key] = int(row["seq"])
         merges: dict[str, int] = {}
         for row in await self.executor.query(self.store.memories_to_merge, ROWS):
             if self._merges_looked.get(row["card_id"]) != row["changed_seq"]:
@@ -125,6 +140,9 @@ class MemorySweep:
                 self._look(str(story_id), looked[story_id])
             if str(card_id) in merges:
                 self._merges_looked[str(card_id)] = merges[str(card_id)]
+            for key, seq in forgetting.items():
+                if key.startswith(f"{card_id}:"):
+                    self._forgets_looked[key] = seq
         return len(due)
 
     def _settings(self, tenant_id: str, story_id: UUID) -> StorySettings | None:

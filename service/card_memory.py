@@ -23,15 +23,16 @@ from typing import ParamSpec, Protocol, TypeVar
 from uuid import UUID
 
 from domain.application import Changji
-from domain.errors import DomainError
+from domain.errors import DomainError, StoryNotFoundError, VersionConflictError
 from domain.language import Language
-from domain.memory.card_memory import CardMemory, Usage
-from domain.memory.events import MemoryAuthor
+from domain.memory.card_memory import CardMemory, MemoryStateError, Usage
+from domain.memory.events import ForgetReason, MemoryAuthor
 from domain.memory.handbook import Handbook, Tags, forget, render_handbook
 from domain.memory.offline_merge import offline_merge
 from domain.memory.recaps import offline_recap, recap_title
 from domain.ports import ChatModel, ModelCallError
 from domain.tree.recap_source import RECENT_CHARS, PathForRecap, path_for_recap
+from domain.tree.story import Story
 from projections.read_models.store import ReadModels
 from service.card_memory_prompts import (
     MERGE_TOKENS,
@@ -47,8 +48,9 @@ from service.executor import W
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
-STORIES_PER_CARD = 10_000  # listed per sync (a card's stories, live and deleted)
+STORIES_PER_CARD = 10_000  # a card's live stories listed per sync
 ATTEMPTS = 2  # side-model answers refused before the offline rules write instead
+CONFLICTS = 4  # merges made again because the memory changed meanwhile, at most, per sync
 
 
 class Runs(Protocol):
@@ -79,7 +81,7 @@ class _ToRecap:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    forget: tuple[UUID, ...]
+    forget: tuple[tuple[UUID, ForgetReason], ...]
     remember: tuple[UUID, ...]
     recap: tuple[_ToRecap, ...]
 
@@ -113,10 +115,8 @@ class CardMemoryKeeper:
         async with self._locks.setdefault(card_id, asyncio.Lock()):
             plan = await self.runs.load(self._plan, tenant_id, card_id, only, self.model is not None)
             position = 0
-            for story_id in plan.forget:
-                position = max(
-                    position, await self.runs.write(self.app.memory.forget_story, card_id, story_id, "deleted")
-                )
+            for story_id, reason in plan.forget:
+                position = max(position, await self.runs.write(self.app.memory.forget_story, card_id, story_id, reason))
             for story_id in plan.remember:
                 position = max(position, await self.runs.write(self.app.memory.remember_story, card_id, story_id))
             recapped = 0
@@ -124,10 +124,14 @@ class CardMemoryKeeper:
                 text, author, usage = await self._recap(item)
                 source = item.source
                 span = (source.first_node_id, source.last_node_id)
-                written = await self.runs.write(
-                    self.app.memory.record_recap, tenant_id, card_id, source.story_id, text, source.fingerprint,
-                    span, source.turns, source.omitted_chars, author, usage,
-                )  # fmt: skip
+                try:
+                    written = await self.runs.write(
+                        self.app.memory.record_recap, tenant_id, card_id, source.story_id, text, source.fingerprint,
+                        span, source.turns, source.omitted_chars, author, usage,
+                    )  # fmt: skip
+                except MemoryStateError:  # (forgotten while its recap was being written: it is not kept)
+                    log.info("story %s was forgotten while its recap was written", source.story_id)
+                    continue
                 recapped += written.value
                 position = max(position, written.position)
             merged, at = await self._merge(card_id)
@@ -138,18 +142,20 @@ class CardMemoryKeeper:
     def _plan(self, tenant_id: str, card_id: UUID, only: Collection[UUID] | None, by_model: bool) -> _Plan:
         app = self.app
         card = app.card(tenant_id, card_id)
-        rows = {
-            deleted: self.store.list_rows("stories", tenant_id, 0, STORIES_PER_CARD, deleted, card_id=str(card.id))
-            for deleted in (0, 1)
-        }
+        rows = self.store.list_rows("stories", tenant_id, 0, STORIES_PER_CARD, 0, card_id=str(card.id))
         memory = app.memory.of(card.id)
         recaps = memory.recaps if memory is not None else {}
         forgotten = memory.forgotten if memory is not None else set()
-        to_forget = tuple(
-            UUID(row["id"]) for row in rows[1] if UUID(row["id"]) in recaps and UUID(row["id"]) not in forgotten
-        )
+        live = {UUID(row["id"]) for row in rows}
+        to_forget: list[tuple[UUID, ForgetReason]] = []  # remembered stories deleted since
+        for story_id in sorted(set(recaps) - forgotten - live, key=str):
+            try:
+                if app.get(Story, story_id, StoryNotFoundError).deleted:
+                    to_forget.append((story_id, "deleted"))
+            except StoryNotFoundError:
+                continue
         remember, recap = [], []
-        for row in rows[0]:
+        for row in rows:
             story_id = UUID(row["id"])
             if story_id in forgotten:
                 if memory is not None and story_id in memory.asked:
@@ -175,7 +181,7 @@ class CardMemoryKeeper:
             recap.append(
                 _ToRecap(source, title, previous_text, app.language(story), card.data.name, settings.user_name)
             )
-        return _Plan(to_forget, tuple(remember), tuple(recap))
+        return _Plan(tuple(to_forget), tuple(remember), tuple(recap))
 
     def _to_merge(self, card_id: UUID) -> _ToMerge | None:
         memory = self.app.memory.of(card_id)
@@ -213,38 +219,40 @@ class CardMemoryKeeper:
                 if text is not None:
                     return text, "model", usage
                 log.info("recap of story %s: answer %d refused", source.story_id, attempt)
-        recent = source.recent[-_offline_lines(source.recent) :] if source.recent else ()
-        text = offline_recap(item.title, source.digest, source.episodes, item.language, recent)
+        text = offline_recap(item.title, source.digest, source.episodes, item.language, _offline_recent(source.recent))
         return text, "offline", usage
 
     async def _merge(self, card_id: UUID) -> tuple[bool, int]:
-        usage = Usage()
-        for attempt in range(1, self.attempts + 2):
+        """Merge while one is due: the side model's answer (refused ones asked again, `attempts` times),
+        then the offline rules'. A merge made while a recap or an edit came in is refused by the memory's
+        version and made again on what is there now (that is no refusal of the answer)."""
+        usage, refused = Usage(), 0
+        for _ in range(self.attempts + 1 + CONFLICTS):
             plan = await self.runs.load(self._to_merge, card_id)
             if plan is None:
                 return False, 0
-            if self.model is not None and attempt <= self.attempts:
-                messages = merge_messages(
-                    plan.language, plan.char, plan.user, plan.handbook, plan.tags, plan.changed, plan.keep,
-                    plan.forgotten,
-                )  # fmt: skip
-                answer, usage = await self._call(messages, MERGE_TOKENS, usage)
-                try:
-                    handbook, resident = parsed_merge(answer, plan.tags, plan.language)
-                    done = await self.runs.write(
-                        self.app.memory.record_merge, card_id, handbook, resident, "model", usage, plan.version
-                    )
-                except DomainError as refused:  # nothing of it is kept: ask again, then the offline rules
-                    log.info("merge of card %s: answer %d refused (%s)", card_id, attempt, refused)
-                    continue
-                return done.value, done.position
-            handbook, resident = offline_merge(plan.recaps, plan.order, plan.language, keep=plan.memory.users_items)
+            by_model = self.model is not None and refused < self.attempts
             try:
+                if by_model:
+                    messages = merge_messages(
+                        plan.language, plan.char, plan.user, plan.handbook, plan.tags, plan.changed, plan.keep,
+                        plan.forgotten,
+                    )  # fmt: skip
+                    answer, usage = await self._call(messages, MERGE_TOKENS, usage)
+                    handbook, resident = parsed_merge(answer, plan.tags, plan.language)
+                else:
+                    recaps, order, keep = plan.recaps, plan.order, plan.memory.users_items
+                    handbook, resident = offline_merge(recaps, order, plan.language, keep=keep)
+                author: MemoryAuthor = "model" if by_model else "offline"
                 done = await self.runs.write(
-                    self.app.memory.record_merge, card_id, handbook, resident, "offline", usage, plan.version
+                    self.app.memory.record_merge, card_id, handbook, resident, author, usage, plan.version
                 )
-            except DomainError:  # (a recap or an edit came in meanwhile: merge what is there now)
+            except VersionConflictError:
                 log.info("merge of card %s: the memory changed meanwhile; merging again", card_id)
+                continue
+            except DomainError as refusal:  # nothing of it is kept: ask again, then the offline rules
+                refused += 1
+                log.info("merge of card %s: answer %d refused (%s)", card_id, refused, refusal)
                 continue
             return done.value, done.position
         return False, 0
@@ -262,6 +270,9 @@ class CardMemoryKeeper:
             usage.prompt_tokens + (result.prompt_tokens or 0),
             usage.completion_tokens + (result.completion_tokens or 0),
         )
+        if result.finish_reason == "length":  # (cut off at max_tokens: a part is not an answer)
+            log.info("a card-memory answer of the side model was cut off at its %d tokens", max_tokens)
+            return None, added
         return (result.text if result.text.strip() else None), added
 
 
@@ -285,3 +296,11 @@ def _offline_lines(recent: tuple[str, ...]) -> int:
             break
         count += 1
     return count
+
+
+def _offline_recent(recent: tuple[str, ...]) -> tuple[str, ...]:
+    """The newest lines up to RECENT_CHARS, the oldest of them cut to its end where it alone passes it."""
+    lines = recent[-_offline_lines(recent) :] if recent else ()
+    if lines and len(lines[0]) > RECENT_CHARS:
+        lines = ("…" + lines[0][-RECENT_CHARS:], *lines[1:])
+    return lines

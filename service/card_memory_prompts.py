@@ -4,6 +4,7 @@ resident summary), with the checks an answer must pass before anything of it is 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -22,8 +23,8 @@ from domain.memory.recaps import HEADINGS, RECAP_SECTIONS, recap_sections
 from domain.memory.resident import RESIDENT_CHARS
 
 RECAP_INPUT_CHARS = 60_000  # what a recap reads at most (the oldest turns cut first: the summaries stand for them)
-RECAP_CHARS = 8_000  # a recap's answer at most
-RECAP_TOKENS, MERGE_TOKENS = 3_000, 6_000
+RECAP_CHARS = 12_000  # a recap's answer at most
+RECAP_TOKENS, MERGE_TOKENS = 4_000, 16_000  # (a merge writes the whole handbook again: up to its cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,7 @@ PROMPTS: Mapping[Language, MemoryPrompts] = {
             "Write only what the material says; invent nothing. Characters and relationships: who is what to "
             "whom. Established facts: one per line, each opened with '- '. Open threads: promises, hints, what "
             "is unfinished. The user's play preferences: only what the user's own words show; with no evidence, "
-            "write 'none'. Keep what still holds from the previous recap. At most 2,000 words."
+            "write 'none'. Keep what still holds from the previous recap. At most 1,500 words."
         ),
         merge_system=(
             "You keep {char}'s memory handbook: what {user}'s earlier stories with {char} left. Its format: a "
@@ -191,20 +192,22 @@ def merge_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
+_RESIDENT_HEADING = re.compile(
+    "^#[ \t]*(?:" + "|".join(re.escape(p.resident_heading.lstrip("# ")) for p in PROMPTS.values()) + ")[ \t]*$",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
 def parsed_merge(text: str | None, tags: Tags, language: Language) -> tuple[Handbook, str]:
     """The handbook and the resident summary of a merge's answer; MemoryTextError when it is not usable
     (no resident summary, one over its size, or a handbook that does not parse against the card's tags)."""
     if text is None:
         raise MemoryTextError("the side model answered nothing")
-    heading = PROMPTS[language].resident_heading
-    at = text.find(heading)
-    if at < 0:
-        other = PROMPTS["en" if language == "zh" else "zh"].resident_heading
-        at, heading = text.find(other), other
-    if at < 0:
+    found = _RESIDENT_HEADING.search(text)
+    if found is None:
         raise MemoryTextError("the merge's answer has no resident summary")
-    handbook = parse_handbook(text[:at], tags)
-    resident = text[at + len(heading) :].strip()
+    handbook = parse_handbook(text[: found.start()], tags)
+    resident = text[found.end() :].strip()
     if not resident:
         raise MemoryTextError("the merge's resident summary is empty")
     if len(resident) > RESIDENT_CHARS * 11 // 10:

@@ -32,7 +32,6 @@ from projections.context.assemble import assemble_context, leaves_turns_out
 from projections.context.recall import recall_line
 from projections.context.records import Context
 from projections.context.relayed import ClientPart, relayed
-from projections.context.resident import Resident
 from projections.context.system_prompt import fill_macros
 from projections.context.window import RenderCache, WindowCache
 from projections.read_models.scenes import SceneAt
@@ -231,8 +230,7 @@ class StoryViews:
         story = self.app.story(tenant_id, story_id)
         settings = self.app.settings(story)
         recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
-        resident = self._resident(self.app.card_of(story), settings)  # (it takes room beside the summaries too)
-        recall_share += self.renders.count_raw(resident.text[:RESIDENT_CHARS]) if resident is not None else 0
+        recall_share += self._memory_reserve(self.app.card_of(story), settings, story.id)
         over = leaves_turns_out(  # the next turn recalls into its share
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
             self.app.render_epoch(story.id), self.app.node, self._summarized(story.id), recall_share,
@@ -303,12 +301,17 @@ class StoryViews:
             tools,
             fixed_prompt,
             time.perf_counter,
-            *self.card_memory.of(card, settings),
+            *self.card_memory.of(card, settings, story.id),
             story.prelude,
         )
 
-    def _resident(self, card: Card, settings: StorySettings) -> Resident | None:
-        return self.card_memory.of(card, settings)[0]
+    def _memory_reserve(self, card: Card, settings: StorySettings, story_id: UUID) -> int:
+        """The tokens the card's memory may take in the next context: its resident summary (at most its
+        cap) and the 【往事回忆】 block's share (half the recall share, as when the story recalls too)."""
+        resident, recall = self.card_memory.of(card, settings, story_id)
+        budget = max(settings.context_window - settings.reply_reserve, 0)
+        tokens = self.renders.count_raw(resident.text[:RESIDENT_CHARS]) if resident is not None else 0
+        return tokens + (min(settings.recall_tokens // 2, budget // 8) if recall is not None else 0)
 
     def lore_at(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, limit: int) -> list[LoreFound]:
         """The main model's `lorebook_search` while it writes a reply: the card's entries for `query` as the

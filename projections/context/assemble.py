@@ -25,7 +25,7 @@ from projections.context.memory_recall import memory_block
 from projections.context.message_builder import Assembly
 from projections.context.recall import recall_block
 from projections.context.records import Context, ExplainBlock, TailBlock
-from projections.context.resident import Resident, with_resident
+from projections.context.resident import Resident, resident_tokens, with_resident
 from projections.context.scene import tail_blocks
 from projections.context.summary_fit import CountedSummary, counted_summaries, layers_tokens, shortened
 from projections.context.system_prompt import build_system_prompt, fill_macros
@@ -135,7 +135,7 @@ def assemble_context(
         share = min(settings.recall_tokens if alone else settings.recall_tokens // 2, budget // 8)
         recalled = memory_block(
             memory_recall(leaf.text),
-            resident.text if resident else "",
+            fill_macros(resident.text, char, user) if resident else "",
             share,
             cache.count_line,
             texts,
@@ -148,6 +148,7 @@ def assemble_context(
     share = settings.recall_tokens if recalling else 0
     fitted, unfolding = (window, layers), settings.fill_window and window.cut_at is None and load is not None
     resident_out: list[ExplainBlock] = []  # the resident summary left out, and why
+    kept_for_resident = resident_tokens(resident, tails, char, user, texts, cache) if resident is not None else 0
 
     def filled(reserved: int) -> tuple[Window, Layers, list[CountedSummary], int]:
         """The window, its summary layers and their tokens (with the scene's) with `reserved` tokens
@@ -155,7 +156,7 @@ def assemble_context(
         turns, upper = fitted
         if unfolding:
             assert load is not None
-            room = key.budget - scene_tokens - reserved  # room left: fill it word for word
+            room = key.budget - scene_tokens - reserved - kept_for_resident  # room left: fill it word for word
             turns, upper = unfold_episodes(turns, upper, room, summary_tokens, load, cache, windows)
         counted_layers = counted(upper)
         room = key.budget - scene_tokens - _floor(turns)  # the words and the exchange before them come first

@@ -21,6 +21,26 @@ from projections.context.window import MESSAGE_OVERHEAD_TOKENS, RenderCache
 SHARING = frozenset({"scene", "roster"})  # the tail blocks that share the resident summary's room
 
 
+STEP = 250  # the others' characters counted in steps of this many: a summary cut where its room lies moves
+# only when the scene grows or shrinks by a step, not at every turn (message 1 stays the cached prefix it was)
+
+
+def _steadied(chars: int) -> int:
+    return -(-chars // STEP) * STEP
+
+
+def resident_tokens(
+    resident: Resident, tails: list[TailBlock], char: str, user: str, texts: ContextTexts, cache: RenderCache
+) -> int:
+    """What the resident summary may take beside the scene alone (the story's digest left aside: at least as
+    much as `with_resident` places), so the window leaves it room before it fills with turns."""
+    other = _steadied(sum(len(block.text) for block in tails if block.what in SHARING))
+    fitted = fit_resident(fill_macros(resident.text, char, user), other, texts.language).text
+    if fitted is None:
+        return 0
+    return cache.count_raw(f"{texts.resident_heading.format(char=char, user=user)}\n{fitted}") + MESSAGE_OVERHEAD_TOKENS
+
+
 @dataclass(frozen=True, slots=True)
 class Resident:
     """A card's resident summary as its memory holds it, at the memory's version."""
@@ -42,7 +62,7 @@ def with_resident(
     """The summary blocks with the resident summary after them when it has room (`room`: the tokens the
     budget leaves beside the summaries), else as they were and an explain block saying why it is out."""
     digest = sum(len(s.block.text) for s in summaries if s.block.what in ("prelude", "digest"))
-    other = digest + sum(len(block.text) for block in tails if block.what in SHARING)
+    other = _steadied(digest + sum(len(block.text) for block in tails if block.what in SHARING))
     fitted = fit_resident(fill_macros(resident.text, char, user), other, texts.language)
     version = f"card memory v{resident.version}"
     if fitted.text is None:

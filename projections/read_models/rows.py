@@ -235,6 +235,11 @@ class RowChanges(MemoryRows):
     def _on_reply_sealed(self, e: ReplySealed, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="sealed")
         self._archive(str(e.originator_id), seq)
+        self._touch(e)
+
+    def _touch(self, e: Any) -> None:
+        """The story of a node whose words changed (sealed, stopped, revised, hidden) was updated then."""
+        self._update("stories", self._current(str(e.originator_id))[0], updated_at=_ts(e.timestamp))
 
     def _on_turn_asked(self, e: TurnAsked, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="waiting")
@@ -244,6 +249,7 @@ class RowChanges(MemoryRows):
 
     def _on_turn_stopped(self, e: TurnStopped, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="stopped")
+        self._touch(e)
 
     def _on_reply_withdrawn(self, e: ReplyWithdrawn, seq: int) -> None:
         self._update("nodes", e.originator_id, phase="withdrawn")
@@ -363,6 +369,7 @@ class RowChanges(MemoryRows):
         self._text(node_id, story_id, e.text, seq)
         if self._node_now(node_id)["kind"] == "reply":  # only finished replies are revised
             self._archive(node_id, seq)
+        self._touch(e)
 
     def _on_node_starred(self, e: NodeStarred, seq: int) -> None:
         self._update("nodes", e.originator_id, starred=1)
@@ -373,10 +380,12 @@ class RowChanges(MemoryRows):
     def _on_node_hidden(self, e: NodeHidden, seq: int) -> None:
         self._update("nodes", e.originator_id, hidden=1)
         self._flag(e, 1, seq)
+        self._touch(e)
 
     def _on_node_unhidden(self, e: NodeUnhidden, seq: int) -> None:
         self._update("nodes", e.originator_id, hidden=0)
         self._flag(e, 0, seq)
+        self._touch(e)
 
 
 def _handlers() -> dict[type, Callable[[RowChanges, Any, int], None]]:

@@ -38,7 +38,7 @@ TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
     "passages", "positions", *MEMORY_TABLES,
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 11  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 12  # bump when a table changes: the read models are then rebuilt
 # a replay from 0: no sync or checkpoint at its commits, a page cache of 256 MiB (SQLite's default: 2
 # MiB), a minute's wait for a writer beside it; and the connection's settings for serving
 LOADING = ("synchronous=OFF", f"cache_size=-{256 * 1024}", "wal_autocheckpoint=0", "busy_timeout=60000")

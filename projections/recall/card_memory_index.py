@@ -8,7 +8,7 @@ built per version of the memory, whole, in a few milliseconds."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
@@ -36,9 +36,17 @@ class MemoryHit:
     score: float
 
 
-def memory_passages(handbook: Handbook, recaps: Mapping[UUID, str]) -> list[MemoryPassage]:
-    """The handbook's items, then each remembered recap's lines (the title and the headings aside)."""
-    out = [MemoryPassage(item.item_id, "item", item.text, item.sources) for item in handbook.items]
+def memory_passages(
+    handbook: Handbook, recaps: Mapping[UUID, str], forgotten: Collection[UUID] = ()
+) -> list[MemoryPassage]:
+    """The handbook's items (with the stories behind them, the `forgotten` ones aside: an item only they
+    support is left out, even before the merge that takes it out lands), then each remembered recap's lines
+    (the title and the headings aside)."""
+    out = []
+    for item in handbook.items:
+        sources = tuple(s for s in item.sources if s not in forgotten)
+        if sources:
+            out.append(MemoryPassage(item.item_id, "item", item.text, sources))
     nothing = set(NONE.values())
     for story_id, recap in recaps.items():
         number = 0

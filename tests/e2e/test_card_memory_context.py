@@ -12,8 +12,11 @@ import asyncio
 import itertools
 from typing import Any
 
+import pytest
+
 from providers.fake_memory import memory_writer
 from providers.fake_server import FakeModelServer, Step, Text
+from schedulers import memory_sweep
 from tests.builders import TENANT, Api, MakeClient, api_for
 from tests.scene_support import FAST_JOBS, side_model
 
@@ -52,6 +55,10 @@ async def test_a_quiet_story_is_recapped_and_merged_by_itself_and_a_new_story_ca
     memory = await memory_when(api, card["id"], lambda m: m["recaps"] and not m["merge_due"] and m["resident"])
     assert [r["story_id"] for r in memory["recaps"]] == [first["id"]]
     assert "油快用完了" in memory["handbook"]["text"]
+
+    await api.append(first["id"], "user", "还有别的事吗？")  # (the story the memory holds alone: not told itself)
+    own = await api.call("GET", f"/v1/stories/{first['id']}/context")
+    assert not [b for b in own["explain"] if b["what"] in ("resident", "memory")]
 
     second = await api.story(card["id"])
     await api.append(second["id"], "user", "我又来了。")
@@ -94,7 +101,9 @@ async def test_a_story_being_played_is_not_recapped_until_its_turns_add_up(make_
     for i in range(2):
         await api.turn(story["id"], f"第{i}句。", f"第{i}答。")
     memory = await memory_when(api, card["id"], lambda m: m["recaps"] and not m["merge_due"])
-    assert memory["recaps"][0]["last_node_id"] is not None
+    (recap,) = memory["recaps"]
+    leaf = (await api.call("GET", f"/v1/stories/{story['id']}"))["leaf_id"]
+    assert (recap["turns"], recap["last_node_id"]) == (3, leaf)  # (recapped at the third turn, whole)
 
 
 async def test_the_side_model_writes_recaps_and_merges_and_a_merge_naming_an_unknown_story_is_refused(
@@ -153,3 +162,16 @@ async def test_a_story_carried_from_an_earlier_one_opens_with_its_recap(api: Api
     body = {"card_id": (await other.card())["id"], "carry_from": earlier["id"]}
     refused = await other.call("POST", "/v1/stories", body, 404)  # (another tenant's story)
     assert refused["errors"][0]["field"] == "body.carry_from"
+
+
+async def test_stories_that_never_need_a_recap_do_not_keep_the_others_waiting(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_sweep, "ROWS", 2)  # (candidates read a page at a time)
+    api = api_for(await make_client(**FAST_MEMORY), TENANT)
+    card = await api.card()
+    for _ in range(5):  # never recapped, and always candidates: their card memory is off
+        await played(api, card["id"], LIGHTHOUSE[:1], card_memory=False)
+    wanted = await played(api, card["id"], LIGHTHOUSE, recap_quiet_minutes=0)
+    memory = await memory_when(api, card["id"], lambda m: m["recaps"] and not m["merge_due"])
+    assert [r["story_id"] for r in memory["recaps"]] == [wanted["id"]]

@@ -105,3 +105,20 @@ def test_a_long_newest_reply_is_recapped_from_its_start(world: World) -> None:
     assert world.sync() == (1, 0, 0, True)
     memory = world.app.memory.of(world.card)
     assert memory is not None and "很久以前" in memory.recaps[a].text and "讲讲灯塔的来历" not in memory.recaps[a].text
+
+
+def test_a_story_moved_to_the_card_its_card_merged_into_is_recapped_there_too(world: World) -> None:
+    a = world.story(("灯塔的灯还亮着吗？", "亮着，油快用完了。"))
+    world.story(("渡船什么时候来？", "三天后。"))
+    world.sync()
+    into = uuid4()
+    world.app.cards.create_card(into, TENANT, a_card(), StorySettings(user_name="林舟"))
+    world.app.cards.merge_card(TENANT, world.card, into)
+    world.app.stories.move_stories(TENANT, [a], world.card, into)
+    world.runner.catch_up()
+    done = asyncio.run(world.memory.sync(TENANT, into))
+    assert (done.recapped, done.merged) == (1, True)
+    world.runner.catch_up()  # a recap row of the story in each card's memory: both fold
+    rows = world.store.dump()["memory_recaps"]
+    assert sorted(r["story_id"] for r in rows).count(str(a)) == 2
+    assert world.store.resident_of(into) is not None and "油快用完了" in world.store.resident_of(into)[0]
