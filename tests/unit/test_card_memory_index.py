@@ -9,13 +9,13 @@ from domain.memory.handbook import Handbook, Item
 from projections.recall.card_memory_index import LINE_CHARS, CardMemoryIndex, memory_passages
 
 A, B = uuid4(), uuid4()
-RECAP = "# 灯塔\n\n## 剧情脉络\n- 守塔人老周下个月换新油。\n\n## 人物与关系\n无\n\n## 既定事实\n- " + "旧伞挂在门后。" * 80
+RECAP = (
+    "# 灯塔\n\n## 剧情脉络\n- 守塔人老周下个月换新油。\n\n## 人物与关系\n无\n\n## 既定事实\n- " + "旧伞挂在门后。" * 80
+)
 
 
 def test_items_and_recap_lines_are_found_with_their_stories_and_forgotten_ones_are_not() -> None:
-    handbook = Handbook(
-        (), (Item("facts", "渡船三天后才来", (A, B)), Item("facts", "灯塔的钥匙在钉子上", (B,)))
-    )
+    handbook = Handbook((), (Item("facts", "渡船三天后才来", (A, B)), Item("facts", "灯塔的钥匙在钉子上", (B,))))
     passages = memory_passages(handbook, {A: RECAP}, forgotten={B})
     assert [p.text for p in passages if p.kind == "item"] == ["渡船三天后才来"]
     assert [p.sources for p in passages if p.kind == "item"] == [(A,)]  # (the forgotten story's tag left out)
