@@ -242,9 +242,7 @@ class Changji(Application[UUID]):
         """The story a node belongs to, without any ownership check."""
         return self.get(Story, node.story_id, StoryNotFoundError)
 
-    def events_of(
-        self, aggregate_id: UUID, after: int | None = None, limit: int | None = None
-    ) -> list[DomainEventProtocol[UUID]]:
+    def events_of(self, aggregate_id: UUID, after: int | None = None, limit: int | None = None) -> list[Any]:
         """An aggregate's events in order (those after version `after`, at most `limit`)."""
         return list(self.repository.event_store.get(aggregate_id, gt=after, limit=limit))
 

@@ -19,6 +19,7 @@ from domain.memory.handbook import (
     parse_handbook,
     render_handbook,
 )
+from domain.memory.offline_merge import HANDBOOK_CHARS
 from domain.memory.recaps import HEADINGS, RECAP_SECTIONS, recap_sections
 from domain.memory.resident import RESIDENT_CHARS
 
@@ -59,7 +60,7 @@ PROMPTS: Mapping[Language, MemoryPrompts] = {
             "标题行是“# 局：标题（标签号）”，下面是那个故事的要点；然后是跨局的小节，标题严格是：{sections}，"
             "小节里每行一条（“- ”开头），每条末尾带上支持它的故事的标签，如 {tag}；几个故事都支持的一条带几个标签。\n"
             "把新的复盘并进手册：更新或新增它们的故事块，把跨局小节的条目合并、去重、改写清楚；标签只能用给出的，"
-            "每个给出的故事都要留在手册里；标明“保留”的条目一字不改地留下。\n"
+            "每个给出的故事都要留在手册里；标明“保留”的条目一字不改地留下；手册全文不超过 {handbook_chars} 字。\n"
             "手册之后另起一行“{resident_heading}”，写常驻摘要：新故事开始时要让{char}记得的最要紧的事，"
             "不超过 {resident_chars} 字，不带标签。只输出手册和常驻摘要。"
         ),
@@ -96,7 +97,8 @@ PROMPTS: Mapping[Language, MemoryPrompts] = {
             "support carries each of their tags.\n"
             "Merge the new recaps into the handbook: update or add their story blocks, and merge, deduplicate "
             "and reword the cross-story items. Use only the tags given; keep every story given in the handbook; "
-            "keep the items marked to keep word for word.\n"
+            "keep the items marked to keep word for word; keep the whole handbook within {handbook_chars} "
+            "characters.\n"
             "After the handbook, on a line of its own, write '{resident_heading}' and the resident summary: what "
             "{char} most needs to remember when a new story begins, at most {resident_chars} characters, with "
             "no tags. Answer with the handbook and the resident summary only."
@@ -177,7 +179,7 @@ def merge_messages(
     tag = f"[{TAG_WORD[language]}:{tags.short[some]}]" if some is not None else f"[{TAG_WORD[language]}:1a2b3c4d]"
     system = prompts.merge_system.format(
         char=char, user=user, tag=tag, sections=sep.join(SECTIONS[language]),
-        resident_heading=prompts.resident_heading, resident_chars=RESIDENT_CHARS,
+        resident_heading=prompts.resident_heading, resident_chars=RESIDENT_CHARS, handbook_chars=HANDBOOK_CHARS,
     )  # fmt: skip
     parts = [f"{prompts.handbook}\n{render_handbook(handbook, tags, language).strip() or '-'}"]
     if forgotten:
@@ -207,6 +209,9 @@ def parsed_merge(text: str | None, tags: Tags, language: Language) -> tuple[Hand
     if found is None:
         raise MemoryTextError("the merge's answer has no resident summary")
     handbook = parse_handbook(text[: found.start()], tags)
+    size = len(render_handbook(handbook, tags, language))
+    if size > HANDBOOK_CHARS * 11 // 10:
+        raise MemoryTextError(f"the merged handbook is {size} characters (at most {HANDBOOK_CHARS})")
     resident = text[found.end() :].strip()
     if not resident:
         raise MemoryTextError("the merge's resident summary is empty")
