@@ -21,6 +21,7 @@ _STORY = re.compile(r"^###\s*(?:故事|Story)\s*([0-9a-f]{8,32})\s*[：:]\s*(.*)
 _SECTION = re.compile(r"^##\s*(.+?)\s*$")
 _PLOT, _FACTS = ("剧情脉络", "Plot"), ("既定事实", "Established facts")
 _LINE_CHARS, _FACT_LINES, _PLOT_CHARS = 160, 12, 1200
+_ITEMS_CHARS = 6_000  # the items a merge keeps at most (the blocks take the rest of the handbook's cap)
 
 
 def memory_writer(fallback: Callable[[Mapping[str, Any]], Step] | None = None) -> Callable[[Mapping[str, Any]], Step]:
@@ -59,7 +60,8 @@ def recap_answer(material: str, zh: bool) -> str:
 
 
 def merge_answer(material: str, zh: bool) -> str:
-    """The handbook given, each new recap's block and its facts tagged with it, then a resident summary."""
+    """The handbook given, each new recap's block and its facts tagged with it (the oldest items dropped past
+    a share of the handbook's cap, as a model told the cap would), then a resident summary."""
     handbook, recaps = (
         _part(material, ("【当前手册】", "[The handbook now]")),
         _part(material, ("【新的复盘】", "[New recaps]")),
@@ -104,6 +106,11 @@ def merge_answer(material: str, zh: bool) -> str:
             items.setdefault(facts_section, []).append(f"{line.strip()} [{word}:{story}]")
     for told, lines in plot.items():
         blocks[told] = (blocks[told][0], "\n".join(lines)[:400])
+    while (
+        sum(len(line) for lines in items.values() for line in lines) > _ITEMS_CHARS
+    ):  # (within the cap: the oldest go)
+        longest = max(items, key=lambda section: len(items[section]))
+        items[longest].pop(0)
     parts = []
     for tag, (title, text) in blocks.items():
         head = f"# 局：{title}（{tag}）" if zh else f"# Story: {title} ({tag})"

@@ -209,9 +209,9 @@ def parsed_merge(text: str | None, tags: Tags, language: Language) -> tuple[Hand
     if found is None:
         raise MemoryTextError("the merge's answer has no resident summary")
     handbook = parse_handbook(text[: found.start()], tags)
-    size = len(render_handbook(handbook, tags, language))
+    size = len(render_handbook(Handbook((), handbook.items), tags, language))  # (a story's block is never dropped)
     if size > HANDBOOK_CHARS * 11 // 10:
-        raise MemoryTextError(f"the merged handbook is {size} characters (at most {HANDBOOK_CHARS})")
+        raise MemoryTextError(f"the merged handbook's items take {size} characters (at most {HANDBOOK_CHARS})")
     resident = text[found.end() :].strip()
     if not resident:
         raise MemoryTextError("the merge's resident summary is empty")
