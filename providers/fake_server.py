@@ -87,6 +87,7 @@ class FakeModelServer:
         self.requests: list[dict[str, Any]] = []
         self.embedding_requests: list[dict[str, Any]] = []
         self.embeddings_status: int | None = None  # an HTTP error every /embeddings call answers
+        self.embeddings_delay = 0.0  # seconds every /embeddings call waits before it answers (a slow embedder)
         self.host, self.port = host, port
         self._runner: web.AppRunner | None = None
 
@@ -149,6 +150,8 @@ class FakeModelServer:
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.embedding_requests.append(body)
+        if self.embeddings_delay:
+            await asyncio.sleep(self.embeddings_delay)
         if self.embeddings_status is not None:
             return web.json_response({"error": {"message": "scripted failure"}}, status=self.embeddings_status)
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]

@@ -23,15 +23,30 @@ class PassageVectors:
         self.embedder, self.saved = embedder, saved
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
 
-    def of(self, texts: Sequence[str]) -> np.ndarray:
-        """One vector per text, in order: from memory, then the file, and only the rest encoded."""
+    def missing(self, texts: Sequence[str]) -> int:
+        """How many of the texts have no vector kept (in memory or in the file): what `of` would encode."""
+        keys = self._keys(texts)
+        left = [key for key in keys if key not in self._recent]
+        if self.saved is not None and left:
+            left = [key for key in left if key not in self.saved.get_many(left, self.embedder.dimensions)]
+        return len(left)
+
+    def _keys(self, texts: Sequence[str]) -> list[str]:
+        model = f"{self.embedder.model}\x00{self.embedder.revision}\x00{self.embedder.dimensions}"
+        return [hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest() for text in texts]
+
+    def of(self, texts: Sequence[str], most: int | None = None) -> np.ndarray:
+        """One vector per text, in order: from memory, then the file, and only the rest encoded. `most`:
+        encode no more than that many; the vectors are then those of the texts up to the first one left
+        unencoded (a prefix of `texts`, as long as that allows)."""
         size = self.embedder.dimensions
-        model = f"{self.embedder.model}\x00{self.embedder.revision}\x00{size}"
-        keys = [hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest() for text in texts]
+        keys = self._keys(texts)
         found = {key: self._recent[key] for key in keys if key in self._recent}
         if self.saved is not None and len(found) < len(keys):
             found.update(self.saved.get_many([key for key in keys if key not in found], size))
         missing = [i for i, key in enumerate(keys) if key not in found]
+        if most is not None and len(missing) > most:
+            keys, missing = keys[: missing[most]], missing[:most]  # (up to the first text left unencoded)
         for start in range(0, len(missing), EMBED_BATCH):
             batch = missing[start : start + EMBED_BATCH]
             made = dict(

@@ -2,7 +2,12 @@
 its own (at the lowest CPU priority) whenever the archive moved on, never on a turn's path.
 
 A recall uses the story's index as it stands, however far behind (the newest turns it may lack are
-in the verbatim window anyway) and asks for a fresh one in the background. Embeddings are cached
+in the verbatim window anyway) and asks for a fresh one in the background. Where more than `embed_chunk`
+passages wait for a vector (an import, a restart without the embeddings file), the story's first index is
+by words alone (with the vectors already kept); the vectors then join `embed_chunk` passages a build, the
+oldest first, each build of a long backlog queued behind the builds other stories asked for
+meanwhile — so a long import is searched by its words at once, and a playing story's new passages wait
+for one share of it, not all of it. Embeddings are cached
 (`service/passage_vectors.py`) so a rebuilt index embeds only what is new. Indexes live in memory, at most
 `max_stories` of them (the least recently used goes first); a story whose archive is empty (none yet,
 or deleted) has none.
@@ -59,6 +64,7 @@ QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
 VECTOR_WAIT = 0.2
 AHEAD_MOST = 8  # query embeddings under way or queued past which words are not embedded ahead
 VOCABULARY_TERMS = 500_000  # terms numbered before the builds start on a new vocabulary
+EMBED_CHUNK = 256  # passages a build embeds at most: an index by words comes first, the vectors join a share at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,7 @@ class IndexState:
     embedder: str
     building: bool
     dense: bool
+    dense_passages: int  # the passages with a vector (the oldest first: a long backlog is embedded a share at a time)
 
 
 class Recall:
@@ -113,6 +120,8 @@ class Recall:
         self._later_queued: tuple[str, Future[np.ndarray | None]] | None = None
         self._embedding: dict[str, Future[np.ndarray | None]] = {}  # query texts on their way to a vector
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
+        self._unfinished: set[UUID] = set()  # stories whose last build left passages to embed
+        self.embed_chunk = EMBED_CHUNK
         self._lock = threading.Lock()
         # searches of an index with vectors: "in_time" had the query's vector, "late" went by words alone
         self.vectors: Counter[str] = Counter()
@@ -142,7 +151,17 @@ class Recall:
                 return done
             future = self._pool.submit(self._rebuild, story_id, now)
             self._building[story_id] = future
-            return future
+        future.add_done_callback(lambda _: self._go_on(story_id))
+        return future
+
+    def _go_on(self, story_id: UUID) -> None:
+        """A build that embedded its share of a long backlog goes on, behind the builds asked for meanwhile
+        (a playing story's new passages wait for one share of an import's, not for all of it)."""
+        with self._lock:
+            unfinished = story_id in self._unfinished
+            self._unfinished.discard(story_id)
+        if unfinished:
+            self.refresh_soon(story_id, now=True)
 
     async def refresh(self, story_id: UUID) -> StoryIndex | None:
         """Bring the story's index up to date with the archive and wait for it (a caller that gives up
@@ -152,7 +171,14 @@ class Recall:
         if wanted and (index is None or index.seq < wanted):  # it joined a build that began before the
             # write, or before the story was forgotten (deleted, then restored): that one keeps nothing
             index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
+        while index is not None and self._embedding_behind(story_id, index):  # (a long backlog: all of it)
+            index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
         return index
+
+    @staticmethod
+    def _embedding_behind(story_id: UUID, index: StoryIndex) -> bool:
+        """Whether the index lacks vectors the next build goes on to make (not those of an embedder failing)."""
+        return index.unfinished
 
     def state(self, story_id: UUID) -> IndexState:
         index = self.index(story_id)
@@ -165,6 +191,7 @@ class Recall:
             self.embedder_name,
             running is not None and not running.done(),
             index is not None and index.vectors is not None,
+            index.vectors.size if index is not None and index.vectors is not None else 0,
         )
 
     def search(
@@ -335,6 +362,7 @@ class Recall:
             self._indexes.pop(story_id, None)
             self._parents.pop(story_id, None)
             self._contexts.pop(story_id, None)
+            self._unfinished.discard(story_id)
             self._forgotten[story_id] = self._forgotten.get(story_id, 0) + 1
 
     def _resting(self, story_id: UUID) -> bool:
@@ -389,14 +417,23 @@ class Recall:
             if self._vectors is not None and embed:
                 try:
                     embedding = time.monotonic()
-                    vectors = self._vectors.of(in_context)
+                    share: int | None = None  # (a few passages to embed: all of them now)
+                    if self._vectors.missing(in_context) > self.embed_chunk:  # a backlog: a share, after an
+                        share = self.embed_chunk if current is not None else 0  # index by words comes first
+                    vectors = self._vectors.of(in_context, share)
+                    if len(vectors) < len(in_context):  # (more to embed: this part now, the rest after the
+                        complete = False  # other stories' builds waiting, by words alone meanwhile)
+                        with self._lock:
+                            self._unfinished.add(story_id)
                 except Exception as exc:  # the embedder failed: words alone until it is tried again
                     log.warning("embedding story %s failed (%r): its recall is BM25 alone for now", story_id, exc)
                     complete = False
                     self._retry_at[story_id] = time.monotonic() + self.retry_seconds
                 finally:
                     embedding = time.monotonic() - embedding
-            index = StoryIndex(seq, rows, vectors, None, complete, in_context, None, self._vocabulary)
+            dense = vectors if vectors is not None and len(vectors) else None  # (of the oldest passages, at first)
+            index = StoryIndex(seq, rows, dense, None, complete, in_context, None, self._vocabulary)
+            index.unfinished = story_id in self._unfinished
             self._rest_after(story_id, time.monotonic() - started - embedding)
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)

@@ -41,7 +41,7 @@ async def index(request: web.Request) -> web.Response:
     return respond(
         IndexResponse(
             story_id=story_id, passages=state.passages, summary_passages=state.summary_passages,
-            dense=state.dense, index_seq=state.index_seq, archive_seq=state.archive_seq,
+            dense=state.dense, dense_passages=state.dense_passages, index_seq=state.index_seq, archive_seq=state.archive_seq,
             behind=state.index_seq < state.archive_seq, embedder=state.embedder, building=state.building,
         )
     )  # fmt: skip

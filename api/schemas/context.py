@@ -150,6 +150,11 @@ class IndexResponse(BaseModel):
     passages: int = Field(description="passages in the story's recall index")
     summary_passages: int = Field(description="of which from episode summaries")
     dense: bool = Field(description="the index has vectors (false: no embedder, or it failed: BM25 alone)")
+    dense_passages: int = Field(
+        0,
+        description="passages with a vector: a long backlog is embedded a share at a time, the oldest first, while"
+        " every passage is searched by its words at once",
+    )
     index_seq: int = Field(description="the archive position the index reflects")
     archive_seq: int = Field(description="the archive's position now")
     behind: bool

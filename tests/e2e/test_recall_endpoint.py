@@ -13,6 +13,7 @@ from api.app import SERVICE
 from api.settings import ModelSettings, Settings
 from providers.fake_server import FakeModelServer
 from tests.builders import MakeClient, api_for
+from tests.e2e.chat_import_support import GREETINGS, header, imported, jsonl, keeper, message
 
 TIGHT = {"context_window": 600, "reply_reserve": 150, "pack_turns": 0, "recall_tokens": 150, "keep_turns": 1}
 FILLER = (
@@ -99,3 +100,44 @@ async def test_a_failing_endpoint_leaves_recall_by_words_and_its_vectors_come_ba
 def test_the_endpoint_embedder_needs_an_endpoint() -> None:
     with pytest.raises(ValueError, match="CHANGJI_EMBED_BASE_URL"):
         Settings(embedder="endpoint")
+
+
+async def test_a_long_backlog_is_recalled_by_words_at_once_and_its_vectors_join_a_share_at_a_time(
+    make_client: MakeClient, fake: FakeModelServer
+) -> None:
+    client = await make_client(embeddings=embeddings(fake))
+    api = api_for(client, "tenant-a")
+    client.app[SERVICE].recall.embed_chunk = 64  # (a request to the endpoint per share)
+    fake.embeddings_delay = 0.3  # a slow embedder: the 300 imported turns take some 1.5 s
+    card = await keeper(api)
+    await api.call("PATCH", f"/v1/cards/{card['id']}", {"settings": TIGHT})
+    rows = [header(), message(GREETINGS[0], 0, user=False)]
+    rows += [message("地下室里有什么？", 1, user=True), message("“一箱旧银币，是守塔人的宝藏。”", 2, user=False)]
+    for i in range(300):
+        rows += [
+            message(f"第{i}次问：窗户修好了吗？", 3 + 2 * i, user=True),
+            message(FILLER[i % 2], 4 + 2 * i, user=False),
+        ]
+    sid = (await imported(api, card["id"], jsonl(*rows)))["story"]["id"]
+    path = (await api.call("GET", f"/v1/stories/{sid}/path?limit=10000"))["nodes"]
+    (reply,) = [n["id"] for n in path if n["kind"] == "reply" and "银币" in n["text"]]
+    await api.append(sid, "user", "那箱银币现在在哪里？")
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:  # the story's first index: by words, before any vector is made
+        context = await api.call("GET", f"/v1/stories/{sid}/context")
+        index = await api.call("GET", f"/v1/stories/{sid}/index")
+        if index["passages"] and any(b["what"] == "recall" for b in context["explain"]):
+            break
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.02)
+    recall = next(b for b in context["explain"] if b["what"] == "recall")
+    assert reply in recall["node_ids"] and "dense" not in recall["why"], recall
+    assert index["dense_passages"] < index["passages"]
+
+    await api.call("GET", f"/v1/stories/{sid}/recall?q=银币&k=1")  # (waits for every vector)
+    index = await api.call("GET", f"/v1/stories/{sid}/index")
+    assert index["dense"] and index["dense_passages"] == index["passages"]
+    context = await api.call("GET", f"/v1/stories/{sid}/context")
+    recall = next(b for b in context["explain"] if b["what"] == "recall")
+    assert reply in recall["node_ids"] and "dense" in recall["why"]
+    assert max(len(body["input"]) for body in fake.embedding_requests) <= 64
