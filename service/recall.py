@@ -28,6 +28,7 @@ it could not embed is built without vectors and built again after `RETRY_SECONDS
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -121,6 +122,7 @@ class Recall:
         self._embedding: dict[str, Future[np.ndarray | None]] = {}  # query texts on their way to a vector
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
         self._unfinished: set[UUID] = set()  # stories whose last build left passages to embed
+        self._stopping = False
         self.embed_chunk = EMBED_CHUNK
         self._lock = threading.Lock()
         # searches of an index with vectors: "in_time" had the query's vector, "late" went by words alone
@@ -158,10 +160,11 @@ class Recall:
         """A build that embedded its share of a long backlog goes on, behind the builds asked for meanwhile
         (a playing story's new passages wait for one share of an import's, not for all of it)."""
         with self._lock:
-            unfinished = story_id in self._unfinished
+            unfinished = story_id in self._unfinished and not self._stopping
             self._unfinished.discard(story_id)
         if unfinished:
-            self.refresh_soon(story_id, now=True)
+            with contextlib.suppress(RuntimeError):  # (the pool shut down meanwhile: the service stops)
+                self.refresh_soon(story_id, now=True)
 
     async def refresh(self, story_id: UUID) -> StoryIndex | None:
         """Bring the story's index up to date with the archive and wait for it (a caller that gives up
@@ -495,6 +498,8 @@ class Recall:
         return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
 
     async def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._queries.shutdown(wait=True, cancel_futures=True)
         self._later.shutdown(wait=True, cancel_futures=True)

@@ -5,6 +5,7 @@ labelled with its turn (and marked when the user hid it) — an episode summary 
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import replace
 from uuid import UUID
 
 from domain.texts import ContextTexts
@@ -20,25 +21,37 @@ def recall_block(
     count: Callable[[str], int],
     fill: Callable[[str, str, str], str],
     texts: ContextTexts,
-    lines: MutableMapping[tuple[str, int, str, str, str], str] | None = None,
+    lines: MutableMapping[tuple[str, int, str, str, str, bool], str] | None = None,
 ) -> TailBlock | None:
-    """The block for the best hits that fit `budget` tokens (None: none fits, or nothing was recalled).
+    """The block for the best hits that fit `budget` tokens (None: none fits, or nothing was recalled); a
+    passage of a longer turn brings the whole turn where it fits, else itself, marked as a part.
     Its tokens are the opener's and each line's, a token for each line break: the lines recur from turn
     to turn (`count` remembers them), a block of them rarely does; so do the lines themselves, kept in
     `lines` by passage, version, names and language (the caller bounds it)."""
     kept: list[tuple[Hit, str]] = []
     used = count(texts.recall_opener)
-    for hit in hits:  # best first: the least relevant are the ones left out
-        key = (str(hit.row["id"]), int(hit.row["seq"]), char, user, texts.language)
+    turns: set[str] = set()  # (two passages of one long turn: the turn once)
+
+    def line_of(hit: Hit, part: bool) -> str:
+        key = (str(hit.row["id"]), int(hit.row["seq"]), char, user, texts.language, part)
         line = lines.get(key) if lines is not None else None
         if line is None:
-            line = recall_line(hit, char, user, fill, texts)
+            line = recall_line(hit, char, user, fill, texts, part)
             if lines is not None:
                 lines[key] = line
+        return line
+
+    for hit in hits:  # best first: the least relevant are the ones left out
+        if hit.whole is not None and hit.row["node_id"] in turns:
+            continue
+        merged = replace(hit, row=hit.whole) if hit.whole is not None else None
+        whole = line_of(merged, False) if merged is not None else None
+        line = whole if whole is not None and used + count(whole) + 1 <= budget else line_of(hit, merged is not None)
         tokens = count(line) + 1
         if used + tokens > budget:
             break
-        kept.append((hit, line))
+        kept.append((merged if merged is not None and line is whole else hit, line))
+        turns.add(hit.row["node_id"])
         used += tokens
     if not kept:
         return None
@@ -50,8 +63,11 @@ def recall_block(
     return TailBlock("recall", why, text, node_ids, tuple(round(hit.score, 4) for hit, _ in kept), used)
 
 
-def recall_line(hit: Hit, char: str, user: str, fill: Callable[[str, str, str], str], texts: ContextTexts) -> str:
-    """A recalled passage as the model reads it: its turn (or an episode's turns), who said what."""
+def recall_line(
+    hit: Hit, char: str, user: str, fill: Callable[[str, str, str], str], texts: ContextTexts, part: bool = False
+) -> str:
+    """A recalled passage as the model reads it: its turn (or an episode's turns), who said what; `part`:
+    a part of a longer turn, marked so (…)."""
     row = hit.row
     if hit.episode:
         summary = fill(str(row["text"]).strip(), char, user)
@@ -62,4 +78,5 @@ def recall_line(hit: Hit, char: str, user: str, fill: Callable[[str, str, str], 
     if reply:
         parts.append(texts.speech(char, fill(reply, char, user)))
     hidden = texts.recall_hidden if hit.hidden else ""
-    return texts.recall_turn_line.format(turn=row["turn"], hidden=hidden, parts=" ".join(parts))
+    said = " ".join(parts)
+    return texts.recall_turn_line.format(turn=row["turn"], hidden=hidden, parts=f"…{said}…" if part else said)

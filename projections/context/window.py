@@ -65,7 +65,9 @@ class RenderCache:
         self._counts: dict[str, int] = {}
         self._lines: dict[int, int] = {}
         self.summaries: dict[tuple[object, ...], int] = {}  # summary layers' tokens, by what they are made of
-        self.recall_lines: dict[tuple[str, int, str, str, str], str] = {}  # by passage, seq, names, language
+        self.recall_lines: dict[
+            tuple[str, int, str, str, str, bool], str
+        ] = {}  # by passage, seq, names, language, part
 
     def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
         key = (node.id.int, node.version)

@@ -32,6 +32,7 @@ class Hit:
     row: dict[str, Any]
     score: float
     found_by: dict[str, tuple[int, float]] = field(default_factory=dict)
+    whole: dict[str, Any] | None = None  # a turn cut into several passages: the whole turn, as one row
 
     @property
     def hidden(self) -> bool:
@@ -72,9 +73,12 @@ class StoryIndex:
         self.rows = list(rows)
         self.depths = np.array([row["depth"] for row in self.rows], dtype=np.int64)
         self.episode_rows: dict[str, list[int]] = {}  # annotated node → its episode's rows
+        self.turn_rows: dict[str, list[int]] = {}  # a turn's reply node → its passages' rows (a long turn: several)
         for position, row in enumerate(self.rows):
             if row.get("kind") == "episode":
                 self.episode_rows.setdefault(row["node_id"], []).append(position)
+            else:
+                self.turn_rows.setdefault(row["node_id"], []).append(position)
         self.episode_positions = np.array(sorted(p for ps in self.episode_rows.values() for p in ps), dtype=np.int64)
         vocabulary = vocabulary if vocabulary is not None else Vocabulary(2 * len(self.rows) + 1)
         self.lexical = LexicalIndex([row["text"] for row in self.rows], terms, vocabulary)
@@ -125,7 +129,27 @@ class StoryIndex:
                 break
             wanted *= 4
         fused = fuse(rankings)[:k]
-        return [Hit(self.rows[hit.position], hit.score, hit.found_by) for hit in fused]
+        return [Hit(self.rows[hit.position], hit.score, hit.found_by, self._whole(hit.position)) for hit in fused]
+
+    def _whole(self, position: int) -> dict[str, Any] | None:
+        """The whole turn a passage is part of, as one row (None: the turn is that one passage)."""
+        row = self.rows[position]
+        if row.get("kind") == "episode":
+            return None
+        parts = sorted(
+            self.turn_rows.get(row["node_id"], ()), key=lambda p: int(str(self.rows[p]["id"]).rsplit(":", 1)[1])
+        )
+        if len(parts) < 2:
+            return None
+        text, split = "", 0
+        for p in parts:  # (passages are cut at sentences, their ends stripped: a space back between words)
+            part = str(self.rows[p]["text"])
+            if text and text[-1:].isascii() and part[:1].isascii() and not text[-1:].isspace():
+                text += " "
+            if int(self.rows[p]["user_part"]):
+                split = len(text) + int(self.rows[p]["user_part"])
+            text += part
+        return {**self.rows[parts[0]], "id": f"{row['node_id']}:0", "text": text, "user_part": split}
 
     def _on_path(self, ranked: list[tuple[int, float]], on_path: Callable[[str], bool]) -> list[tuple[int, float]]:
         rows = self.rows

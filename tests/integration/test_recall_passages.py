@@ -154,3 +154,32 @@ def test_a_deleted_storys_index_is_gone(sqlite_changji: Changji, runner: Project
     sqlite_changji.stories.delete_story(story.tenant, story.story_id)
     indexed(runner, recall, story)
     assert recall.index(story.story_id) is None and recall.state(story.story_id).passages == 0
+
+
+def test_a_long_reply_comes_back_whole_where_it_fits_and_as_its_part_where_it_does_not(
+    sqlite_changji: Changji, runner: ProjectionRunner, recall: Recall, views: StoryViews
+) -> None:
+    tale = (
+        "“那是很多年前的事了。" + "北屿的雾一连下了七天，渡船都停了，岛上的人只能靠存粮过日子。" * 85
+        + "最后是守塔人划着小船，把药送到了南岸的诊所，那一夜灯塔的灯一直亮着。”"
+    )  # fmt: skip
+    assert len(tale) > 2500
+    wide = {**TIGHT, "context_window": 9000, "recall_tokens": 4500}
+    story = StoryBuilder.start(sqlite_changji, **wide)
+    _, told = story.turn("讲讲灯塔那一夜的事。", tale)
+    filler(story, 300)
+    story.user("守塔人把药送到哪里了？")
+    indexed(runner, recall, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    block = next(b for b in ctx.explain if b.what == "recall")
+    assert told in block.node_ids
+    last = ctx.messages[-1].content
+    assert "那是很多年前的事了" in last and "南岸的诊所" in last  # its first part and its last: the whole reply
+    assert "讲讲灯塔那一夜的事" in last
+
+    story.app.stories.configure_story(story.tenant, story.story_id, {"recall_tokens": 300}, None)
+    ctx = views.context(story.tenant, story.story_id, None)
+    last = ctx.messages[-1].content
+    block = next(b for b in ctx.explain if b.what == "recall")
+    assert told in block.node_ids and "南岸的诊所" in last and "…" in last  # the part that matched, marked
+    assert "那是很多年前的事了" not in last
