@@ -22,6 +22,6 @@ class MemorySearch:
     async def __call__(self, tenant_id: str, story_id: UUID, reply_id: UUID, query: str, k: int) -> list[Recollection]:
         if self.recall.index(story_id) is None:
             with contextlib.suppress(TimeoutError):  # (giving up leaves the build to finish for the others)
-                await asyncio.wait_for(self.recall.refresh(story_id), self.build_seconds)
+                await asyncio.wait_for(self.recall.refresh(story_id, all_vectors=False), self.build_seconds)
         await self.recall.prepare(story_id, query)
         return await self.executor.load(self.views.memory_at, tenant_id, story_id, reply_id, query, k)

@@ -4,9 +4,11 @@ its own (at the lowest CPU priority) whenever the archive moved on, never on a t
 A recall uses the story's index as it stands, however far behind (the newest turns it may lack are
 in the verbatim window anyway) and asks for a fresh one in the background. Where more than `embed_chunk`
 passages wait for a vector (an import, a restart without the embeddings file), the story's first index is
-by words alone (with the vectors already kept); the vectors then join `embed_chunk` passages a build, the
+by words alone (with the vectors already kept); the vectors are made `embed_chunk` passages a build, the
 oldest first, each build of a long backlog queued behind the builds other stories asked for
-meanwhile — so a long import is searched by its words at once, and a playing story's new passages wait
+meanwhile, and join the ranking once they are all made (the oldest passages alone, ranked by vectors,
+crowd out the newest, which only words rank: measured, a partial dense ranking put a weak old match
+above the answer) — so a long import is searched by its words at once, and a playing story's new passages wait
 for one share of it, not all of it. Embeddings are cached
 (`service/passage_vectors.py`) so a rebuilt index embeds only what is new. Indexes live in memory, at most
 `max_stories` of them (the least recently used goes first); a story whose archive is empty (none yet,
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -121,7 +124,6 @@ class Recall:
         self._later_queued: tuple[str, Future[np.ndarray | None]] | None = None
         self._embedding: dict[str, Future[np.ndarray | None]] = {}  # query texts on their way to a vector
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
-        self._unfinished: set[UUID] = set()  # stories whose last build left passages to embed
         self._stopping = False
         self.embed_chunk = EMBED_CHUNK
         self._lock = threading.Lock()
@@ -153,35 +155,37 @@ class Recall:
                 return done
             future = self._pool.submit(self._rebuild, story_id, now)
             self._building[story_id] = future
-        future.add_done_callback(lambda _: self._go_on(story_id))
+        future.add_done_callback(functools.partial(self._go_on, story_id))
         return future
 
-    def _go_on(self, story_id: UUID) -> None:
+    def _go_on(self, story_id: UUID, built: Future[StoryIndex | None]) -> None:
         """A build that embedded its share of a long backlog goes on, behind the builds asked for meanwhile
         (a playing story's new passages wait for one share of an import's, not for all of it)."""
+        if built.cancelled() or built.exception() is not None:
+            return
+        index = built.result()
         with self._lock:
-            unfinished = story_id in self._unfinished and not self._stopping
-            self._unfinished.discard(story_id)
-        if unfinished:
+            going_on = index is not None and index.unfinished and self._indexes.get(story_id) is index
+            going_on = going_on and not self._stopping
+        if going_on:
             with contextlib.suppress(RuntimeError):  # (the pool shut down meanwhile: the service stops)
                 self.refresh_soon(story_id, now=True)
 
-    async def refresh(self, story_id: UUID) -> StoryIndex | None:
+    async def refresh(self, story_id: UUID, all_vectors: bool = True) -> StoryIndex | None:
         """Bring the story's index up to date with the archive and wait for it (a caller that gives up
-        leaves the build running for the others waiting on it)."""
+        leaves the build running for the others waiting on it); `all_vectors`: and for a backlog's vectors,
+        share after share, while they come (else an index by words will do)."""
         wanted = await asyncio.to_thread(self.store.archive_seq, story_id)  # (a read: not on the loop)
         index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
         if wanted and (index is None or index.seq < wanted):  # it joined a build that began before the
             # write, or before the story was forgotten (deleted, then restored): that one keeps nothing
             index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
-        while index is not None and self._embedding_behind(story_id, index):  # (a long backlog: all of it)
+        while all_vectors and index is not None and index.unfinished:  # (a long backlog: all of it)
+            done = index.dense_count
             index = await asyncio.shield(asyncio.wrap_future(self.refresh_soon(story_id, now=True)))
+            if index is None or index.dense_count <= done:  # (no headway: the embedder failing, say)
+                break
         return index
-
-    @staticmethod
-    def _embedding_behind(story_id: UUID, index: StoryIndex) -> bool:
-        """Whether the index lacks vectors the next build goes on to make (not those of an embedder failing)."""
-        return index.unfinished
 
     def state(self, story_id: UUID) -> IndexState:
         index = self.index(story_id)
@@ -194,7 +198,7 @@ class Recall:
             self.embedder_name,
             running is not None and not running.done(),
             index is not None and index.vectors is not None,
-            index.vectors.size if index is not None and index.vectors is not None else 0,
+            index.dense_count if index is not None else 0,
         )
 
     def search(
@@ -365,7 +369,6 @@ class Recall:
             self._indexes.pop(story_id, None)
             self._parents.pop(story_id, None)
             self._contexts.pop(story_id, None)
-            self._unfinished.discard(story_id)
             self._forgotten[story_id] = self._forgotten.get(story_id, 0) + 1
 
     def _resting(self, story_id: UUID) -> bool:
@@ -385,6 +388,15 @@ class Recall:
             time.sleep(wait)  # this thread only builds: the turns meanwhile join this build
         self._next_build[story_id] = time.monotonic() + self.build_pause
         return self._build(story_id, embed=not failing)  # (while the embedder is failing: words alone)
+
+    def _share(self, texts: list[str], current: StoryIndex | None) -> int | None:
+        """How many passages this build embeds (None: all). Where more than `embed_chunk` wait for a vector
+        and the vectors are kept on disk (each share stays made) by an embedder that takes its time, a
+        share — none in the story's first index, which is by words — else all of them."""
+        assert self._vectors is not None
+        if self.saved is None or self._vectors.embedder.instant or self._vectors.missing(texts) <= self.embed_chunk:
+            return None
+        return self.embed_chunk if current is not None else 0
 
     def _rest_after(self, story_id: UUID, seconds: float) -> None:
         """A build that took `seconds` (embedding new passages aside) rests `build_rest` times as long
@@ -420,23 +432,22 @@ class Recall:
             if self._vectors is not None and embed:
                 try:
                     embedding = time.monotonic()
-                    share: int | None = None  # (a few passages to embed: all of them now)
-                    if self._vectors.missing(in_context) > self.embed_chunk:  # a backlog: a share, after an
-                        share = self.embed_chunk if current is not None else 0  # index by words comes first
+                    share = self._share(in_context, current)
                     vectors = self._vectors.of(in_context, share)
-                    if len(vectors) < len(in_context):  # (more to embed: this part now, the rest after the
+                    if len(vectors) < len(in_context):  # (more to embed: this share now, the rest after the
                         complete = False  # other stories' builds waiting, by words alone meanwhile)
-                        with self._lock:
-                            self._unfinished.add(story_id)
                 except Exception as exc:  # the embedder failed: words alone until it is tried again
                     log.warning("embedding story %s failed (%r): its recall is BM25 alone for now", story_id, exc)
                     complete = False
                     self._retry_at[story_id] = time.monotonic() + self.retry_seconds
                 finally:
                     embedding = time.monotonic() - embedding
-            dense = vectors if vectors is not None and len(vectors) else None  # (of the oldest passages, at first)
-            index = StoryIndex(seq, rows, dense, None, complete, in_context, None, self._vocabulary)
-            index.unfinished = story_id in self._unfinished
+            whole = vectors is not None and len(vectors) == len(in_context)
+            index = StoryIndex(
+                seq, rows, vectors if whole else None, None, complete, in_context, None, self._vocabulary
+            )
+            index.dense_count = len(vectors) if vectors is not None else 0
+            index.unfinished = vectors is not None and not whole
             self._rest_after(story_id, time.monotonic() - started - embedding)
         except Exception:
             log.exception("indexing story %s failed; its recall stays as it was", story_id)

@@ -152,8 +152,8 @@ class IndexResponse(BaseModel):
     dense: bool = Field(description="the index has vectors (false: no embedder, or it failed: BM25 alone)")
     dense_passages: int = Field(
         0,
-        description="passages with a vector: a long backlog is embedded a share at a time, the oldest first, while"
-        " every passage is searched by its words at once",
+        description="passages with a vector made: a long backlog is embedded a share at a time, the oldest first,"
+        " while every passage is searched by its words; the vectors join the ranking (`dense`) once all are made",
     )
     index_seq: int = Field(description="the archive position the index reflects")
     archive_seq: int = Field(description="the archive's position now")

@@ -30,7 +30,7 @@ def recall_block(
     `lines` by passage, version, names and language (the caller bounds it)."""
     kept: list[tuple[Hit, str]] = []
     used = count(texts.recall_opener)
-    turns: set[str] = set()  # (two passages of one long turn: the turn once)
+    wholes: set[str] = set()  # long turns shown whole (another passage of one of them: not again)
 
     def line_of(hit: Hit, part: bool) -> str:
         key = (str(hit.row["id"]), int(hit.row["seq"]), char, user, texts.language, part)
@@ -42,7 +42,7 @@ def recall_block(
         return line
 
     for hit in hits:  # best first: the least relevant are the ones left out
-        if hit.whole is not None and hit.row["node_id"] in turns:
+        if hit.whole is not None and hit.row["node_id"] in wholes:
             continue
         merged = replace(hit, row=hit.whole) if hit.whole is not None else None
         whole = line_of(merged, False) if merged is not None else None
@@ -50,8 +50,11 @@ def recall_block(
         tokens = count(line) + 1
         if used + tokens > budget:
             break
-        kept.append((merged if merged is not None and line is whole else hit, line))
-        turns.add(hit.row["node_id"])
+        if merged is not None and line is whole:
+            kept.append((merged, line))
+            wholes.add(hit.row["node_id"])
+        else:
+            kept.append((hit, line))
         used += tokens
     if not kept:
         return None

@@ -70,6 +70,7 @@ class StoryIndex:
         shared with the story's earlier builds (`projections/recall/lexical.py`)."""
         self.seq, self.complete = seq, complete
         self.unfinished = False  # vectors were wanted and some are still to be made (a backlog, a share at a time)
+        self.dense_count = len(vectors) if vectors is not None else 0  # passages with a vector made
         self.rows = list(rows)
         self.depths = np.array([row["depth"] for row in self.rows], dtype=np.int64)
         self.episode_rows: dict[str, list[int]] = {}  # annotated node → its episode's rows
@@ -100,8 +101,7 @@ class StoryIndex:
         shown_episodes: Collection[str] | None = (),
     ) -> list[Hit]:
         """`shown_episodes`: nodes whose episode summary the context holds already (None: no episode
-        summaries at all, turns only). Vectors of only the oldest passages (a backlog being embedded) rank
-        those, fused with the words' rankings of every passage."""
+        summaries at all, turns only)."""
         if not self.rows or k <= 0:
             return []
         allowed = self.depths < before_depth
@@ -116,7 +116,6 @@ class StoryIndex:
         lexical = self.lexical.ranked(terms, allowed)
         context = self.lexical_context.ranked(terms, allowed) if self.lexical_context is not None else None
         wanted = CANDIDATES
-        partial = self.vectors is not None and self.vectors.size < len(self.rows)  # (its list may stay short)
         while True:  # branches and regenerates share words: read deeper until enough are on the path
             rankings = {"bm25": self._on_path(lexical.top(wanted) if lexical else [], on_path)}
             if self.lexical_context is not None:
@@ -124,8 +123,7 @@ class StoryIndex:
             if self.vectors is not None and query_vector is not None:
                 dense = self.vectors.search(query_vector, wanted, allowed)
                 rankings["dense"] = self._on_path(dense, on_path)
-            whole = [r for name, r in rankings.items() if not (name == "dense" and partial)]
-            if min(map(len, whole)) >= k or wanted >= min(len(self.rows), MAX_CANDIDATES):
+            if min(map(len, rankings.values())) >= k or wanted >= min(len(self.rows), MAX_CANDIDATES):
                 break
             wanted *= 4
         fused = fuse(rankings)[:k]
