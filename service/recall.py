@@ -37,7 +37,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -51,6 +51,7 @@ from projections.recall.lexical import Vocabulary
 from projections.recall.story_index import Hit, StoryIndex
 from providers.embedders import lowest_priority
 from service.passage_vectors import PassageVectors
+from service.query_vectors import QueryVectors
 from storage.embedding_cache import EmbeddingCache
 
 log = logging.getLogger(__name__)
@@ -61,12 +62,10 @@ MIN_BUILD_SECONDS = 2.0  # a story's index is rebuilt at most this often (turns 
 # by a few more turns, which the verbatim window holds anyway)
 BUILD_REST = 19.0
 RETRY_SECONDS = 30.0  # after the embedder failed, the wait before a story's vectors are tried again
-QUERY_VECTORS = 512  # query texts whose vectors (or failure) are kept
 # how long a search waits for its query's vector from an embedder in this process (the service's own
 # default is `Settings.recall_vector_wait`): e5 takes some 2 ms and 0.65 ms a token of the words on two
 # idle cores (a short question: 9 ms; 55 tokens: 40 ms)
 VECTOR_WAIT = 0.2
-AHEAD_MOST = 8  # query embeddings under way or queued past which words are not embedded ahead
 VOCABULARY_TERMS = 500_000  # terms numbered before the builds start on a new vocabulary
 EMBED_CHUNK = 256  # passages a build embeds at most: an index by words comes first, the vectors join a share at a time
 
@@ -102,8 +101,6 @@ class Recall:
         self.query_seconds, self.vector_wait = query_seconds, vector_wait
         self.retry_seconds, self.build_pause = RETRY_SECONDS, MIN_BUILD_SECONDS
         self.build_rest = BUILD_REST
-        # query text → (its vector, or None where the embedder failed; when, monotonic)
-        self._query_vectors: OrderedDict[str, tuple[np.ndarray | None, float]] = OrderedDict()
         self._indexes: OrderedDict[UUID, StoryIndex] = OrderedDict()
         self._vectors = PassageVectors(embedder, saved) if embedder is not None else None
         self._vocabulary = Vocabulary()  # passages' terms counted once, for every build of every story
@@ -118,11 +115,7 @@ class Recall:
         # index builds, at the lowest priority: a build gives way to a turn and to a query's embedding
         background = embedder.background_thread if embedder is not None else lowest_priority
         self._pool = ThreadPoolExecutor(1, "changji-recall", initializer=background)
-        self._queries = ThreadPoolExecutor(1, thread_name_prefix="changji-recall-query")  # query embeddings
-        # ... and those no search waits for (longer than it waits), for the next search of the same words
-        self._later = ThreadPoolExecutor(1, "changji-recall-later", initializer=background)
-        self._later_queued: tuple[str, Future[np.ndarray | None]] | None = None
-        self._embedding: dict[str, Future[np.ndarray | None]] = {}  # query texts on their way to a vector
+        self.queries = QueryVectors(embedder, lambda: self.retry_seconds, query_seconds, vector_wait)
         self._building: dict[UUID, Future[StoryIndex | None]] = {}
         self._stopping = False
         self.embed_chunk = EMBED_CHUNK
@@ -215,7 +208,7 @@ class Recall:
         for when the archive moved on."""
         index = self.index(story_id)
         wanted = index is not None and index.vectors is not None and query.strip()
-        vector = self._query_vector(query) if wanted else None
+        vector = self.queries.vector(query, self.vector_wait) if wanted else None
         if wanted:
             self.vectors["in_time" if vector is not None else "late"] += 1
         return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
@@ -241,127 +234,19 @@ class Recall:
         """Embed `query` now, on the loop, for a search about to run elsewhere (the writer thread must not
         wait for an embeddings endpoint). Waits at most `query_seconds`; a failure is kept, and that
         search goes by words alone."""
-        if self.embedder is None or not query.strip() or self._has_query_vector(query):
+        if self.embedder is None or not query.strip() or self.queries.has(query):
             return
         index = self.index(story_id)
         if index is None or index.vectors is None:
             return
-        if not self.embedder.remote:  # (on the query thread: a search of the same words finds it under way)
-            running = self.embed_soon(query)
-            try:
-                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(running)), self.query_seconds)
-            except TimeoutError:
-                pass
-            except asyncio.CancelledError:
-                if not running.cancelled():  # (dropped by a search that gave up on it: not this task's cancel)
-                    raise
-            return
-        vector: np.ndarray | None = None
-        try:
-            vector = (await asyncio.wait_for(self.embedder.embed([query], "query"), self.query_seconds))[0]
-        except Exception as exc:
-            log.warning("embedding a recall query failed (%r): it is searched by words alone", exc)
-        self._keep_query_vector(query, vector)
+        await self.queries.prepare(query)
 
     def embed_ahead(self, query: str) -> None:
-        """Start embedding `query` (an embedder in this process, words not known yet) for a search of those
-        words soon, when the embedder is expected to have it within the search's wait; returns at once.
-        (Longer words are left to the search, which sends them to the lowest priority: started here, they
-        would take a core from the work before the search.)"""
-        if self.embedder is None or self.embedder.remote or self.embedder.instant or not query.strip():
-            return
-        if len(self._embedding) >= AHEAD_MOST:  # (a burst of requests: their searches ask for themselves)
-            return
-        if self.embedder.query_seconds(query) <= self.vector_wait:
-            self.embed_soon(query)
+        """Start embedding `query` for a search of those words soon (`QueryVectors.embed_ahead`)."""
+        self.queries.embed_ahead(query)
 
     def embed_soon(self, query: str, later: bool = False) -> Future[np.ndarray | None]:
-        """The query's vector (None: the embedder failed) from the embedder in this process: known, under
-        way, or asked of it now — on the query thread, or `later` on a thread at the lowest priority."""
-        known = self._known_query_vector(query)
-        if known is not None:
-            done: Future[np.ndarray | None] = Future()
-            done.set_result(known[0])
-            return done
-        with self._lock:
-            running = self._embedding.get(query)
-            queued = self._later_queued
-            if running is not None and not later and queued is not None and queued[1] is running and running.cancel():
-                running = None  # (waited for now: off the lowest priority's queue, onto the query thread)
-            if running is None:
-                if later:  # (only the newest words wait there: those a regenerate would search again)
-                    if queued is not None and queued[1].cancel() and self._embedding.get(queued[0]) is queued[1]:
-                        del self._embedding[queued[0]]
-                    running = self._later.submit(self._embed_query, query)
-                    self._later_queued = (query, running)
-                else:
-                    running = self._queries.submit(self._embed_query, query)
-                self._embedding[query] = running
-            return running
-
-    def _embed_query(self, query: str) -> np.ndarray | None:
-        assert self.embedder is not None
-        vector: np.ndarray | None = None
-        try:
-            vector = self.embedder.encode([query], "query")[0]
-        except Exception as exc:
-            log.warning("embedding a recall query failed (%r): it is searched by words alone", exc)
-        with self._lock:
-            self._remember_query_vector(query, vector)
-            self._embedding.pop(query, None)
-        return vector
-
-    def _query_vector(self, query: str, seconds: float | None = None) -> np.ndarray | None:
-        """The query's vector: prepared, or embedded by an embedder in this process if it comes within
-        `seconds` (None: however long it takes). None: BM25 alone — not prepared for an endpoint, which is
-        never waited for here, not in time (or not expected to be: then embedded at the lowest priority,
-        for the next search of the same words), or the embedder failed. An embedding nobody waits for any
-        more is dropped unless it has begun."""
-        known = self._known_query_vector(query)
-        if known is not None:
-            return known[0]
-        assert self.embedder is not None
-        if self.embedder.remote:
-            log.info("a recall query was not embedded ahead: it is searched by words alone")
-            return None
-        if self.embedder.instant:  # (about as fast as a hash: here, no thread)
-            return self._embed_query(query)
-        if seconds is not None and self.embedder.query_seconds(query) > seconds:
-            self.embed_soon(query, later=True)  # (or under way already)
-            log.info("a recall query would take longer than %s s to embed: this search goes by words alone", seconds)
-            return None
-        running = self.embed_soon(query)
-        try:
-            return running.result(timeout=seconds)
-        except (TimeoutError, CancelledError):
-            if running.cancel():
-                with self._lock:
-                    if self._embedding.get(query) is running:
-                        del self._embedding[query]
-            log.info("a recall query's vector did not come within %s s: this search goes by words alone", seconds)
-            return None
-
-    def _known_query_vector(self, query: str) -> tuple[np.ndarray | None] | None:
-        """(the vector,) when known — (None,) for a failure within `retry_seconds` — else None."""
-        with self._lock:
-            known = self._query_vectors.get(query)
-        if known is None or (known[0] is None and time.monotonic() - known[1] >= self.retry_seconds):
-            return None
-        return (known[0],)
-
-    def _has_query_vector(self, query: str) -> bool:
-        return self._known_query_vector(query) is not None
-
-    def _keep_query_vector(self, query: str, vector: np.ndarray | None) -> None:
-        with self._lock:
-            self._remember_query_vector(query, vector)
-
-    def _remember_query_vector(self, query: str, vector: np.ndarray | None) -> None:
-        """(holding `_lock`)"""
-        self._query_vectors[query] = (vector, time.monotonic())
-        self._query_vectors.move_to_end(query)
-        while len(self._query_vectors) > QUERY_VECTORS:
-            self._query_vectors.popitem(last=False)
+        return self.queries.embed_soon(query, later)
 
     def forget(self, story_id: UUID) -> None:
         """Drop a story's index (the story was deleted)."""
@@ -503,7 +388,7 @@ class Recall:
         search itself waits on no model (a read of the archive's position aside)."""
         index = self.index(story_id)
         wanted = self.embedder is not None and index is not None and index.vectors is not None and query.strip()
-        vector = self._query_vector(query, min(seconds, self.vector_wait)) if wanted else None
+        vector = self.queries.vector(query, min(seconds, self.vector_wait)) if wanted else None
         if wanted:
             self.vectors["in_time" if vector is not None else "late"] += 1
         return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
@@ -512,8 +397,7 @@ class Recall:
         with self._lock:
             self._stopping = True
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._queries.shutdown(wait=True, cancel_futures=True)
-        self._later.shutdown(wait=True, cancel_futures=True)
+        self.queries.stop()
         if self.embedder is not None:
             await self.embedder.close()
         if self.saved is not None:
