@@ -43,6 +43,8 @@ class ContextTexts:
     recall_summary_line: str  # {first} {last} {text}
     recall_turn_line: str  # {turn} {hidden} {parts}
     recall_hidden: str
+    recall_date: str  # {date}: when a recalled turn was said, where that is another day than this turn's
+    recall_today: str  # {date}: this turn's day, named where a recalled line carries another
     # lore
     lore_hits: str
     lore_index: str  # the model can look entries up (engine mode)
@@ -102,6 +104,8 @@ ZH = ContextTexts(
     recall_summary_line="- 第{first}–{last}轮（摘要） {text}",
     recall_turn_line="- 第{turn}轮{hidden} {parts}",
     recall_hidden="（已隐藏）",
+    recall_date="（{date}）",
+    recall_today="（本轮在{date}）",
     lore_hits="【设定】本轮提到的设定条目：",
     lore_index="【设定索引】其他条目（需要时用 lorebook_search 查阅）：",
     lore_index_plain="【设定索引】其他条目：",
@@ -164,6 +168,8 @@ EN = ContextTexts(
     recall_summary_line="- Turns {first}–{last} (summary) {text}",
     recall_turn_line="- Turn {turn}{hidden} {parts}",
     recall_hidden=" (hidden)",
+    recall_date=" ({date})",
+    recall_today=" (this turn: {date})",
     lore_hits="[Lore] Entries that came up this turn:",
     lore_index="[Lore index] Other entries (look them up with lorebook_search when needed):",
     lore_index_plain="[Lore index] Other entries:",

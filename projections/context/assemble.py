@@ -182,7 +182,10 @@ def assemble_context(
         hits = recall(window.kept[0][NODE].depth, shown)
         if len(cache.recall_lines) > RECALL_LINES:
             cache.recall_lines.clear()  # (refilled by the passages that come back)
-        block = recall_block(hits, char, user, share, cache.count_line, fill_macros, texts, cache.recall_lines)
+        today, dated = _days(leaf, load)
+        block = recall_block(
+            hits, char, user, share, cache.count_line, fill_macros, texts, cache.recall_lines, dated, today
+        )
         taken = _block_tokens(block, cache) if block is not None else 0
         if taken < share:  # the share the block left is the window's again: older turns word for word
             if unfolding:
@@ -191,7 +194,9 @@ def assemble_context(
             start, shown = window.kept[0][NODE].depth, frozenset(str(node.id) for node, _ in layers.episodes)
             kept = [h for h in hits if int(h.row["depth"]) < start and not (h.episode and h.row["node_id"] in shown)]
             if block is not None and len(kept) < len(hits):  # (those now in the window or its summaries)
-                block = recall_block(kept, char, user, taken, cache.count_line, fill_macros, texts, cache.recall_lines)
+                block = recall_block(
+                    kept, char, user, taken, cache.count_line, fill_macros, texts, cache.recall_lines, dated, today
+                )
         if block is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
             extra += _block_tokens(block, cache)
@@ -209,6 +214,22 @@ def assemble_context(
         assembly.context(leaf, fixed + extra + window.tokens, window.cut_at, layers, window.kept),
         language=texts.language,
     )
+
+
+def _days(
+    leaf: NodeView, load: Callable[[UUID], NodeView] | None
+) -> tuple[str | None, Callable[[str], str | None] | None]:
+    """This turn's day, and the day a recalled turn was said where it is another one (a story played over
+    days, an imported chat with its dates; a story played in one day shows none)."""
+    if load is None:
+        return None, None
+    today = leaf.created_at.date()
+
+    def dated(node_id: str) -> str | None:
+        day = load(UUID(node_id)).created_at.date()
+        return day.isoformat() if day != today else None
+
+    return today.isoformat(), dated
 
 
 def _block_tokens(block: TailBlock, cache: RenderCache) -> int:

@@ -21,10 +21,14 @@ def recall_block(
     count: Callable[[str], int],
     fill: Callable[[str, str, str], str],
     texts: ContextTexts,
-    lines: MutableMapping[tuple[str, int, str, str, str, bool], str] | None = None,
+    lines: MutableMapping[tuple[str, int, str, str, str, bool, str | None], str] | None = None,
+    dated: Callable[[str], str | None] | None = None,
+    today: str | None = None,
 ) -> TailBlock | None:
     """The block for the best hits that fit `budget` tokens (None: none fits, or nothing was recalled); a
-    passage of a longer turn brings the whole turn where it fits, else itself, marked as a part.
+    passage of a longer turn brings the whole turn where it fits, else itself, marked as a part. `dated(node
+    id)`: the day a recalled turn was said, where it is another than this turn's (`today`, then named in
+    the opener).
     Its tokens are the opener's and each line's, a token for each line break: the lines recur from turn
     to turn (`count` remembers them), a block of them rarely does; so do the lines themselves, kept in
     `lines` by passage, version, names and language (the caller bounds it)."""
@@ -33,10 +37,11 @@ def recall_block(
     wholes: set[str] = set()  # long turns shown whole (another passage of one of them: not again)
 
     def line_of(hit: Hit, part: bool) -> str:
-        key = (str(hit.row["id"]), int(hit.row["seq"]), char, user, texts.language, part)
+        date = dated(str(hit.row["node_id"])) if dated is not None and not hit.episode else None
+        key = (str(hit.row["id"]), int(hit.row["seq"]), char, user, texts.language, part, date)
         line = lines.get(key) if lines is not None else None
         if line is None:
-            line = recall_line(hit, char, user, fill, texts, part)
+            line = recall_line(hit, char, user, fill, texts, part, date)
             if lines is not None:
                 lines[key] = line
         return line
@@ -59,7 +64,11 @@ def recall_block(
     if not kept:
         return None
     kept.sort(key=lambda item: item[0].story_order)
-    text = texts.recall_opener + "\n" + "\n".join(line for _, line in kept)
+    opener = texts.recall_opener
+    if today is not None and dated is not None and any(dated(str(h.row["node_id"])) for h, _ in kept if not h.episode):
+        opener += texts.recall_today.format(date=today)
+        used += count(opener) - count(texts.recall_opener)
+    text = opener + "\n" + "\n".join(line for _, line in kept)
     found = sorted({name for hit, _ in kept for name in hit.found_by})
     why = f"recalled for the user's words: {len(kept)} of {len(hits)} passages ({' + '.join(found)}), fused scores"
     node_ids = tuple(UUID(hit.row["node_id"]) for hit, _ in kept)
@@ -67,10 +76,16 @@ def recall_block(
 
 
 def recall_line(
-    hit: Hit, char: str, user: str, fill: Callable[[str, str, str], str], texts: ContextTexts, part: bool = False
+    hit: Hit,
+    char: str,
+    user: str,
+    fill: Callable[[str, str, str], str],
+    texts: ContextTexts,
+    part: bool = False,
+    date: str | None = None,
 ) -> str:
     """A recalled passage as the model reads it: its turn (or an episode's turns), who said what; `part`:
-    a part of a longer turn, marked so (…)."""
+    a part of a longer turn, marked so (…); `date`: the day it was said, where shown."""
     row = hit.row
     if hit.episode:
         summary = fill(str(row["text"]).strip(), char, user)
@@ -80,6 +95,6 @@ def recall_line(
     parts = [texts.speech(user, fill(words, char, user))] if words else []
     if reply:
         parts.append(texts.speech(char, fill(reply, char, user)))
-    hidden = texts.recall_hidden if hit.hidden else ""
+    hidden = (texts.recall_hidden if hit.hidden else "") + (texts.recall_date.format(date=date) if date else "")
     said = " ".join(parts)
     return texts.recall_turn_line.format(turn=row["turn"], hidden=hidden, parts=f"…{said}…" if part else said)

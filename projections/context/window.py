@@ -65,9 +65,8 @@ class RenderCache:
         self._counts: dict[str, int] = {}
         self._lines: dict[int, int] = {}
         self.summaries: dict[tuple[object, ...], int] = {}  # summary layers' tokens, by what they are made of
-        self.recall_lines: dict[
-            tuple[str, int, str, str, str, bool], str
-        ] = {}  # by passage, seq, names, language, part
+        # recalled lines, by passage, seq, names, language, whether a part of a turn, the day it is dated
+        self.recall_lines: dict[tuple[str, int, str, str, str, bool, str | None], str] = {}
 
     def render(self, node: NodeView, char: str, user: str) -> tuple[str, int]:
         key = (node.id.int, node.version)

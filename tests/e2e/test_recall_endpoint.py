@@ -5,6 +5,7 @@ before the context is assembled, and an endpoint that fails leaves recall by wor
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -141,3 +142,26 @@ async def test_a_long_backlog_is_recalled_by_words_at_once_and_its_vectors_join_
     recall = next(b for b in context["explain"] if b["what"] == "recall")
     assert reply in recall["node_ids"] and "dense" in recall["why"]
     assert max(len(body["input"]) for body in fake.embedding_requests) <= 16  # (a share a build, not all at once)
+
+
+async def test_a_recalled_turn_said_on_another_day_carries_its_date(make_client: MakeClient) -> None:
+    api = api_for(await make_client(embedder="none"), "tenant-a")
+    card = await keeper(api)
+    await api.call("PATCH", f"/v1/cards/{card['id']}", {"settings": TIGHT})
+    rows = [header(), message(GREETINGS[0], 0, user=False)]
+    rows += [message("地下室里有什么？", 1, user=True), message("“一箱旧银币，是守塔人的宝藏。”", 2, user=False)]
+    for i in range(30):  # the next day
+        rows += [
+            message(f"第{i}次问：窗户修好了吗？", 1500 + i, user=True),
+            message(FILLER[i % 2], 1500 + i, user=False),
+        ]
+    sid = (await imported(api, card["id"], jsonl(*rows)))["story"]["id"]
+    await api.call("GET", f"/v1/stories/{sid}/recall?q=银币&k=1")  # (the index, built)
+    await api.append(sid, "user", "那箱银币现在在哪里？")  # (said today)
+    context = await api.call("GET", f"/v1/stories/{sid}/context")
+    recall = next(b for b in context["explain"] if b["what"] == "recall")
+    last = context["messages"][-1]["content"]
+    shown = last[recall["span"][0] : recall["span"][1]]
+    today = datetime.now(UTC).date().isoformat()
+    assert "（2024-12-01）" in shown and f"（本轮在{today}）" in shown.split("\n")[0], shown
+    assert "旧银币" in shown and len(shown) == recall["chars"]
