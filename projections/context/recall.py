@@ -33,7 +33,8 @@ def recall_block(
     to turn (`count` remembers them), a block of them rarely does; so do the lines themselves, kept in
     `lines` by passage, version, names and language (the caller bounds it)."""
     kept: list[tuple[Hit, str]] = []
-    used = count(texts.recall_opener)
+    today_note = texts.recall_today.format(date=today) if today is not None and dated is not None else ""
+    used = count(texts.recall_opener) + (count(today_note) if today_note else 0)  # (kept for it, used or not)
     wholes: set[str] = set()  # long turns shown whole (another passage of one of them: not again)
 
     def line_of(hit: Hit, part: bool) -> str:
@@ -65,9 +66,8 @@ def recall_block(
         return None
     kept.sort(key=lambda item: item[0].story_order)
     opener = texts.recall_opener
-    if today is not None and dated is not None and any(dated(str(h.row["node_id"])) for h, _ in kept if not h.episode):
-        opener += texts.recall_today.format(date=today)
-        used += count(opener) - count(texts.recall_opener)
+    if today_note and dated is not None and any(dated(str(h.row["node_id"])) for h, _ in kept if not h.episode):
+        opener += today_note
     text = opener + "\n" + "\n".join(line for _, line in kept)
     found = sorted({name for hit, _ in kept for name in hit.found_by})
     why = f"recalled for the user's words: {len(kept)} of {len(hits)} passages ({' + '.join(found)}), fused scores"
