@@ -35,6 +35,7 @@ from typing import Any
 import aiohttp
 from _common import LocomoConversation, content_words, emit, figure_keys, locomo, log, parse_args, sized
 from aiohttp import web
+from memory_fidelity import Client
 
 from api.app import create_app
 from api.bootstrap import bootstrap
@@ -63,18 +64,6 @@ FIGURES = figure_keys(
     "answer_words_in_context_asked_{mode}", "first_context_tokens_{mode}", "context_asked_tokens_{mode}",
     mode=FLOOR,
 )  # fmt: skip
-
-
-class Client:
-    def __init__(self, session: aiohttp.ClientSession, base: str, key: str) -> None:
-        self.session, self.base, self.headers = session, base, {"Authorization": f"Bearer {key}"}
-
-    async def call(self, method: str, path: str, body: Any = None) -> Any:
-        async with self.session.request(method, self.base + path, json=body, headers=self.headers) as response:
-            data = await response.json(content_type=None) if response.status != 204 else None
-            if response.status >= 300:
-                raise RuntimeError(f"{method} {path} → {response.status}: {data}")
-            return data
 
 
 class Service:

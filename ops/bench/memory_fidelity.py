@@ -74,7 +74,7 @@ class Client:
 
     async def call(self, method: str, path: str, body: Any = None) -> Any:
         async with self.session.request(method, self.base + path, json=body, headers=self.headers) as response:
-            data = await response.json(content_type=None)
+            data = await response.json(content_type=None) if response.status != 204 else None
             if response.status >= 300:
                 raise RuntimeError(f"{method} {path} → {response.status}: {data}")
             return data

@@ -47,6 +47,16 @@ def fake_in_a_thread(fallback: Any) -> Iterator[FakeModelServer]:
         loop.close()
 
 
+def side_env(fake: FakeModelServer, **more: str) -> dict[str, str]:
+    """`changji serve`'s environment with `fake` as its side model (no client retries), and `more`."""
+    return {
+        "CHANGJI_SIDE_BASE_URL": fake.url,
+        "CHANGJI_SIDE_MODEL": SIDE_MODEL,
+        "CHANGJI_SIDE_MAX_RETRIES": "0",
+        **more,
+    }
+
+
 def wait_for(condition: Any, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -63,12 +73,7 @@ def test_a_scribe_job_cut_off_by_a_crash_runs_once_after_the_restart(tmp_path: P
         return Text("{}", delay=60) if stalled["on"] else answer({"location": "灯塔", "time": "第一夜"})
 
     with fake_in_a_thread(scribe) as fake:
-        env = {
-            "CHANGJI_SIDE_BASE_URL": fake.url,
-            "CHANGJI_SIDE_MODEL": SIDE_MODEL,
-            "CHANGJI_SIDE_MAX_RETRIES": "0",
-            "CHANGJI_JOB_SWEEP_SECONDS": "0.1",
-        }
+        env = side_env(fake, CHANGJI_JOB_SWEEP_SECONDS="0.1")
         with serving(data_dir, key, env) as server:
             card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
             story = server.call("POST", "/v1/stories", {"card_id": card["id"]})
@@ -108,12 +113,7 @@ def test_a_card_memory_merge_cut_off_by_a_crash_is_made_after_the_restart_and_th
         return Text("", delay=60) if merging and stalled["on"] else writer(body)
 
     with fake_in_a_thread(side) as fake:
-        env = {
-            "CHANGJI_SIDE_BASE_URL": fake.url,
-            "CHANGJI_SIDE_MODEL": SIDE_MODEL,
-            "CHANGJI_SIDE_MAX_RETRIES": "0",
-            "CHANGJI_MEMORY_SWEEP_SECONDS": "0.2",
-        }
+        env = side_env(fake, CHANGJI_MEMORY_SWEEP_SECONDS="0.2")
         with serving(data_dir, key, env) as server:
             card = server.call("POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
             body = {"card_id": card["id"], "settings": {"recap_quiet_minutes": 0}}
