@@ -42,9 +42,19 @@ class StorySettings(BaseModel):
     min_pack_chars: int = Field(2000, ge=0, le=1_000_000)
     context_window: int = Field(32768, ge=512, le=4_000_000, description="model window in tokens")
     reply_reserve: int = Field(4096, ge=0, le=1_000_000, description="tokens kept free for the reply")
-    recall_k: int = Field(10, ge=0, le=50, description="passages recalled per turn from outside the window; 0 = off")
+    recall_k: int = Field(
+        30,
+        ge=0,
+        le=50,
+        description="at most this many passages recalled per turn from outside the window, as many as fit; 0 = off",
+    )
     fill_window: bool = Field(True, description="show summarized turns word for word again while the budget has room")
-    recall_tokens: int = Field(1024, ge=0, le=1_000_000, description="tokens the 【剧情记忆】 block may take")
+    recall_tokens: int = Field(
+        1024,
+        ge=0,
+        le=1_000_000,
+        description="tokens the 【剧情记忆】 block may take, and what the window leaves unused",
+    )
     recall_summaries: bool = Field(
         False,
         description="the per-turn recall brings back episode summaries too (those not in the context), beside turns"

@@ -10,12 +10,15 @@ the offline hashing embedder) is played through the HTTP API in bring-your-own m
 user, B as the character, a run of one speaker's messages as one node — once per prompt budget (2k, 4k,
 8k, 16k tokens: `context_window` = the budget, `reply_reserve` 0). Once the compaction jobs and the
 recall index have caught up, each of the conversation's questions with evidence is posted as the user's
-words on a branch of its own at the story's end, and the context for it (`GET …/context?at=`) is checked:
+words on a branch of its own at the story's end, and once the work those turns announced is done too,
+the context for each (`GET …/context?at=`) is checked:
 
 - word for word: the share of evidence messages whose text is in the context verbatim (the window,
   a recalled passage or a quoted anchor);
 - content words: the same, also counting an evidence message half of whose content words appear in
-  a summary block.
+  a summary block;
+- in the summaries: the share of evidence messages half of whose content words the digest and episode
+  blocks hold, recall and the window aside (what the offline summarizer keeps of them).
 
 The baseline is the latest messages that fit the same mean prompt tokens (the system prompt counted
 as in the context); full replay holds every message. Figures per budget and category (-1 for a category
@@ -27,12 +30,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from _common import (
@@ -61,7 +66,7 @@ FULL: dict[str, Any] = {"conversations": None, "cut": None, "embedder": "auto"}
 QUICK: dict[str, Any] = {"conversations": 2, "cut": None, "embedder": "auto"}
 SMOKE: dict[str, Any] = {"conversations": 1, "cut": 60, "embedder": "hashing"}  # (e5 would spend it embedding)
 FIGURES = figure_keys(
-    "evidence_in_context_{b}", "content_words_in_context_{b}", "recent_window_{b}", "mean_tokens_{b}",
+    "evidence_in_context_{b}", "content_words_in_context_{b}", "in_summaries_{b}", "recent_window_{b}", "mean_tokens_{b}",
     "vs_recent_window_{b}_ratio", "evidence_in_context_{b}_{category}", "recent_window_{b}_{category}",
     "full_replay_mean_tokens", "full_replay_evidence", "quick", "smoke", "bench_s",
     b=BUDGETS, category=LOCOMO_CATEGORIES.values(),
@@ -118,17 +123,17 @@ async def play(client: Client, conversation: LocomoConversation, budget: int, ex
 
 
 async def settled(client: Client, story_ids: list[str]) -> None:
-    """Wait until no compaction job is due and every recall index caught up with its archive."""
-    deadline = time.perf_counter() + 1800
-    while time.perf_counter() < deadline:
+    """Wait until no compaction job has been due for a while (a job listed once its event is read, and a
+    finished one may announce the next) and every recall index caught up with its archive."""
+    deadline, quiet = time.perf_counter() + 1800, 0
+    while time.perf_counter() < deadline and quiet < 3:
         due = 0
         for sid in story_ids:
-            for status in ("pending", "retrying"):
+            for status in ("pending", "running", "retrying"):
                 jobs = await client.call("GET", f"/v1/jobs?story_id={sid}&kind=compact&status={status}&limit=1")
                 due += len(jobs["items"])
-        if not due:
-            break
-        await asyncio.sleep(1.0)
+        quiet = quiet + 1 if not due else 0
+        await asyncio.sleep(0.5)
     for sid in story_ids:
         await client.call("GET", f"/v1/stories/{sid}/recall?q=index&k=1")  # waits for the story's index
 
@@ -146,6 +151,17 @@ def in_context(context: dict[str, Any], evidence: str) -> tuple[bool, bool]:
     return False, len(words & found) >= len(words) / 2
 
 
+def in_summaries(context: dict[str, Any], evidence: str) -> bool:
+    """Whether half the evidence's content words are in the context's summary blocks (the digest and the
+    episodes, as the offline summarizer writes them): what the summaries carry of it, recall aside."""
+    words = content_words(evidence)
+    blocks = [b for b in context["explain"] if b["what"] in SUMMARY_BLOCKS and b.get("span")]
+    if not words or not blocks:
+        return False
+    text = " ".join(context["messages"][b["message_index"]]["content"][b["span"][0] : b["span"][1]] for b in blocks)
+    return len(words & content_words(text)) >= len(words) / 2
+
+
 def recent_window(nodes: list[tuple[bool, str, list[str]]], tokens: list[int], limit: int) -> set[str]:
     """The dia ids of the latest nodes that fit `limit` tokens."""
     kept: set[str] = set()
@@ -158,8 +174,34 @@ def recent_window(nodes: list[tuple[bool, str, list[str]]], tokens: list[int], l
     return kept
 
 
+async def missed(
+    client: Client, sid: str, question: Any, context: dict[str, Any], evidence: list[str], hits: list[bool]
+) -> dict[str, Any]:
+    """Why a question's evidence is not all in its context: each missing message's rank in recall's top 50
+    for the question (None: not among them), and what the context's recall block held."""
+    at = context["leaf_id"]
+    found = await client.call("GET", f"/v1/stories/{sid}/recall?q={quote(question.question[:500])}&k=50&at={at}")
+    ranks = {}
+    for text, hit in zip(evidence, hits, strict=True):
+        if not hit:
+            ranks[text[:80]] = next((i for i, h in enumerate(found["hits"]) if text[:60] in h["text"]), None)
+    block = next((b for b in context["explain"] if b["what"] == "recall"), None)
+    return {
+        "category": LOCOMO_CATEGORIES[question.category],
+        "question": question.question,
+        "answer": question.answer,
+        "missing_rank_of_50": ranks,
+        "recall_block": None if block is None else {"tokens": block["tokens"], "why": block.get("why")},
+        "tokens": context["tokens"],
+    }
+
+
 async def measure(
-    client: Client, conversations: list[LocomoConversation], budgets: dict[str, int], extra: dict[str, Any]
+    client: Client,
+    conversations: list[LocomoConversation],
+    budgets: dict[str, int],
+    extra: dict[str, Any],
+    misses: Path | None = None,
 ) -> dict[str, float]:
     counter = default_counter()
     figures: dict[str, float] = {}
@@ -171,17 +213,22 @@ async def measure(
         await settled(client, [sid for sid, _ in played])
         verbatim: defaultdict[int, list[float]] = defaultdict(list)
         by_words: defaultdict[int, list[float]] = defaultdict(list)
+        summarized: list[float] = []
         baseline: defaultdict[int, list[float]] = defaultdict(list)
         prompt_tokens: list[int] = []
         pending: list[tuple[LocomoConversation, Any, dict[str, Any]]] = []
+        asked = []
         for conversation, (sid, tip) in zip(conversations, played, strict=True):
             for question in conversation.questions:
                 node = await client.call(
                     "POST", f"/v1/stories/{sid}/nodes", {"kind": "user", "text": question.question, "parent_id": tip}
                 )
-                context = await client.call("GET", f"/v1/stories/{sid}/context?at={node['node']['id']}")
-                prompt_tokens.append(context["tokens"])
-                pending.append((conversation, question, context))
+                asked.append((conversation, question, sid, node["node"]["id"]))
+        await settled(client, [sid for sid, _ in played])  # (the compaction the questions' turns announced, done)
+        for conversation, question, sid, node_id in asked:
+            context = await client.call("GET", f"/v1/stories/{sid}/context?at={node_id}")
+            prompt_tokens.append(context["tokens"])
+            pending.append((conversation, question, context))
         mean_tokens = statistics.fmean(prompt_tokens)
         for conversation in conversations:
             nodes = runs(conversation)
@@ -191,14 +238,22 @@ async def measure(
             for conv, question, context in pending:
                 if conv is not conversation:
                     continue
-                hits = [in_context(context, texts[e + conv.sample_id]) for e in question.evidence]
+                evidence = [texts[e + conv.sample_id] for e in question.evidence]
+                hits = [in_context(context, text) for text in evidence]
+                if misses is not None and not all(w for w, _ in hits):
+                    sid = played[conversations.index(conv)][0]
+                    why = await missed(client, sid, question, context, evidence, [w for w, _ in hits])
+                    with misses.open("a") as out:
+                        out.write(json.dumps({"budget": name, **why}, ensure_ascii=False) + "\n")
                 verbatim[question.category].append(sum(w for w, _ in hits) / len(hits))
                 by_words[question.category].append(sum(c for _, c in hits) / len(hits))
+                summarized.append(sum(in_summaries(context, text) for text in evidence) / len(evidence))
                 baseline[question.category].append(sum(e in window for e in question.evidence) / len(question.evidence))
         every = [v for vs in verbatim.values() for v in vs]
         figures[f"evidence_in_context_{name}"] = statistics.fmean(every)
         figures[f"content_words_in_context_{name}"] = statistics.fmean(v for vs in by_words.values() for v in vs)
         figures[f"recent_window_{name}"] = statistics.fmean(v for vs in baseline.values() for v in vs)
+        figures[f"in_summaries_{name}"] = statistics.fmean(summarized)
         figures[f"mean_tokens_{name}"] = mean_tokens
         figures[f"vs_recent_window_{name}_ratio"] = figures[f"evidence_in_context_{name}"] / max(
             figures[f"recent_window_{name}"], 1e-9
@@ -209,7 +264,8 @@ async def measure(
             figures[f"recent_window_{name}_{label}"] = statistics.fmean(baseline[category]) if asked else -1
         log(
             f"[{name}] evidence word for word {figures[f'evidence_in_context_{name}']:.3f} "
-            f"(content words {figures[f'content_words_in_context_{name}']:.3f}), recent window "
+            f"(content words {figures[f'content_words_in_context_{name}']:.3f}, in the summaries "
+            f"{figures[f'in_summaries_{name}']:.3f}), recent window "
             f"{figures[f'recent_window_{name}']:.3f}, mean prompt {mean_tokens:.0f} tokens, {time.perf_counter() - t0:.0f}s"
         )
     full = [sum(counter.count(t) + MESSAGE_OVERHEAD_TOKENS for _, t, _ in runs(c)) for c in conversations]
@@ -218,7 +274,9 @@ async def measure(
     return figures
 
 
-async def run(plan: dict[str, Any], budgets: dict[str, int], extra: dict[str, Any]) -> dict[str, float]:
+async def run(
+    plan: dict[str, Any], budgets: dict[str, int], extra: dict[str, Any], misses: Path | None = None
+) -> dict[str, float]:
     conversations = locomo(plan["conversations"], plan["cut"])
     if not conversations:
         raise SystemExit("LoCoMo is needed for this benchmark")
@@ -233,8 +291,8 @@ async def run(plan: dict[str, Any], budgets: dict[str, int], extra: dict[str, An
         base = f"http://127.0.0.1:{runner.addresses[0][1]}"
         log(f"service on {base}, embedder {service.recall.embedder_name}")
         try:
-            async with aiohttp.ClientSession() as session:
-                return await measure(Client(session, base, key), conversations, budgets, extra)
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as session:
+                return await measure(Client(session, base, key), conversations, budgets, extra, misses)
         finally:
             await runner.cleanup()
 
@@ -242,6 +300,15 @@ async def run(plan: dict[str, Any], budgets: dict[str, int], extra: dict[str, An
 def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budgets", default=",".join(BUDGETS), help="which budgets to measure (default: all)")
     parser.add_argument("--recall-k", type=int, default=None, help="recall_k for the cards (default: the service's)")
+    parser.add_argument(
+        "--recall-tokens", type=int, default=None, help="recall_tokens for the cards (default: the service's)"
+    )
+    parser.add_argument(
+        "--embedder", default=None, help="the service's embedder (default: the size's; none = BM25 alone)"
+    )
+    parser.add_argument(
+        "--misses", metavar="FILE", type=Path, help="write each question with evidence missing, and why"
+    )
 
 
 def main() -> None:
@@ -249,7 +316,11 @@ def main() -> None:
     started = time.perf_counter()
     budgets = {name: BUDGETS[name] for name in args.budgets.split(",")}
     extra = {"recall_k": args.recall_k} if args.recall_k is not None else {}
-    figures = asyncio.run(run(sized(args, FULL, QUICK, SMOKE), budgets, extra))
+    extra |= {"recall_tokens": args.recall_tokens} if args.recall_tokens is not None else {}
+    plan = dict(sized(args, FULL, QUICK, SMOKE))
+    if args.embedder is not None:
+        plan["embedder"] = args.embedder
+    figures = asyncio.run(run(plan, budgets, extra, args.misses))
     figures.update({"quick": int(args.quick), "smoke": int(args.smoke), "bench_s": time.perf_counter() - started})
     emit(figures)
 

@@ -178,6 +178,9 @@ def assemble_context(
     if recall is not None and recalling and outside:
         wide = window  # (the share not yet taken from the window)
         window = extend_window(wide, [], key._replace(budget=key.budget - extra - share))
+        # what the window leaves unused (its next turn, or the next episode unfolded, does not fit) is recall's too
+        spare = max(key.budget - extra - share - window.tokens, 0)
+        share += spare
         shown = frozenset(str(node.id) for node, _ in layers.episodes)
         hits = recall(window.kept[0][NODE].depth, shown)
         if len(cache.recall_lines) > RECALL_LINES:
@@ -198,6 +201,10 @@ def assemble_context(
                     kept, char, user, taken, cache.count_line, fill_macros, texts, cache.recall_lines, dated, today
                 )
         if block is not None:
+            if spare and _block_tokens(block, cache) > share - spare:
+                block = replace(
+                    block, why=f"{block.why}; its share {share} tokens, {spare} of them unused by the window"
+                )
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
             extra += _block_tokens(block, cache)
     assembly = Assembly(cache, budget)

@@ -221,9 +221,10 @@ class CompactWorker:
         assert plan.pack is not None
         lines = lines_of(plan.pack.nodes, plan.char_name, plan.user_name)
         names = self._names(plan)
+        scene = await self._scene(plan.pack.end.id)
+        names += self._roster(scene)  # (the offline summary favours sentences that name them)
         if self.model is None:
             return await self._offline_episode(lines, names, plan), "extractive", None
-        scene = await self._scene(plan.pack.end.id)
         prompts = SUMMARY_PROMPTS[plan.language]
         body = "\n\n".join(prompts.said.format(speaker=line.speaker, text=line.text) for line in lines)
         user = prompts.transcript.format(first=plan.pack.first_turn, last=plan.pack.last_turn) + f"\n{body}"
@@ -255,9 +256,8 @@ class CompactWorker:
         scene_text = format_state(scene.snapshot, CONTEXT_TEXTS[language]) if scene else ""
         episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
         budget = min(digest_budget(plan.settings.episodes_kept), summary_chars(plan.settings))
-        fallback = await asyncio.to_thread(
-            fold_digest, previous, episodes, lines, self._names(plan), scene_text, budget, language
-        )
+        names = self._names(plan) + self._roster(scene, people_only=True)  # (人物: a line for each)
+        fallback = await asyncio.to_thread(fold_digest, previous, episodes, lines, names, scene_text, budget, language)
         if self.model is None:
             return fallback, "extractive", None
         prompts, parts = SUMMARY_PROMPTS[language], []
@@ -300,6 +300,14 @@ class CompactWorker:
     @staticmethod
     def _names(plan: CompactionPlan) -> list[str]:
         return [plan.char_name, plan.user_name]
+
+    @staticmethod
+    def _roster(scene: SceneAt | None, people_only: bool = False) -> list[str]:
+        """The characters (`people_only`: alone), places and things the scene's roster has met by then."""
+        if scene is None:
+            return []
+        roster = scene.roster
+        return [*roster.characters] if people_only else [*roster.characters, *roster.places, *roster.items]
 
     async def _scene(self, node_id: UUID) -> SceneAt | None:
         return await self.runs.load(self.scene_of, node_id) if self.scene_of is not None else None

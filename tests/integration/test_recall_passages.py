@@ -16,7 +16,8 @@ from providers.tokens import EstimatingCounter
 from service.recall import Recall
 from service.views import StoryViews
 from tests.builders import StoryBuilder
-from tests.integration.recall_support import TIGHT, filler, indexed, recalled
+from tests.compaction_support import SMALL, compact_if_due
+from tests.integration.recall_support import FILLER, TIGHT, filler, indexed, recalled
 
 
 @pytest.fixture
@@ -183,3 +184,45 @@ def test_a_long_reply_comes_back_whole_where_it_fits_and_as_its_part_where_it_do
     block = next(b for b in ctx.explain if b.what == "recall")
     assert told in block.node_ids and "南岸的诊所" in last and "…" in last  # the part that matched, marked
     assert "那是很多年前的事了" not in last
+
+
+def test_the_budget_the_window_leaves_unused_is_recall_s_too(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    """A window that stops where the summaries begin leaves part of the budget unused: recall takes it,
+    past `recall_tokens`, and the context still fits; with the window able to fill it, recall keeps to
+    its share."""
+    words = Recall(read_models, None)
+    views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
+    share = 120
+    roomy = {
+        **SMALL, "context_window": 3000, "reply_reserve": 100, "recall_tokens": share, "recall_k": 30,
+        "fill_window": False,
+    }  # fmt: skip
+    story = StoryBuilder.start(sqlite_changji, **roomy)
+    hoards = []
+    for i in range(12):
+        _, reply = story.turn(f"第{i}个箱子里有什么？", f"“第{i}箱旧银币，是守塔人埋下的宝藏之{i}。”")
+        hoards.append(reply)
+        compact_if_due(sqlite_changji, reply)
+    for _ in range(6):
+        _, reply = story.turn(*FILLER)
+        compact_if_due(sqlite_changji, reply)
+    story.user("那些银币宝藏都埋在哪里？")
+    indexed(runner, words, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    block = next(b for b in ctx.explain if b.what == "recall")
+    assert ctx.tokens <= ctx.budget and block.tokens > share  # (the window stops at the summaries)
+    assert len(set(block.node_ids) & set(hoards)) > 3 and "unused by the window" in block.why
+    assert not set(recalled(ctx)) & verbatim(ctx)
+
+    filling = {"fill_window": True, "pack_turns": 0, "context_window": 900}
+    story = StoryBuilder.start(sqlite_changji, **{**roomy, **filling})
+    for i in range(12):
+        story.turn(f"第{i}个箱子里有什么？", f"“第{i}箱旧银币，是守塔人埋下的宝藏之{i}。”")
+    filler(story, 30)
+    story.user("那些银币宝藏都埋在哪里？")
+    indexed(runner, words, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    block = next(b for b in ctx.explain if b.what == "recall")
+    assert block.tokens <= share + 60 and ctx.tokens <= ctx.budget  # (a turn's worth left over at most)

@@ -79,6 +79,39 @@ def test_a_reply_announces_when_due_and_again_every_pack_while_the_path_lags(unc
     assert announce(uncovered, StorySettings()) is expected
 
 
+@pytest.mark.parametrize(
+    ("lines", "told", "small_talk"),
+    [
+        (
+            [
+                Line("Melanie", "Wow, Caroline, that's so awesome!", 1),
+                Line("Caroline", "She gave me a silver locket shaped like a lighthouse, carved in Gothenburg.", 1),
+                Line("Melanie", "Thanks so much, Caroline, that's really sweet!", 2),
+                Line("Caroline", "Yeah, I really love it, Melanie!", 2),
+            ],
+            "silver locket",
+            "so awesome",
+        ),
+        (
+            [
+                Line("林舟", "嗯嗯，沈砚，真好啊！", 1),
+                Line("沈砚", "我把那封信压在灯塔地下室第三块砖后面，钥匙交给了渡船的船长。", 1),
+                Line("林舟", "好的好的，沈砚，谢谢你啊！", 2),
+                Line("沈砚", "嗯，林舟，不客气呀。", 2),
+            ],
+            "第三块砖",
+            "真好啊",
+        ),
+    ],
+)
+def test_the_offline_summarizer_keeps_what_a_sentence_tells_over_small_talk(
+    lines: list[Line], told: str, small_talk: str
+) -> None:
+    """A sentence of things named once in the pack outranks greetings and thanks that name the other speaker."""
+    summary = summarize_episode(lines, [lines[1].speaker, lines[0].speaker], budget=len(lines[1].text) + 12)
+    assert told in summary and small_talk not in summary
+
+
 def test_the_offline_summarizer_keeps_story_order_and_its_budget() -> None:
     lines = [
         Line("林舟", "你守了多久？这座灯塔是1923年建的吗？", 1),

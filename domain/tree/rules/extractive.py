@@ -1,8 +1,9 @@
 """The offline summarizer: deterministic extractive summaries for when no side model is configured.
 
 It writes nothing new: it picks sentences from the covered turns (Chinese or English) by plain
-signals — names, numbers and times, promises and open questions, position — and keeps them in
-story order. Episodes are a few hundred characters; the digest fills the same five sections a model
+signals — what a sentence tells (its content terms, the rarer in the pack the more: a place, a thing,
+a name said once outranks the greetings and thanks that fill a chat), names other than the speaker's,
+numbers and times, promises and open questions, position — and keeps them in story order. Episodes are a few hundred characters; the digest fills the same five sections a model
 would, carrying the previous digest forward so nothing it held is lost, and takes 当前场景 from the
 last covered turns.
 """
@@ -10,6 +11,7 @@ last covered turns.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,7 +38,7 @@ SAID: dict[Language, str] = {"zh": "：", "en": ": "}
 OUTLINE: dict[Language, str] = {"zh": "第{first}–{last}轮：{text}", "en": "Turns {first}–{last}: {text}"}
 _PROMISE = re.compile(
     r"答应|承诺|约定|保证|发誓|一定会|以后|改天|下次|等我|别忘|记得|秘密|线索|为什么|谁|"
-    r"\bpromise|\bswear|\bwill\b|\bnext time\b|\bsecret\b|\bremember\b|\bwhy\b|\?|？",
+    r"\bpromise|\bswear|\bnext time\b|\bsecret\b|\bremember\b|\bwhy\b|\bplan(?:s|ning)? to\b|\bgoing to\b",
     re.IGNORECASE,
 )
 _FACT = re.compile(
@@ -44,6 +46,22 @@ _FACT = re.compile(
     r"\b(?:today|tomorrow|yesterday|morning|evening|night|o'clock|years?|days?)\b",
     re.IGNORECASE,
 )
+
+
+_WORD = re.compile(r"[a-z][a-z'’]+")
+_NUMBER = re.compile(r"\d+")
+_ASKED = ("?", "？", "?”", "？”", '?"', "？」")  # (an open question: what the next sentences answer)
+_HAN = re.compile(r"[\u4e00-\u9fff]+")
+# fmt: off
+_SMALL_TALK = frozenset({  # (the words of four letters or more a chat says whatever it is about)
+    "that", "this", "with", "have", "what", "your", "from", "they", "them", "then", "than", "been", "were",
+    "will", "would", "could", "should", "there", "their", "about", "just", "really", "know", "like",
+    "think", "into", "also", "when", "where", "which", "while", "some", "more", "much", "very", "such",
+    "here", "thanks", "thank", "yeah", "great", "awesome", "amazing", "glad", "sounds", "sound", "love",
+    "cool", "nice", "good", "sure", "okay", "totally", "that's", "it's", "don't", "you're", "i've",
+    "you've", "can't", "didn't", "doesn't", "isn't", "there's", "what's", "let's",
+})
+# fmt: on
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +93,25 @@ def _split(lines: Sequence[Line]) -> list[_Sentence]:
     return out
 
 
-def _score(sentence: _Sentence, names: Sequence[str], last: int) -> float:
+def terms(text: str) -> frozenset[str]:
+    """A sentence's content terms: lowercased words of four letters or more outside the small talk of a
+    chat, numbers, and pairs of consecutive Chinese characters."""
+    found = {w for w in _WORD.findall(text.lower()) if len(w) >= 4 and w not in _SMALL_TALK}
+    found.update(_NUMBER.findall(text))
+    for run in _HAN.findall(text):
+        found.update(run[i : i + 2] for i in range(len(run) - 1))
+    return frozenset(found)
+
+
+def _score(sentence: _Sentence, names: Sequence[str], last: int, rarity: Mapping[str, float]) -> float:
+    """What a sentence tells: its terms, the rarer in the pack the more (a name, a place, a thing said
+    once; a sentence of few terms counts as short), and the promises, facts, questions and `names` (those
+    of no speaker of the pack: who is spoken to is small talk's) in it."""
     text = sentence.text
-    score = min(len(text), 80) / 80
-    score += 1.0 * sum(name in text for name in names if name)
-    score += 1.5 * bool(_PROMISE.search(text)) + 1.0 * bool(_FACT.search(text))
+    told = terms(text)
+    score = 3.0 * sum(rarity.get(t, 0.0) for t in told) / max(len(told), 8)
+    score += 1.0 * sum(name in text for name in names)
+    score += 1.5 * bool(_PROMISE.search(text)) + 1.0 * bool(_FACT.search(text)) + 1.0 * text.endswith(_ASKED)
     score += 0.5 * (sentence.order == last)  # the turn the pack ends on
     return score
 
@@ -89,7 +121,11 @@ def _pick(items: Sequence[_Sentence], names: Sequence[str], budget: int) -> list
     if not items:
         return []
     last = items[-1].order
-    ranked = sorted(items, key=lambda s: (-_score(s, names, last), s.order))
+    counts = Counter(t for s in items for t in terms(s.text))
+    rarity = {t: 1.0 / n for t, n in counts.items()}
+    speakers = {s.speaker for s in items}
+    named = [name for name in names if name and name not in speakers]
+    ranked = sorted(items, key=lambda s: (-_score(s, named, last, rarity), s.order))
     chosen, used = [], 0
     for sentence in ranked:
         cost = len(sentence.text) + len(sentence.speaker) + 2
