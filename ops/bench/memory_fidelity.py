@@ -177,8 +177,8 @@ def recent_window(nodes: list[tuple[bool, str, list[str]]], tokens: list[int], l
 async def missed(
     client: Client, sid: str, question: Any, context: dict[str, Any], evidence: list[str], hits: list[bool]
 ) -> dict[str, Any]:
-    """Why a question's evidence is not all in its context: each missing message's rank in recall's top 50
-    for the question (None: not among them), and what the context's recall block held."""
+    """Why a question's evidence is not all in its context: each missing message's rank (from 0) in recall's
+    top 50 for the question over the whole path (None: not among them), and what the recall block held."""
     at = context["leaf_id"]
     found = await client.call("GET", f"/v1/stories/{sid}/recall?q={quote(question.question[:500])}&k=50&at={at}")
     ranks = {}
@@ -304,7 +304,10 @@ def _extra(parser: argparse.ArgumentParser) -> None:
         "--recall-tokens", type=int, default=None, help="recall_tokens for the cards (default: the service's)"
     )
     parser.add_argument(
-        "--embedder", default=None, help="the service's embedder (default: the size's; none = BM25 alone)"
+        "--embedder",
+        default=None,
+        choices=("auto", "e5", "hashing", "none"),
+        help="the service's embedder (default: the size's; none = BM25 alone)",
     )
     parser.add_argument(
         "--misses", metavar="FILE", type=Path, help="write each question with evidence missing, and why"
@@ -320,6 +323,8 @@ def main() -> None:
     plan = dict(sized(args, FULL, QUICK, SMOKE))
     if args.embedder is not None:
         plan["embedder"] = args.embedder
+    if args.misses is not None:
+        args.misses.write_text("")  # (each miss is appended as it is found)
     figures = asyncio.run(run(plan, budgets, extra, args.misses))
     figures.update({"quick": int(args.quick), "smoke": int(args.smoke), "bench_s": time.perf_counter() - started})
     emit(figures)

@@ -86,7 +86,8 @@ def assemble_context(
     `recall(before_depth, shown_episodes)`: passages recalled for the user's words from outside the
     window (the window starts at `before_depth`; the nodes whose episode summaries the context shows
     are `shown_episodes`), asked for only when something of the path is outside it; they take up to
-    `settings.recall_tokens` from the window's share, in the last user message. `recorded`: the
+    `settings.recall_tokens` from the window's share, and what the window leaves unused (its next turn,
+    or the next episode shown word for word, does not fit), in the last user message. `recorded`: the
     story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked.
     `lore`: the card's books; their constant entries go into the system prompt, the entries whose keys
     the newest messages of the window name into the last user message (`lore_bodies`: in full, within the

@@ -117,13 +117,16 @@ class StoryIndex:
         context = self.lexical_context.ranked(terms, allowed) if self.lexical_context is not None else None
         wanted = CANDIDATES
         while True:  # branches and regenerates share words: read deeper until enough are on the path
-            rankings = {"bm25": self._on_path(lexical.top(wanted) if lexical else [], on_path)}
+            read = {"bm25": lexical.top(wanted) if lexical else []}
             if self.lexical_context is not None:
-                rankings["bm25_context"] = self._on_path(context.top(wanted) if context else [], on_path)
+                read["bm25_context"] = context.top(wanted) if context else []
             if self.vectors is not None and query_vector is not None:
-                dense = self.vectors.search(query_vector, wanted, allowed)
-                rankings["dense"] = self._on_path(dense, on_path)
-            if min(map(len, rankings.values())) >= k or wanted >= min(len(self.rows), MAX_CANDIDATES):
+                read["dense"] = self.vectors.search(query_vector, wanted, allowed)
+            rankings = {name: self._on_path(ranked, on_path) for name, ranked in read.items()}
+            # a ranking is deep enough with k on the path, or when it has no more to give (a rare word's
+            # passages are all read): only one the path filter cut short is read deeper
+            short = [name for name in read if len(rankings[name]) < k and len(read[name]) >= wanted]
+            if not short or wanted >= min(len(self.rows), MAX_CANDIDATES):
                 break
             wanted *= 4
         fused = fuse(rankings)[:k]

@@ -256,7 +256,7 @@ class CompactWorker:
         scene_text = format_state(scene.snapshot, CONTEXT_TEXTS[language]) if scene else ""
         episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
         budget = min(digest_budget(plan.settings.episodes_kept), summary_chars(plan.settings))
-        names = self._names(plan) + self._roster(scene, people_only=True)  # (人物: a line for each)
+        names = self._names(plan)  # (人物 has a line for each: the card's and the user's, not the roster's)
         fallback = await asyncio.to_thread(fold_digest, previous, episodes, lines, names, scene_text, budget, language)
         if self.model is None:
             return fallback, "extractive", None
@@ -302,12 +302,11 @@ class CompactWorker:
         return [plan.char_name, plan.user_name]
 
     @staticmethod
-    def _roster(scene: SceneAt | None, people_only: bool = False) -> list[str]:
-        """The characters (`people_only`: alone), places and things the scene's roster has met by then."""
+    def _roster(scene: SceneAt | None) -> list[str]:
+        """The characters, places and things the scene's roster has met by then."""
         if scene is None:
             return []
-        roster = scene.roster
-        return [*roster.characters] if people_only else [*roster.characters, *roster.places, *roster.items]
+        return [*scene.roster.characters, *scene.roster.places, *scene.roster.items]
 
     async def _scene(self, node_id: UUID) -> SceneAt | None:
         return await self.runs.load(self.scene_of, node_id) if self.scene_of is not None else None

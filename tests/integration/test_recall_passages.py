@@ -226,3 +226,26 @@ def test_the_budget_the_window_leaves_unused_is_recall_s_too(
     ctx = views.context(story.tenant, story.story_id, None)
     block = next(b for b in ctx.explain if b.what == "recall")
     assert block.tokens <= share + 60 and ctx.tokens <= ctx.budget  # (a turn's worth left over at most)
+
+
+def test_a_window_filled_with_unfolded_episodes_leaves_recall_what_the_next_episode_would_not_fit(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    words = Recall(read_models, None)
+    views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
+    share = 120
+    settings = {**SMALL, "pack_turns": 8, "context_window": 1500, "reply_reserve": 100, "recall_tokens": share}
+    story = StoryBuilder.start(sqlite_changji, **settings)
+    for i in range(12):
+        _, reply = story.turn(f"第{i}个箱子里有什么？", f"“第{i}箱旧银币，是守塔人埋下的宝藏之{i}。”")
+        compact_if_due(sqlite_changji, reply)
+    for _ in range(60):
+        _, reply = story.turn(*FILLER)
+        compact_if_due(sqlite_changji, reply)
+    story.user("那些银币宝藏都埋在哪里？")
+    indexed(runner, words, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    block = next(b for b in ctx.explain if b.what == "recall")
+    assert any(b.what == "episode" for b in ctx.explain) and ctx.tokens <= ctx.budget
+    assert block.tokens > share and "unused by the window" in block.why
+    assert not set(recalled(ctx)) & verbatim(ctx)

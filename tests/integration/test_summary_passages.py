@@ -89,11 +89,11 @@ def test_an_episode_is_recalled_when_the_context_does_not_hold_it(
     recall.refresh_soon(story.story_id).result(timeout=30)
     made = episodes(sqlite_changji, story)
     hoard = next(node for node, episode in made.items() if episode.first_turn <= 1 <= episode.last_turn)
-    assert "地下室" in made[hoard].text
+    assert "银币宝藏" in made[hoard].text
     label = f"第{made[hoard].first_turn}–{made[hoard].last_turn}轮（摘要）"
 
     def found(shown: frozenset[str] | None) -> list[str]:
-        hits = recall.search(story.story_id, "地下室里有什么", 10, 10_000, lambda _node: True, shown)
+        hits = recall.search(story.story_id, "守塔人的银币宝藏", 10, 10_000, lambda _node: True, shown)
         return [hit.row["node_id"] for hit in hits if hit.episode]
 
     assert hoard in found(frozenset())
@@ -101,7 +101,7 @@ def test_an_episode_is_recalled_when_the_context_does_not_hold_it(
     assert found(None) == []
 
     views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), recall)
-    story.user("地下室里后来还有什么？")
+    story.user("守塔人的银币宝藏后来呢？")
     runner.catch_up()
     ctx = views.context(story.tenant, story.story_id, None)
     shown = {str(n) for b in ctx.explain if b.what == "episode" for n in b.node_ids}

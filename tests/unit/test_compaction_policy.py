@@ -102,6 +102,16 @@ def test_a_reply_announces_when_due_and_again_every_pack_while_the_path_lags(unc
             "第三块砖",
             "真好啊",
         ),
+        (
+            [
+                Line("林舟", "哇，沈砚，你今天真的太厉害了，我好开心啊！", 1),
+                Line("沈砚", "我把那封信压在灯塔地下室第三块砖后面，钥匙交给了渡船的船长。", 1),
+                Line("林舟", "不客气呀林舟，能和你说说话我也特别高兴。", 2),
+                Line("沈砚", "That’s so sweet, you’re really wonderful, I’d love that!", 2),
+            ],
+            "第三块砖",
+            "太厉害了",
+        ),
     ],
 )
 def test_the_offline_summarizer_keeps_what_a_sentence_tells_over_small_talk(

@@ -10,6 +10,7 @@ last covered turns.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,9 +39,10 @@ SAID: dict[Language, str] = {"zh": "：", "en": ": "}
 OUTLINE: dict[Language, str] = {"zh": "第{first}–{last}轮：{text}", "en": "Turns {first}–{last}: {text}"}
 _PROMISE = re.compile(
     r"答应|承诺|约定|保证|发誓|一定会|以后|改天|下次|等我|别忘|记得|秘密|线索|为什么|谁|"
-    r"\bpromise|\bswear|\bnext time\b|\bsecret\b|\bremember\b|\bwhy\b|\bplan(?:s|ning)? to\b|\bgoing to\b",
+    r"\bpromise|\bswear|\bnext time\b|\bsecret\b|\bremember\b|\bwhy\b|\bplan(?:s|ning)? to\b",
     re.IGNORECASE,
 )
+_THREAD = re.compile(rf"{_PROMISE.pattern}|\bwill\b|\?|？", re.IGNORECASE)  # 承诺与伏笔: and what is left open
 _FACT = re.compile(
     r"\d|[一二三四五六七八九十百千两]+[天年月日点个只把张次岁号]|今天|明天|昨天|早上|晚上|清晨|黄昏|深夜|"
     r"\b(?:today|tomorrow|yesterday|morning|evening|night|o'clock|years?|days?)\b",
@@ -48,18 +50,25 @@ _FACT = re.compile(
 )
 
 
-_WORD = re.compile(r"[a-z][a-z'’]+")
+_WORD = re.compile(r"[a-z][a-z']+")
 _NUMBER = re.compile(r"\d+")
-_ASKED = ("?", "？", "?”", "？”", '?"', "？」")  # (an open question: what the next sentences answer)
+_ASKED = re.compile(r"[?？][!！?？.…。]*[”」』\"']?$")  # (an open question: what the next sentences answer)
 _HAN = re.compile(r"[\u4e00-\u9fff]+")
 # fmt: off
-_SMALL_TALK = frozenset({  # (the words of four letters or more a chat says whatever it is about)
+_SMALL_TALK = frozenset({  # (words of four letters or more a chat says whatever it is about; contractions go too)
     "that", "this", "with", "have", "what", "your", "from", "they", "them", "then", "than", "been", "were",
     "will", "would", "could", "should", "there", "their", "about", "just", "really", "know", "like",
     "think", "into", "also", "when", "where", "which", "while", "some", "more", "much", "very", "such",
     "here", "thanks", "thank", "yeah", "great", "awesome", "amazing", "glad", "sounds", "sound", "love",
-    "cool", "nice", "good", "sure", "okay", "totally", "that's", "it's", "don't", "you're", "i've",
-    "you've", "can't", "didn't", "doesn't", "isn't", "there's", "what's", "let's",
+    "cool", "nice", "good", "sure", "okay", "totally",
+})
+# fmt: on
+_FILLER_HAN = re.compile(r"[的了吗呢啊呀吧嗯哦哈么啦嘛]")  # (a pair of characters with a particle tells nothing)
+# fmt: off
+_SMALL_TALK_HAN = frozenset({  # (pairs of characters a chat says whatever it is about)
+    "谢谢", "不客", "客气", "真好", "开心", "厉害", "高兴", "我们", "你们", "他们", "什么", "这个", "那个", "真是", "真的", "一个",
+    "没有", "知道", "觉得", "就是", "可以", "这样", "那样", "还是", "已经", "非常", "特别", "好好", "太好", "好棒", "喜欢", "感觉",
+    "一起", "不错", "当然", "其实", "因为", "所以", "但是", "如果", "怎么", "这么", "那么",
 })
 # fmt: on
 
@@ -96,22 +105,27 @@ def _split(lines: Sequence[Line]) -> list[_Sentence]:
 def terms(text: str) -> frozenset[str]:
     """A sentence's content terms: lowercased words of four letters or more outside the small talk of a
     chat, numbers, and pairs of consecutive Chinese characters."""
-    found = {w for w in _WORD.findall(text.lower()) if len(w) >= 4 and w not in _SMALL_TALK}
+    words = _WORD.findall(text.lower().replace("’", "'"))
+    found = {w for w in words if len(w) >= 4 and "'" not in w and w not in _SMALL_TALK}
     found.update(_NUMBER.findall(text))
     for run in _HAN.findall(text):
-        found.update(run[i : i + 2] for i in range(len(run) - 1))
+        pairs = (run[i : i + 2] for i in range(len(run) - 1))
+        found.update(p for p in pairs if p not in _SMALL_TALK_HAN and not _FILLER_HAN.search(p))
     return frozenset(found)
 
 
-def _score(sentence: _Sentence, names: Sequence[str], last: int, rarity: Mapping[str, float]) -> float:
+def _score(
+    sentence: _Sentence, names: Sequence[str], last: int, rarity: Mapping[str, float], spoken: frozenset[str]
+) -> float:
     """What a sentence tells: its terms, the rarer in the pack the more (a name, a place, a thing said
-    once; a sentence of few terms counts as short), and the promises, facts, questions and `names` (those
-    of no speaker of the pack: who is spoken to is small talk's) in it."""
+    once; more terms count for more, less than in proportion, and a sentence of few terms as short), and the promises, facts, questions and `names` (those
+    of no speaker of the pack: who is spoken to is small talk's; nor are the speakers' names, `spoken`,
+    terms of it) in it."""
     text = sentence.text
-    told = terms(text)
-    score = 3.0 * sum(rarity.get(t, 0.0) for t in told) / max(len(told), 8)
+    told = sorted(terms(text) - spoken)  # (in order: the sum is the same whatever the hash seed)
+    score = 1.5 * math.fsum(rarity.get(t, 0.0) for t in told) / math.sqrt(max(len(told), 8))
     score += 1.0 * sum(name in text for name in names)
-    score += 1.5 * bool(_PROMISE.search(text)) + 1.0 * bool(_FACT.search(text)) + 1.0 * text.endswith(_ASKED)
+    score += 1.5 * bool(_PROMISE.search(text)) + 1.0 * bool(_FACT.search(text)) + 1.0 * bool(_ASKED.search(text))
     score += 0.5 * (sentence.order == last)  # the turn the pack ends on
     return score
 
@@ -124,13 +138,15 @@ def _pick(items: Sequence[_Sentence], names: Sequence[str], budget: int) -> list
     counts = Counter(t for s in items for t in terms(s.text))
     rarity = {t: 1.0 / n for t, n in counts.items()}
     speakers = {s.speaker for s in items}
-    named = [name for name in names if name and name not in speakers]
-    ranked = sorted(items, key=lambda s: (-_score(s, named, last, rarity), s.order))
-    chosen, used = [], 0
+    named = [name for name in dict.fromkeys(names) if len(name) > 1 and name not in speakers]
+    spoken = frozenset().union(*(terms(name) for name in speakers))
+    ranked = sorted(items, key=lambda s: (-_score(s, named, last, rarity, spoken), s.order))
+    chosen, used, said = [], 0, set()
     for sentence in ranked:
         cost = len(sentence.text) + len(sentence.speaker) + 2
-        if used + cost <= budget:
+        if used + cost <= budget and sentence.text not in said:  # (a sentence said again: once)
             chosen.append(sentence)
+            said.add(sentence.text)
             used += cost
     return sorted(chosen, key=lambda s: s.order)
 
@@ -176,7 +192,7 @@ def fold_digest(
     pool = [_spoken(s) for _, _, text in episodes for s in sentences(text)]
     pool += [(s.speaker, s.text) for s in _split(latest)]
     sections["人物"] = _people(previous.get("人物", ""), names, pool, caps["人物"], sep)
-    promises = [item for item in pool if _PROMISE.search(item[1])]
+    promises = [item for item in pool if _THREAD.search(item[1])]
     sections["承诺与伏笔"] = _merged_items(previous.get("承诺与伏笔", ""), promises, caps["承诺与伏笔"], sep)
     facts = [item for item in pool if _FACT.search(item[1])]
     sections["事实账"] = _merged_items(previous.get("事实账", ""), facts, caps["事实账"], sep)
