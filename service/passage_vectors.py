@@ -28,7 +28,8 @@ class PassageVectors:
         keys = self._keys(texts)
         left = [key for key in keys if key not in self._recent]
         if self.saved is not None and left:
-            left = [key for key in left if key not in self.saved.get_many(left, self.embedder.dimensions)]
+            saved = self.saved.get_many(left, self.embedder.dimensions)  # (one read of the file for them all)
+            left = [key for key in left if key not in saved]
         return len(left)
 
     def _keys(self, texts: Sequence[str]) -> list[str]:
