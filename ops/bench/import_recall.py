@@ -21,7 +21,9 @@ Measured, the clock started when the import answered:
   block — recall by words, the story's first index (`first_recall_dense`: 1 if that block was already
   ranked with vectors); the polls' own times are `context_p50_ms_before_recall`;
 - `fully_recallable_s`: `GET …/index` polled every 2 s (--smoke 0.2 s) until it reports `dense` and
-  `dense_passages == passages` — every passage embedded, the vectors joined to the ranking (`GET …/recall`
+  `dense_passages == passages`, not `behind` the archive and not `building` (the compaction the import
+  announced archives its episode summaries as passages meanwhile) — every passage embedded, the vectors
+  joined to the ranking (`GET …/recall`
   waits for the vectors, so it is never used here); `embed_passages_per_s` is `passages` over that
   time; `fused_recall`: 1 if the context's recall block then names the dense ranking;
 - turn latency while the passages are embedded, at each poll: `GET …/context` of the imported story
@@ -124,7 +126,11 @@ def start_server(data_dir: Path, log_path: Path, embedder: str) -> tuple[subproc
     with log_path.open("wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-    wait_healthy(base, proc, timeout=120)
+    try:
+        wait_healthy(base, proc, timeout=120)
+    except BaseException:  # (a server that did not come up is not left running over a deleted data dir)
+        stop(proc)
+        raise
     return proc, base, key, time.perf_counter() - started
 
 
@@ -239,7 +245,8 @@ def served(raw: bytes, plan: dict[str, Any], embedder: str, pool: Texts, tmp: Pa
         polls, reported, since = 0, time.perf_counter(), (0, 0)
         while True:
             index = api.call("GET", f"/v1/stories/{story_id}/index")
-            if index["dense"] and index["passages"] and index["dense_passages"] == index["passages"]:
+            whole = index["dense"] and index["passages"] and index["dense_passages"] == index["passages"]
+            if whole and not index["behind"] and not index["building"]:  # (every passage of the archive as it is)
                 break
             if time.perf_counter() > deadline:
                 phase_figures("embedding", contexts, turns, figures)
