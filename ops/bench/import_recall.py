@@ -23,9 +23,9 @@ Measured, the clock started when the import answered:
 - `fully_recallable_s`: `GET …/index` polled every 2 s (--smoke 0.2 s) until it reports `dense` and
   `dense_passages == passages`, not `behind` the archive and not `building` (the compaction the import
   announced archives its episode summaries as passages meanwhile) — every passage embedded, the vectors
-  joined to the ranking (`GET …/recall`
-  waits for the vectors, so it is never used here); `embed_passages_per_s` is `passages` over that
-  time; `fused_recall`: 1 if the context's recall block then names the dense ranking;
+  joined to the ranking (`GET …/recall` waits for the vectors, so it is never used here);
+  `embed_passages_per_s` is `passages` over that time; `fused_recall`: 1 if the context's recall block
+  then names the dense ranking;
 - turn latency while the passages are embedded, at each poll: `GET …/context` of the imported story
   (its leaf the user node above: the same words every time, the search over the whole chat) and, every
   5th poll (every ~10 s, a quick player; --smoke every poll), a turn of the small story:
@@ -34,8 +34,8 @@ Measured, the clock started when the import answered:
   the three requests' sum, `turn_context_*` its context alone, `turn_writes_*` its two writes), then the
   same over 20 polls (--smoke 5) once fully recallable, each with a turn (`*_after`), and the ratios
   embedding / after (`context_p50_ratio`, `context_p95_ratio`, `turn_p50_ratio`). --smoke's hashing
-  embedder is fast, so its story is embedded whole with its first index: nothing is timed while embedding
-  (those figures -1);
+  embedder is fast, so its story is embedded whole with its first index: its polls "while embedding" are
+  those until the compaction's summaries are indexed (a second or two);
 - the server's resident memory (Linux /proc) idle, after the import and when fully recallable; the
   machine's 1-minute load average when the run starts and when it ends (other work slows e5 several
   times over: its passages are embedded at the lowest CPU priority).
