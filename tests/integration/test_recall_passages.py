@@ -186,6 +186,22 @@ def test_a_long_reply_comes_back_whole_where_it_fits_and_as_its_part_where_it_do
     assert "那是很多年前的事了" not in last
 
 
+def hoarded(app: Changji, settings: dict[str, object], fillers: int) -> tuple[StoryBuilder, list[UUID]]:
+    """A story of twelve turns that each hide a hoard, then `fillers` of filler, compacted as it goes, ending
+    on the user asking where the hoards are; (the story, the hoards' replies)."""
+    story = StoryBuilder.start(app, **settings)
+    hoards = []
+    for i in range(12):
+        _, reply = story.turn(f"第{i}个箱子里有什么？", f"“第{i}箱旧银币，是守塔人埋下的宝藏之{i}。”")
+        hoards.append(reply)
+        compact_if_due(app, reply)
+    for _ in range(fillers):
+        _, reply = story.turn(*FILLER)
+        compact_if_due(app, reply)
+    story.user("那些银币宝藏都埋在哪里？")
+    return story, hoards
+
+
 def test_the_budget_the_window_leaves_unused_is_recall_s_too(
     sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
 ) -> None:
@@ -199,16 +215,7 @@ def test_the_budget_the_window_leaves_unused_is_recall_s_too(
         **SMALL, "context_window": 3000, "reply_reserve": 100, "recall_tokens": share, "recall_k": 30,
         "fill_window": False,
     }  # fmt: skip
-    story = StoryBuilder.start(sqlite_changji, **roomy)
-    hoards = []
-    for i in range(12):
-        _, reply = story.turn(f"第{i}个箱子里有什么？", f"“第{i}箱旧银币，是守塔人埋下的宝藏之{i}。”")
-        hoards.append(reply)
-        compact_if_due(sqlite_changji, reply)
-    for _ in range(6):
-        _, reply = story.turn(*FILLER)
-        compact_if_due(sqlite_changji, reply)
-    story.user("那些银币宝藏都埋在哪里？")
+    story, hoards = hoarded(sqlite_changji, roomy, 6)
     indexed(runner, words, story)
     ctx = views.context(story.tenant, story.story_id, None)
     block = next(b for b in ctx.explain if b.what == "recall")
@@ -235,14 +242,7 @@ def test_a_window_filled_with_unfolded_episodes_leaves_recall_what_the_next_epis
     views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
     share = 120
     settings = {**SMALL, "pack_turns": 8, "context_window": 1500, "reply_reserve": 100, "recall_tokens": share}
-    story = StoryBuilder.start(sqlite_changji, **settings)
-    for i in range(12):
-        _, reply = story.turn(f"第{i}个箱子里有什么？", f"“第{i}箱旧银币，是守塔人埋下的宝藏之{i}。”")
-        compact_if_due(sqlite_changji, reply)
-    for _ in range(60):
-        _, reply = story.turn(*FILLER)
-        compact_if_due(sqlite_changji, reply)
-    story.user("那些银币宝藏都埋在哪里？")
+    story, _ = hoarded(sqlite_changji, settings, 60)
     indexed(runner, words, story)
     ctx = views.context(story.tenant, story.story_id, None)
     block = next(b for b in ctx.explain if b.what == "recall")
