@@ -32,6 +32,8 @@ async def healthz(request: web.Request) -> web.Response:
     health: dict[str, object] = {"status": "ok", "read_model_position": svc.read_side.position}
     if WORKER in request.app:  # (one of several workers: which one answered, and whether it leads)
         health.update(worker=request.app[WORKER], leader=svc.leadership.leading)
+    elif svc.settings.shared:  # (one of the processes on a shared database: whether it runs the jobs)
+        health.update(leader=svc.leadership.leading)
     return web.json_response(health)
 
 

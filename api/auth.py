@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 
 from service.executor import Executor
-from storage.service_db import ServiceDB, hash_key
+from storage.service_db import ServiceData, hash_key
 
 KEY_CACHE_SECONDS = 30.0
 
 
 class Authenticator:
-    def __init__(self, keys: ServiceDB, executor: Executor, remember_seconds: float = KEY_CACHE_SECONDS) -> None:
+    def __init__(self, keys: ServiceData, executor: Executor, remember_seconds: float = KEY_CACHE_SECONDS) -> None:
         self.keys, self.executor, self.remember_seconds = keys, executor, remember_seconds
         self._tenants: dict[str, tuple[str, float]] = {}  # key hash → (tenant, until)
 

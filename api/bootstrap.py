@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from api.auth import Authenticator
 from api.settings import RETIRED_ENV, Settings
@@ -43,8 +44,8 @@ from storage import read_model_files
 from storage.checkpoints import LOG_LIMIT_BYTES, Checkpointer
 from storage.embedding_cache import EmbeddingCache
 from storage.leadership import LeaderLock
-from storage.notifications import SQLiteNotifications
-from storage.service_db import ServiceDB
+from storage.notifications import SQLiteNotifications, StoredEvents
+from storage.service_db import ServiceData, ServiceDB
 from storage.stop_requests import StopRequests
 from storage.write_lock import WriteLock
 
@@ -79,7 +80,7 @@ class Service:
     views: StoryViews
     writes: StoryWrites
     recall: Recall
-    keys: ServiceDB
+    keys: ServiceData
     auth: Authenticator
     counter: TokenCounter
     main_model: ChatModel | None
@@ -94,6 +95,7 @@ class Service:
     proxy: ChatProxy
     relay: Relay | None  # the chat-completions proxy's upstream: the main model's endpoint
     memory: CardMemoryKeeper  # each card's memory kept up with its stories
+    connections: list[Closable] = field(default_factory=list)  # the store's other connections, closed last
 
     def lifecycle(self) -> list[Resource]:
         """The resources in the order they start; they stop in the reverse order."""
@@ -104,8 +106,13 @@ class Service:
         async def close_keys() -> None:
             self.keys.close()
 
+        async def close_connections() -> None:
+            for connection in self.connections:
+                connection.close()
+
         turns = self.turns
         return [
+            Resource("store connections", _nothing, close_connections),
             Resource("key store", _nothing, close_keys),
             Resource("event store", _nothing, close_app),
             Resource("the lead", self.leadership.claim, _nothing),  # (its duties start last)
@@ -133,7 +140,7 @@ def bootstrap(
     *,
     app: Changji | None = None,
     store: ReadModels | None = None,
-    keys: ServiceDB | None = None,
+    keys: ServiceData | None = None,
     counter: TokenCounter | None = None,
     main_model: ChatModel | None = None,
     side_model: ChatModel | None = None,
@@ -148,45 +155,56 @@ def bootstrap(
         log.warning("%s is no longer read: %s", name, RETIRED_ENV[name])
     env = settings.event_store_env()
     checkpointer = None
-    if settings.persistence == "sqlite":
+    local = settings.persistence != "memory"  # (files in the data dir: the store's, or this process's caches)
+    if local:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         if background_checkpoints and app is None and store is None:
             env["SQLITE_WAL_AUTOCHECKPOINT"] = "0"
-            checkpointer = Checkpointer([env["SQLITE_DBNAME"], settings.read_models_path])
+            logs = [settings.read_models_path] if settings.shared else [env["SQLITE_DBNAME"], settings.read_models_path]
+            checkpointer = Checkpointer(logs)
     written = WriteLock(None)  # (one of this process alone: a store given, or one in memory)
     if app is None:
         app = Changji(env=env)
-        if settings.persistence == "sqlite":  # other workers write the same store: one commit at a time
-            written = WriteLock(f"{env['SQLITE_DBNAME']}.lock")
+        if local:  # other processes write the same store: one commit at a time
+            written = _write_lock(settings, env)
         app.write_lock = written
-    if app.bulk_events is None and (bulk := SQLiteNotifications.of(app)) is not None:
+    connections: list[Closable] = [written]
+    if app.bulk_events is None and (bulk := notifications(app, settings)) is not None:
+        connections.append(bulk)
         app.bulk_events = bulk.events_of  # (on a connection of the domain's own: nodes read in bulk)
     rebuilt_in, held, moves = None, None, 0  # (where rebuilt read models are offered; the file in use, held)
     if store is None:
         path = settings.read_models_path
-        if settings.persistence == "sqlite":
+        if local:
             rebuilt_in, moves = settings.data_dir, written.files  # (counted before the file in use is read)
             held_path, held = read_model_files.hold_current(settings.data_dir)
             path = str(held_path)
         store = ReadModels(path, LOG_LIMIT_BYTES if checkpointer else None)
-    runner = ProjectionRunner(app, store, SQLiteNotifications.of(app))
+    runner = ProjectionRunner(app, store, _kept(notifications(app, settings), connections))
     read_side = ReadSide(
         runner, settings.poll_interval, data_dir=rebuilt_in, write_lock=written, held=held, moves=moves
     )
     if checkpointer is not None:
         read_side.on_adopted(checkpointer.replace)
     # where every commit waits for the disk, a command on the loop would hold it that long
-    inline = settings.persistence == "memory" or settings.sqlite_synchronous == "NORMAL"
-    follower = LogFollower(app, SQLiteNotifications.of(app), written)  # (others' writes: other workers)
-    executor = Executor(read_side, inline_commands=inline, follower=follower, write_lock=written)
+    # (and a shared database answers over the network)
+    inline = settings.persistence == "memory" or (
+        settings.persistence == "sqlite" and settings.sqlite_synchronous == "NORMAL"
+    )
+    follower = LogFollower(
+        app, _kept(notifications(app, settings), connections), written
+    )  # (others' writes: other workers)
+    executor = Executor(
+        read_side, inline_commands=inline, follower=follower, write_lock=written, fresh_reads=settings.shared
+    )
     counter = counter or default_counter()
-    keys = keys or ServiceDB(settings.service_db_path)
+    keys = keys or service_data(settings)
     main_model = main_model or _model(settings, "main")
     side_model = side_model or _model(settings, "side")
     embedder = _embedder(settings)
     saved = (  # opened after everything that can fail: nothing below does (hashing: cheaper than a read)
         EmbeddingCache.open(str(settings.data_dir / "embeddings.sqlite"))
-        if embedder is not None and not embedder.instant and settings.persistence == "sqlite"
+        if embedder is not None and not embedder.instant and local
         else None
     )
     recall = Recall(store, embedder, saved=saved, vector_wait=settings.recall_vector_wait)
@@ -199,7 +217,7 @@ def bootstrap(
             memory=MemorySearch(executor, views, recall),
             lore=views.lore_at,
             prepare=recall.prepare if recall.embedder is not None and not recall.embedder.instant else None,
-            stops=StopRequests(settings.data_dir / "stops") if settings.workers > 1 else None,
+            stops=_kept(_stop_requests(settings), connections),
             warm=views.warm,
         )
         if main_model
@@ -222,15 +240,72 @@ def bootstrap(
     duties = [Duty("job system", jobs.start, jobs.stop), Duty("card memory", sweep.start, sweep.stop)]
     if checkpointer is not None:
         duties.insert(0, Duty("checkpoints", checkpointer.start, checkpointer.stop))
-    leadership = Leadership(LeaderLock(settings.data_dir if settings.persistence == "sqlite" else None), duties)
+    leadership = Leadership(_leader_lock(settings), duties)
     read_side.leading = lambda: leadership.leading  # (only the leader adopts a rebuilt read-model file)
     return Service(
         settings, app, store, runner, read_side, executor, views, StoryWrites(app, views), recall, keys,
         Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer, leadership, follower,
         Importer(app, keys, settings.import_max_bytes), ChatProxy(app, views, store, keys.put_blob, settings.proxy_budget), _relay(main_model),
-        keeper,
+        keeper, connections,
     )  # fmt: skip
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
+
+
+def _kept(connection: C | None, connections: list[Closable]) -> C | None:
+    """`connection`, noted to be closed with the service."""
+    if connection is not None:
+        connections.append(connection)
+    return connection
+
+
+def service_data(settings: Settings) -> ServiceData:
+    """API keys, idempotency records and blobs: in the shared database, or the data dir's file."""
+    if settings.database_url is not None:
+        from storage.postgres.service_db import PostgresServiceDB  # (psycopg: the postgresql extra)
+
+        return PostgresServiceDB(settings.database_url)
+    return ServiceDB(settings.service_db_path)
+
+
+def _write_lock(settings: Settings, env: dict[str, str]) -> WriteLock:
+    if settings.database_url is not None:
+        from storage.postgres.locks import AdvisoryWriteLock
+
+        return AdvisoryWriteLock(settings.database_url)
+    return WriteLock(f"{env['SQLITE_DBNAME']}.lock")
+
+
+def notifications(app: Changji, settings: Settings) -> StoredEvents | None:
+    """The event store's log read in bulk (None: through the recorder and the mapper)."""
+    if settings.database_url is not None:
+        from storage.postgres.notifications import PostgresNotifications
+
+        return PostgresNotifications.of(app, settings.database_url)
+    return SQLiteNotifications.of(app)
+
+
+def _stop_requests(settings: Settings) -> StopRequests | None:
+    """Where a stop asked of a turn running in another process is left (None: no other process)."""
+    if settings.database_url is not None:
+        from storage.postgres.stop_requests import PostgresStopRequests
+
+        return PostgresStopRequests(settings.database_url)
+    return StopRequests(settings.data_dir / "stops") if settings.workers > 1 else None
+
+
+def _leader_lock(settings: Settings) -> LeaderLock:
+    if settings.database_url is not None:
+        from storage.postgres.locks import AdvisoryLeaderLock
+
+        return AdvisoryLeaderLock(settings.database_url)
+    return LeaderLock(settings.data_dir if settings.persistence == "sqlite" else None)
 
 
 def _embedder(settings: Settings) -> Embedder | None:

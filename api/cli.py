@@ -22,7 +22,7 @@ import click
 from pydantic import ValidationError
 
 from api.app import create_app
-from api.bootstrap import Service, bootstrap, embedder_name
+from api.bootstrap import Service, bootstrap, embedder_name, notifications, service_data
 from api.keys import SERVICE, WORKER
 from api.server import AccessLog
 from api.server import serve as serve_app
@@ -37,8 +37,7 @@ from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from service.read_side import replay_if_empty
 from storage import read_model_files
-from storage.notifications import SQLiteNotifications
-from storage.service_db import ServiceDB
+from storage.postgres import redacted
 
 DATA_DIR = click.option(
     "--data-dir", type=click.Path(path_type=Path), default=None, help="data directory [env CHANGJI_DATA_DIR; .changji]"
@@ -74,7 +73,7 @@ def serve(
     worker_index: int,
     parent_pid: int | None,
 ) -> None:
-    """Run the HTTP API on the embedded SQLite store."""
+    """Run the HTTP API: on the embedded SQLite store, or the PostgreSQL database of CHANGJI_DATABASE_URL."""
     try:
         settings = Settings.from_env(data_dir=data_dir, host=host, port=port, workers=workers)
     except ValidationError as exc:
@@ -83,7 +82,7 @@ def serve(
         _serve_worker(settings, [int(fd) for fd in listen_fds.split(",")], worker_index, parent_pid or os.getppid())
         return
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = ServiceDB(settings.service_db_path)
+    db = service_data(settings)
     if not db.has_keys():
         _, key = db.create_key(LOCAL_TENANT, "created by the first `changji serve`")
         click.echo(f"First start: an API key for tenant '{LOCAL_TENANT}' (shown once, stored hashed):\n\n  {key}\n")
@@ -107,6 +106,9 @@ def _banner(settings: Settings, recall: str) -> None:
     workers = f", {settings.workers} workers" if settings.workers > 1 else ""
     click.echo(
         f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir.resolve()}{workers})"
+        if settings.database_url is None
+        else f"changji listening on http://{settings.host}:{settings.port} (store: PostgreSQL at"
+        f" {redacted(settings.database_url)}; this process's caches in {settings.data_dir.resolve()})"
     )
     for role, model in (("main model", settings.main_model), ("side model", settings.side_model)):
         where = f"{model.model} at {model.base_url}" if model.configured else "none"
@@ -125,7 +127,7 @@ def _supervise(settings: Settings, log_level: str) -> None:
     """Several workers (`api/supervisor.py`): the read models made ready once, the address bound here."""
     app = Changji(env=settings.event_store_env())
     try:
-        runner = ProjectionRunner(app, ReadModels(settings.read_models_path), SQLiteNotifications.of(app))
+        runner = ProjectionRunner(app, ReadModels(settings.read_models_path), notifications(app, settings))
         replay_if_empty(runner)
         runner.catch_up()
         runner.store.writer.conn.close()
@@ -176,7 +178,7 @@ def keys_create(data_dir: Path | None, tenant: str, label: str) -> None:
     """Make a key for a tenant and print it (the only time it is shown)."""
     settings = Settings.from_env(data_dir=data_dir)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = ServiceDB(settings.service_db_path)
+    db = service_data(settings)
     key_id, key = db.create_key(tenant, label)
     click.echo(key)
     click.echo(f"(id {key_id}, tenant {tenant})", err=True)
@@ -186,7 +188,7 @@ def keys_create(data_dir: Path | None, tenant: str, label: str) -> None:
 @DATA_DIR
 def keys_list(data_dir: Path | None) -> None:
     """List the keys: id, tenant, when made, revoked or not, label (never the key)."""
-    db = ServiceDB(Settings.from_env(data_dir=data_dir).service_db_path)
+    db = service_data(Settings.from_env(data_dir=data_dir))
     for key_id, tenant, label, created, revoked in db.list_keys():
         click.echo(f"{key_id}…  tenant={tenant}  created={created}{'  REVOKED' if revoked else ''}  {label}")
 
@@ -196,7 +198,7 @@ def keys_list(data_dir: Path | None) -> None:
 @click.argument("key_id")
 def keys_revoke(data_dir: Path | None, key_id: str) -> None:
     """Revoke a key by its id (as `keys list` shows it): requests with it are refused from then on."""
-    db = ServiceDB(Settings.from_env(data_dir=data_dir).service_db_path)
+    db = service_data(Settings.from_env(data_dir=data_dir))
     if not db.revoke(key_id):
         raise click.ClickException(f"no key with id {key_id}")
     click.echo(f"revoked {key_id}")
@@ -215,7 +217,7 @@ def projections() -> None:
 def projections_rebuild(data_dir: Path | None, wait: float) -> None:
     """Replay every event into a new read-model file; a running service switches to it, or it is used from the next start."""
     settings = Settings.from_env(data_dir=data_dir)
-    if settings.persistence != "sqlite":
+    if settings.persistence == "memory":
         raise click.ClickException("read models in memory are rebuilt at every start")
     folder = settings.data_dir
     folder.mkdir(parents=True, exist_ok=True)
@@ -224,7 +226,7 @@ def projections_rebuild(data_dir: Path | None, wait: float) -> None:
     started = time.perf_counter()
     with read_model_files.building(target):  # until it is named: no promotion elsewhere removes it
         try:
-            runner = ProjectionRunner(app, ReadModels(target), SQLiteNotifications.of(app))
+            runner = ProjectionRunner(app, ReadModels(target), notifications(app, settings))
             total = runner.max_position()
             with click.progressbar(length=total, label=f"replaying {total:,} events", file=sys.stderr) as bar:
                 position = runner.rebuild(progress=bar.update)
@@ -251,6 +253,41 @@ def projections_rebuild(data_dir: Path | None, wait: float) -> None:
             return
         time.sleep(0.2)
     click.echo(f"the running service has not switched within {wait:.0f}s; it will at its next poll or start")
+
+
+@main.command()
+@DATA_DIR
+@click.option("--to", "url", required=True, help="an empty PostgreSQL database: postgresql://user:password@host/db")
+def migrate(data_dir: Path | None, url: str) -> None:
+    """Copy a SQLite data dir's store (events, keys, blobs) into an empty PostgreSQL database."""
+    from storage.postgres.migrate import NotEmpty, copy_data_dir, count_events
+
+    try:
+        target = Settings.from_env(data_dir=data_dir, database_url=url)
+    except ValidationError as exc:
+        raise click.ClickException(_reason(exc)) from None
+    folder = target.data_dir
+    if not (folder / "events.sqlite").exists():
+        raise click.ClickException(f"no SQLite store in {folder} (events.sqlite)")
+    with read_model_files.unless_served(folder) as free:
+        if not free:
+            raise click.ClickException(f"a service serves {folder}: stop it first (the copy is of a store at rest)")
+        destination = Changji(env=target.event_store_env())
+        started = time.perf_counter()
+        try:
+            total = count_events(folder)
+            with click.progressbar(length=total, label=f"copying {total:,} events", file=sys.stderr) as bar:
+                copied = copy_data_dir(folder, url, destination, bar.update)
+        except NotEmpty as exc:
+            raise click.ClickException(str(exc)) from None
+        finally:
+            destination.close()
+    rows = ", ".join(f"{count:,} {table}" for table, count in (copied.rows or {}).items())
+    click.echo(
+        f"copied {copied.events:,} events and {copied.snapshots:,} snapshots ({rows}) in"
+        f" {time.perf_counter() - started:.1f}s; start `changji serve` with CHANGJI_DATABASE_URL set to it"
+        " (each process folds its read models from the log at its first start)"
+    )
 
 
 @main.command()
@@ -291,7 +328,7 @@ def import_files(data_dir: Path | None, paths: tuple[Path, ...], tenant: str, ca
         raise click.ClickException("no .png, .json, .charx or .jsonl files there")
     settings = Settings.from_env(data_dir=data_dir)
     with contextlib.ExitStack() as stack:
-        if settings.persistence == "sqlite":
+        if settings.persistence != "memory":
             try:
                 stack.enter_context(read_model_files.serving(settings.data_dir))
             except read_model_files.AlreadyServed as exc:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 
 from providers.openai import ModelEndpoint
 from storage import read_model_files
+from storage.postgres import check_url, event_store_env
 
 RETIRED_ENV = {
     "CHANGJI_SCRIBE_LANGUAGE": "the scribe now writes in each story's language (the card or story setting `language`)",
@@ -50,8 +51,19 @@ class ModelSettings(BaseModel):
 
 
 class Settings(BaseModel):
-    data_dir: Path = Field(Path(".changji"), description="where the SQLite files live")
-    persistence: Literal["sqlite", "memory"] = "sqlite"
+    data_dir: Path = Field(
+        Path(".changji"),
+        description="where the SQLite files live; with a database URL, this process's own caches only (its read"
+        " models and embeddings, rebuilt from the database when lost)",
+    )
+    persistence: Literal["sqlite", "memory", "postgresql"] = Field(
+        "sqlite", description="sqlite: files in the data dir; postgresql: the database at database_url"
+    )
+    database_url: str | None = Field(
+        None,
+        description="postgresql://user:password@host:port/database — the store every process shares"
+        " (CHANGJI_DATABASE_URL); sets persistence to postgresql",
+    )
     host: str = "127.0.0.1"
     port: int = Field(8780, ge=0, le=65535)
     max_body_bytes: int = Field(1 << 20, ge=1024)
@@ -114,9 +126,19 @@ class Settings(BaseModel):
     def _endpoint_configured(self) -> Settings:
         if self.embedder == "endpoint" and not self.embeddings.configured:
             raise ValueError("embedder 'endpoint' needs CHANGJI_EMBED_BASE_URL and CHANGJI_EMBED_MODEL")
+        if self.database_url is not None:
+            check_url(self.database_url)
+            if self.persistence == "memory":
+                raise ValueError("CHANGJI_DATABASE_URL names a database: CHANGJI_PERSISTENCE=memory cannot use it")
+            self.persistence = "postgresql"
+        elif self.persistence == "postgresql":
+            raise ValueError("CHANGJI_PERSISTENCE=postgresql needs CHANGJI_DATABASE_URL=postgresql://…")
         if self.workers > 1 and self.persistence != "sqlite":
             raise ValueError(
-                "several workers share the SQLite files: CHANGJI_WORKERS > 1 needs CHANGJI_PERSISTENCE=sqlite"
+                "CHANGJI_WORKERS > 1 shares the SQLite files of one data dir; on PostgreSQL run one"
+                " `changji serve` per core, each with a data dir of its own"
+                if self.persistence == "postgresql"
+                else "several workers share the SQLite files: CHANGJI_WORKERS > 1 needs CHANGJI_PERSISTENCE=sqlite"
             )
         return self
 
@@ -125,6 +147,7 @@ class Settings(BaseModel):
         env = {
             "data_dir": os.environ.get("CHANGJI_DATA_DIR"),
             "persistence": os.environ.get("CHANGJI_PERSISTENCE"),
+            "database_url": os.environ.get("CHANGJI_DATABASE_URL") or None,
             "host": os.environ.get("CHANGJI_HOST"),
             "port": os.environ.get("CHANGJI_PORT"),
             "workers": os.environ.get("CHANGJI_WORKERS"),
@@ -159,6 +182,8 @@ class Settings(BaseModel):
     def event_store_env(self) -> dict[str, str]:
         if self.persistence == "memory":
             return {"PERSISTENCE_MODULE": "eventsourcing.popo", "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes)}
+        if self.database_url is not None:
+            return {**event_store_env(self.database_url), "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes)}
         return {
             "PERSISTENCE_MODULE": "storage.event_store:Factory",
             "SQLITE_DBNAME": str(self.data_dir / "events.sqlite"),
@@ -172,6 +197,11 @@ class Settings(BaseModel):
         if self.persistence == "memory":
             return f"file:changji-read-models-{id(self)}?mode=memory&cache=shared"
         return str(read_model_files.current(self.data_dir))  # read_models.sqlite, or a rebuilt file
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes, on other hosts, may share this store (PostgreSQL)."""
+        return self.database_url is not None
 
     @property
     def service_db_path(self) -> str:

@@ -167,8 +167,8 @@ class TurnRunner:
         assert self.stops is not None
         while self.running:
             await asyncio.sleep(LOOK_SECONDS)
-            for reply_id in self.stops.asked(list(self.running)):
-                self.stops.clear(reply_id)
+            for reply_id in await asyncio.to_thread(self.stops.asked, list(self.running)):
+                await asyncio.to_thread(self.stops.clear, reply_id)
                 self.stop(reply_id, "stopped")
 
     async def stop_elsewhere(self, reply_id: UUID, seconds: float = STOP_ELSEWHERE_SECONDS) -> bool:
@@ -177,7 +177,7 @@ class TurnRunner:
         before the turn did) — the caller then records the stop itself."""
         if self.stops is None:
             return False
-        self.stops.ask(reply_id)
+        await asyncio.to_thread(self.stops.ask, reply_id)
         try:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:
@@ -186,7 +186,7 @@ class TurnRunner:
                     return True
             return False
         finally:
-            self.stops.clear(reply_id)
+            await asyncio.to_thread(self.stops.clear, reply_id)
 
     def _finished(self, handle: TurnHandle, task: asyncio.Task[NodeView]) -> None:
         self.running.pop(handle.reply_id, None)

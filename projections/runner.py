@@ -98,7 +98,7 @@ class ProjectionRunner:
             if not batch:
                 break
             try:
-                self.position = self.store.apply(batch)
+                self.position = self.store.apply(batch, after=self.position)
             except Exception:
                 log.exception("read models stopped: an event after position %s failed to fold", self.position)
                 raise

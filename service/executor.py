@@ -64,12 +64,17 @@ class Executor:
         readers: int = 2,
         follower: LogFollower | None = None,
         write_lock: WriteLock | None = None,
+        fresh_reads: bool = False,
     ) -> None:
         """`inline_commands`: short calls may run on the event loop when the writer thread is idle — set
         where commits do not wait for the disk. `follower`: what other processes saved is followed
         before each domain call (`service/log_follower.py`); `write_lock`: the event store's, which every
-        command holds (None: one of this process alone)."""
+        command holds (None: one of this process alone). `fresh_reads`: the read models are this
+        process's own while other processes write the store (a shared database), so each read-model
+        query first folds what the log holds beyond them: a write another process answered is read
+        here by the next request."""
         self.read_side = read_side
+        self.fresh_reads = fresh_reads
         self.inline_commands = inline_commands
         self.follower = follower
         self.write_lock = write_lock if write_lock is not None else WriteLock(None)
@@ -116,6 +121,8 @@ class Executor:
 
     async def query(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a read-model query on a reader thread."""
+        if self.fresh_reads:
+            await self.read_side.sync()
         self.read_side.follow_moves()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, functools.partial(fn, *args, **kwargs))
@@ -123,6 +130,8 @@ class Executor:
     async def short_query(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`query` for a short one (a node's children, by an index: tens of µs), here on the loop, with
         the loop's own connection: less than the hop to a reader thread and back."""
+        if self.fresh_reads:
+            await self.read_side.sync()
         self.read_side.follow_moves()
         return fn(*args, **kwargs)
 

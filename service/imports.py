@@ -29,7 +29,7 @@ from interchange.chats import read_chat
 from interchange.lorebook_fields import LorebookFormatError
 from interchange.lorebooks import ImportedLorebook, character_book_entries, read_lorebook
 from service.chat_transfer import imported_chat
-from storage.service_db import ServiceDB
+from storage.service_db import ServiceData
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class ChatFile:
 
 
 class Importer:
-    def __init__(self, app: Changji, blobs: ServiceDB, max_bytes: int) -> None:
+    def __init__(self, app: Changji, blobs: ServiceData, max_bytes: int) -> None:
         self.app, self.blobs, self.max_bytes = app, blobs, max_bytes
 
     def read_card(self, raw: bytes, filename: str | None = None) -> CardFile:

@@ -39,16 +39,25 @@ class Leadership:
         self.lock.try_take()
 
     async def start(self) -> None:
-        """Start the duties if this process leads; else look again every `retry_seconds`."""
-        if not (self.lock.try_take() and await self._take_up()):
-            self._waiting = asyncio.create_task(self._wait())
+        """Start the duties if this process leads; then watch the lead (`_wait`)."""
+        if self.lock.try_take():
+            await self._take_up()
+        self._waiting = asyncio.create_task(self._wait())
 
     async def _wait(self) -> None:
+        """Look for the lead every `retry_seconds`; once leading, look every as often that the lead is
+        still held (a lock on a database connection is lost with it) and, if it is not, stop the duties
+        and look for the lead again."""
         while True:
             await asyncio.sleep(self.retry_seconds)
-            if self.lock.try_take() and await self._take_up():
+            if self._started:
+                if not await asyncio.to_thread(self.lock.still_held):
+                    log.warning("this process lost the lead (its lock's connection ended): its duties stop")
+                    await self._stop_duties()
+                    self.lock.release()
+                continue
+            if await asyncio.to_thread(self.lock.try_take) and await self._take_up():
                 log.info("this process leads now: it runs the job system and the checkpoints")
-                return
 
     async def _take_up(self) -> bool:
         """Start the duties; on a failure, stop those started and let the lead go (another process, or

@@ -30,7 +30,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from domain.application import Changji, stored_class
 from domain.errors import ConcurrentWriteError
-from storage.notifications import SQLiteNotifications, StoredRow, uuid_of
+from storage.notifications import StoredEvents, StoredRow, uuid_of
 from storage.write_lock import WriteLock
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ ASK_SECONDS = 1.0  # the log is asked at least this often, whatever the write lo
 
 
 class LogFollower:
-    def __init__(self, app: Changji, reader: SQLiteNotifications | None, written: WriteLock | None = None) -> None:
+    def __init__(self, app: Changji, reader: StoredEvents | None, written: WriteLock | None = None) -> None:
         """`reader`: the event store's log (None: an in-memory store, which no other process writes);
         `written`: the store's write lock, whose count tells whether anyone wrote since the last look
         (None: the log is asked every time)."""

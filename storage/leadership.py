@@ -41,6 +41,10 @@ class LeaderLock:
         self._handle = handle
         return True
 
+    def still_held(self) -> bool:
+        """Whether this process still leads (a lock held by the kernel stays held while the process lives)."""
+        return self.held
+
     def release(self) -> None:
         if self._handle is not None:
             fcntl.flock(self._handle, fcntl.LOCK_UN)

@@ -52,61 +52,32 @@ class _Hex:
     decode = staticmethod(uuid_of)
 
 
-class SQLiteNotifications:
-    """Reads (notification id, domain event) pairs from an eventsourcing SQLite event store file."""
+class StoredEvents:
+    """Stored rows of an event store decoded into domain events in bulk; a subclass reads the rows
+    (`rows`, `events_of`) from its store."""
 
-    def __init__(self, path: str, mapper: Any, table: str = "stored_events") -> None:
-        self.path, self.table, self.mapper = path, table, mapper
+    def __init__(self, mapper: Any, table: str = "stored_events") -> None:
+        self.table, self.mapper = table, mapper
         transcoder = mapper.transcoder
         self.names: dict[str, Any] = {**transcoder.names, "uuid_hex": _Hex}
-        self._conn: sqlite3.Connection | None = None
         self._classes: dict[str, type] = {}
 
-    @classmethod
-    def of(cls, source: Any) -> SQLiteNotifications | None:
-        """A reader for an application whose events are in an SQLite file, stored as plain JSON."""
-        mapper, recorder = getattr(source, "mapper", None), getattr(source, "recorder", None)
-        datastore = getattr(recorder, "datastore", None)
-        pool = getattr(datastore, "pool", None)
-        path = getattr(pool, "db_name", None)
-        if mapper is None or recorder is None or mapper.compressor or mapper.cipher or not isinstance(path, str):
-            return None
-        if getattr(pool, "is_sqlite_memory_mode", True) or getattr(datastore, "originator_id_type", "") != "uuid":
-            return None
-        return cls(path, mapper, recorder.events_table_name)
+    def rows(self, start: int, limit: int, stop: int | None = None) -> list[StoredRow]:
+        """The stored rows from notification id `start` on (up to `stop`), in order, nothing decoded:
+        (notification id, originator id as 32 hex digits, originator version, topic, state)."""
+        raise NotImplementedError
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False)  # (reads only)
-            self._conn.execute("PRAGMA busy_timeout=5000")
-        return self._conn
+    def events_of(self, originator_ids: Sequence[UUID]) -> list[Any]:
+        """The events of those aggregates, each one's in version order, in one query (`Changji.preload`;
+        a few hundred ids at a time)."""
+        raise NotImplementedError
 
     def read(self, start: int, limit: int, stop: int | None = None) -> list[tuple[int, Any]]:
         """Up to `limit` events from notification id `start` on (up to `stop`), in order."""
         return [(row[0], self.event(row)) for row in self.rows(start, limit, stop)]
 
-    def rows(self, start: int, limit: int, stop: int | None = None) -> list[StoredRow]:
-        """The stored rows themselves (nothing decoded): (notification id, originator id as stored,
-        originator version, topic, state)."""
-        sql = f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.table} WHERE rowid >= ?"
-        args: list[int] = [start]
-        if stop is not None:
-            sql += " AND rowid <= ?"
-            args.append(stop)
-        rows: list[StoredRow] = self._connection().execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
-        return rows
-
-    def events_of(self, originator_ids: Sequence[UUID]) -> list[Any]:
-        """The events of those aggregates, each one's in version order, in one query (`Changji.preload`;
-        a few hundred ids at a time)."""
-        if not originator_ids:
-            return []
-        ids = [originator_id.hex for originator_id in originator_ids]
-        sql = (
-            f"SELECT originator_id, originator_version, topic, state FROM {self.table}"
-            f" WHERE originator_id IN ({','.join('?' * len(ids))}) ORDER BY originator_id, originator_version"
-        )
-        return [self._event(*row) for row in self._connection().execute(sql, ids).fetchall()]
+    def close(self) -> None:
+        return None
 
     def event(self, row: StoredRow) -> Any:
         """The domain event of a stored row."""
@@ -151,6 +122,53 @@ class SQLiteNotifications:
         if len(value) == 2 and "_type_" in value and "_data_" in value:
             return self.names[value["_type_"]].decode(value["_data_"])
         return value
+
+
+class SQLiteNotifications(StoredEvents):
+    """Reads (notification id, domain event) pairs from an eventsourcing SQLite event store file."""
+
+    def __init__(self, path: str, mapper: Any, table: str = "stored_events") -> None:
+        super().__init__(mapper, table)
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    def of(cls, source: Any) -> SQLiteNotifications | None:
+        """A reader for an application whose events are in an SQLite file, stored as plain JSON."""
+        mapper, recorder = getattr(source, "mapper", None), getattr(source, "recorder", None)
+        datastore = getattr(recorder, "datastore", None)
+        pool = getattr(datastore, "pool", None)
+        path = getattr(pool, "db_name", None)
+        if mapper is None or recorder is None or mapper.compressor or mapper.cipher or not isinstance(path, str):
+            return None
+        if getattr(pool, "is_sqlite_memory_mode", True) or getattr(datastore, "originator_id_type", "") != "uuid":
+            return None
+        return cls(path, mapper, recorder.events_table_name)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False)  # (reads only)
+            self._conn.execute("PRAGMA busy_timeout=5000")
+        return self._conn
+
+    def rows(self, start: int, limit: int, stop: int | None = None) -> list[StoredRow]:
+        sql = f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.table} WHERE rowid >= ?"
+        args: list[int] = [start]
+        if stop is not None:
+            sql += " AND rowid <= ?"
+            args.append(stop)
+        rows: list[StoredRow] = self._connection().execute(sql + " ORDER BY rowid LIMIT ?", [*args, limit]).fetchall()
+        return rows
+
+    def events_of(self, originator_ids: Sequence[UUID]) -> list[Any]:
+        if not originator_ids:
+            return []
+        ids = [originator_id.hex for originator_id in originator_ids]
+        sql = (
+            f"SELECT originator_id, originator_version, topic, state FROM {self.table}"
+            f" WHERE originator_id IN ({','.join('?' * len(ids))}) ORDER BY originator_id, originator_version"
+        )
+        return [self._event(*row) for row in self._connection().execute(sql, ids).fetchall()]
 
     def close(self) -> None:
         if self._conn is not None:

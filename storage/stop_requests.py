@@ -32,3 +32,6 @@ class StopRequests:
     def clear(self, reply_id: UUID) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.folder / reply_id.hex).unlink()
+
+    def close(self) -> None:
+        return None

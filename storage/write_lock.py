@@ -54,23 +54,39 @@ class WriteLock:
             return True
         if not self._guard.acquire(blocking=wait):
             return False
-        if self.path is not None:
-            try:
-                self._open()
-                assert self._fd is not None
-                try:
-                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    if not wait:
-                        self._guard.release()
-                        return False
-                    self.waits += 1
-                    fcntl.flock(self._fd, fcntl.LOCK_EX)  # (the GIL is let go while it waits)
-            except BaseException:
+        try:
+            if not self._acquire(wait):
                 self._guard.release()
-                raise
+                return False
+        except BaseException:
+            self._guard.release()
+            raise
         self._owner, self._depth = me, 1
         return True
+
+    def _acquire(self, wait: bool) -> bool:
+        """Take the lock across processes (this thread holds the process's guard); whether it did."""
+        if self.path is None:
+            return True
+        self._open()
+        assert self._fd is not None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                return False
+            self.waits += 1
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # (the GIL is let go while it waits)
+        return True
+
+    def _release(self) -> None:
+        """Let the lock go across processes, counting the release."""
+        if self._fd is not None:
+            before = self.generation
+            assert self._count is not None
+            self._count[:8] = (before + 1).to_bytes(8, "little")
+            self.own = (before, before + 1)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
@@ -78,14 +94,11 @@ class WriteLock:
         self._depth -= 1
         if self._depth:
             return
-        if self._fd is not None:
-            before = self.generation
-            assert self._count is not None
-            self._count[:8] = (before + 1).to_bytes(8, "little")
-            self.own = (before, before + 1)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        self._owner = None
-        self._guard.release()
+        try:
+            self._release()
+        finally:
+            self._owner = None
+            self._guard.release()
 
     @property
     def generation(self) -> int:

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -20,13 +21,16 @@ from typing import Any
 CHANGJI = str(Path(sys.executable).parent / "changji")
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CHANGJI, *args], capture_output=True, text=True, timeout=60, check=False)
+def run(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`changji` with these arguments (and `env` added to this process's environment)."""
+    return subprocess.run(
+        [CHANGJI, *args], capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **(env or {})}
+    )
 
 
-def new_key(data_dir: Path, tenant: str = "local") -> str:
+def new_key(data_dir: Path, tenant: str = "local", env: Mapping[str, str] | None = None) -> str:
     """`changji keys create` for the data dir (made if missing): the key it prints."""
-    created = run("keys", "create", "--data-dir", str(data_dir), "--tenant", tenant)
+    created = run("keys", "create", "--data-dir", str(data_dir), "--tenant", tenant, env=env)
     assert created.returncode == 0, created.stderr
     return created.stdout.strip().splitlines()[0]
 
@@ -52,6 +56,23 @@ class Server:
         request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
+
+    def send(
+        self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, Mapping[str, str], Any]:
+        """`call` that answers an error too: (status, headers, JSON body or None)."""
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            auth = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
+            request = urllib.request.Request(
+                self.base + path, data=data, method=method, headers={**auth, **(headers or {})}
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                raw = response.read()
+                return response.status, dict(response.headers), json.loads(raw) if raw else None
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            return error.code, dict(error.headers), json.loads(raw) if raw else None
 
 
 def wait_until_up(base: str, process: subprocess.Popen[bytes], log: Path) -> None:

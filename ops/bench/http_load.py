@@ -1,6 +1,8 @@
-"""HTTP load: 64 concurrent bring-your-own clients on loopback, changji against a plain floor.
+"""HTTP load: 64 concurrent bring-your-own clients on loopback, changji against a plain floor; or turns
+offered at a fixed rate (`--rate`), on SQLite or on PostgreSQL with several processes.
 
     python ops/bench/http_load.py [--quick | --smoke] [--profile] [--variants floor,raw,compacted] [--embedder none]
+    python ops/bench/http_load.py --rate R [--database-url URL] [--workers N] [--quick | --smoke]
 
 Variants, run one after the other in one run (these machines are noisy: compare within a run):
 - `floor`: aiohttp + SQLite doing a turn's minimum on the same routes (`serve_floor`: a committed
@@ -30,6 +32,10 @@ variant's turns/s over the slower's), `variant_p99_ratio`, and each served varia
 settled and samples the thread holding the GIL for the whole load; the top functions, by own and by
 inclusive samples, go to stderr. A profiled run's figures are a little slower than a plain one's.
 
+`--rate R`: turns offered at a fixed rate to the compacted story, served by one `changji serve --workers N`
+on SQLite or, with `--database-url` (an empty database, filled by `changji migrate`), by N processes with
+data dirs of their own; the loop and its last line (`RATE_FIGURES`) are described in `_open_loop.py`.
+
 (The script keeps its name: an `http.py` here would shadow the standard library's `http` package for
 every import made while it runs as a script.)
 """
@@ -39,22 +45,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import TENANT, build_story, emit, figure_keys, log, median_ms, parse_args, percentile, sized, texts
+from _common import emit, figure_keys, log, median_ms, parse_args, percentile, sized, texts
+from _open_loop import KINDS as TURN_KINDS
+from _open_loop import drive_open, postmaster_of, tree_cpu_seconds
+from _serving import build_variant, cpu_seconds, free_port, py_spy, rss_mb, stop, wait_healthy, wait_settled
 
 # each variant is driven for `seconds`: a fast server is measured as long as a slow one
 FULL: dict[str, Any] = {"story_turns": 10_000, "seconds": 30.0, "clients": 64, "settle_limit": 600.0}
@@ -71,6 +76,34 @@ FIGURES = figure_keys(
 )  # fmt: skip
 
 
+RATE_FIGURES = figure_keys(
+    "rate",
+    "workers",
+    "postgresql",
+    "story_turns",
+    "seconds",
+    "turns_started",
+    "turns_finished",
+    "achieved_turns_per_s",
+    "p50_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "errors",
+    "turn_p50_ms",
+    "turn_p99_ms",
+    "{kind}_p99_ms",
+    "cpu_ms_per_turn",
+    "server_cpu_ms_per_turn",
+    "database_cpu_ms_per_turn",
+    "client_lag_p99_ms",
+    "quick",
+    "smoke",
+    "bench_s",
+    kind=TURN_KINDS,
+)  # fmt: skip (the last line of a run with --rate)
+
+
 def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="profile each server under py-spy while it serves")
     parser.add_argument("--idle", action="store_true", help="with --profile: every thread's samples, waiting ones too")
@@ -78,7 +111,12 @@ def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-dir", type=Path, help="keep each variant's raw py-spy samples there")
     parser.add_argument("--embedder", default="none", help="CHANGJI_EMBEDDER of the served variants (default: none)")
     parser.add_argument("--workers", type=int, default=2, help="serving processes of the served variants (default: 2)")
+    parser.add_argument("--rate", type=float, help="turns per second offered on a fixed schedule (an open loop)")
+    parser.add_argument(
+        "--database-url", help="with --rate: an empty PostgreSQL database, served by --workers processes"
+    )
     parser.add_argument("--drive", metavar="CONFIG_JSON", help=argparse.SUPPRESS)  # the client process
+    parser.add_argument("--drive-open", metavar="CONFIG_JSON", help=argparse.SUPPRESS)  # the open loop's
     parser.add_argument("--floor", metavar="PORT:PATH", help=argparse.SUPPRESS)  # the floor server process
 
 
@@ -206,73 +244,10 @@ async def drive(config: dict[str, Any]) -> dict[str, Any]:
 # --- the server and the measurement -----------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_healthy(base: str, proc: subprocess.Popen[bytes] | None, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode} before it was healthy")
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"no /healthz from {base} within {timeout:.0f}s")
-
-
-def py_spy() -> str | None:
-    """The py-spy executable: $PY_SPY, on PATH, or beside this Python."""
-    for candidate in (os.environ.get("PY_SPY"), shutil.which("py-spy"), str(Path(sys.executable).with_name("py-spy"))):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def family(pid: int) -> list[int]:
-    """The process and its children (a server with workers: the supervisor and each worker; Linux /proc)."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
-    return [pid, *(int(child) for child in children)]
-
-
-def cpu_seconds(pid: int | None, kernel: bool = False) -> float:
-    """User + system CPU time of a process and its children so far (Linux /proc), 0 if unknown;
-    `kernel`: the system time alone (the kernel's work for it: sockets, files, page faults)."""
-    total = 0.0
-    for member in family(pid) if pid is not None else []:
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-            total += ((0 if kernel else int(fields[11])) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server (aiohttp shuts down gracefully on it) and wait; kill if it hangs."""
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        log("the server did not stop within 20s: killing it")
-        proc.kill()
-        proc.wait()
-
-
-def run_driver(config: dict[str, Any]) -> dict[str, Any]:
-    """The load, from a separate process (this script with --drive)."""
+def run_driver(config: dict[str, Any], flag: str = "--drive") -> dict[str, Any]:
+    """The load, from a separate process (this script with --drive, or --drive-open)."""
     out = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--drive", json.dumps(config)],
+        [sys.executable, os.path.abspath(__file__), flag, json.dumps(config)],
         stdout=subprocess.PIPE,
         timeout=config["seconds"] + 120,
         check=True,
@@ -305,53 +280,6 @@ def summarize_pyspy(raw: Path, variant: str, top: int = 30) -> None:
         log(f"{100 * n / total:6.1f}%  {name}")
 
 
-def build_variant(variant: str, data_dir: Path, story_turns: int) -> dict[str, str]:
-    """A data dir holding one story of `story_turns` turns (compacted as it grew, or never) with its read
-    models caught up, and a key for its tenant: what the driver needs to know of it."""
-    from api.settings import Settings
-    from domain.application import Changji
-    from projections.read_models.store import ReadModels
-    from projections.runner import ProjectionRunner
-    from storage.service_db import ServiceDB
-
-    settings = Settings(data_dir=data_dir)
-    data_dir.mkdir(parents=True)
-    app = Changji(env=settings.event_store_env())
-    log(
-        f"[{variant}] building a {story_turns}-turn story{' (compacted as it grows)' if variant == 'compacted' else ''}…"
-    )
-    t0 = time.perf_counter()
-    compacted = variant == "compacted"
-    off = None if compacted else {"pack_turns": 0}  # compaction off: nothing is summarized as it grows
-    built = build_story(app, story_turns, texts(), tenant=TENANT, compact=compacted, settings=off,
-                        label=f"[{variant}] ")  # fmt: skip
-    log(f"[{variant}] built in {time.perf_counter() - t0:.1f}s")
-    store = ReadModels(settings.read_models_path)
-    runner = ProjectionRunner(app, store)
-    t0 = time.perf_counter()
-    position = runner.catch_up()
-    log(f"[{variant}] read models caught up to {position:,} in {time.perf_counter() - t0:.1f}s")
-    store.writer.conn.close()
-    app.close()
-    db = ServiceDB(settings.service_db_path)
-    _, key = db.create_key(TENANT, "ops/bench/http_load.py")
-    db.close()
-    return {"key": key, "story_id": str(built.story_id), "tip": str(built.tip_id)}
-
-
-def wait_settled(base: str, key: str, story_id: str, timeout: float) -> float:
-    """Wait until the story's background work is settled (its backlog of scribe jobs, any compaction);
-    return how long it took."""
-    started = time.monotonic()
-    request = urllib.request.Request(f"{base}/v1/stories/{story_id}/jobs", headers={"Authorization": f"Bearer {key}"})
-    while time.monotonic() - started < timeout:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            if json.loads(response.read())["settled"]:
-                return time.monotonic() - started
-        time.sleep(0.5)
-    raise RuntimeError(f"the story's jobs did not settle within {timeout:.0f}s")
-
-
 def run_server(
     variant: str, tmp: Path, plan: dict[str, Any], args: argparse.Namespace, spy: str | None
 ) -> dict[str, Any]:
@@ -381,7 +309,7 @@ def run_server(
         if variant != "floor":
             settled = wait_settled(base, config["key"], config["story_id"], plan["settle_limit"])
             log(f"[{variant}] background jobs settled in {settled:.1f}s")
-        server_cpu, server_sys = cpu_seconds(proc.pid), cpu_seconds(proc.pid, kernel=True)
+        server_cpu, server_sys = (cpu_seconds(proc.pid), cpu_seconds(proc.pid, kernel=True))
         profiler = None
         if spy:  # attached once the server is up and settled: the samples are of the load alone
             seconds = str(int(plan["seconds"]))
@@ -413,19 +341,6 @@ def run_server(
             args.profile_dir.mkdir(parents=True, exist_ok=True)
             shutil.copy(raw, args.profile_dir / raw.name)
     return result
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process and its children (Linux /proc), MB; -1 if unknown."""
-    total = -1.0
-    for member in family(pid):
-        try:
-            for line in Path(f"/proc/{member}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total = max(total, 0.0) + int(line.split()[1]) / 1024
-        except OSError:
-            pass
-    return total
 
 
 def variant_figures(variant: str, result: dict[str, Any], figures: dict[str, Any]) -> None:
@@ -461,11 +376,19 @@ def main() -> None:
     if args.drive:
         print(json.dumps(asyncio.run(drive(json.loads(args.drive)))), flush=True)
         return
+    if args.drive_open:
+        print(json.dumps(asyncio.run(drive_open(json.loads(args.drive_open)))), flush=True)
+        return
     if args.floor:
         port, _, path = args.floor.partition(":")
         serve_floor(int(port), Path(path))
         return
     plan = sized(args, FULL, QUICK, SMOKE)
+    if args.rate is not None:
+        emit(offered(args, plan))
+        return
+    if args.database_url:
+        raise SystemExit("--database-url goes with --rate")
     variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - set(VARIANTS)
     if unknown:
@@ -494,6 +417,81 @@ def main() -> None:
     figures["smoke"] = args.smoke
     figures["bench_s"] = time.perf_counter() - started
     emit(figures)
+
+
+# --- turns offered at a rate --------------------------------------------------------------------------
+
+
+def offered(args: argparse.Namespace, plan: dict[str, Any]) -> dict[str, Any]:
+    """`--rate`: the compacted story served on SQLite or PostgreSQL, turns offered at the rate; the figures."""
+    started = time.perf_counter()
+    changji = str(Path(sys.executable).with_name("changji"))
+    shared = {"CHANGJI_DATABASE_URL": args.database_url} if args.database_url else {}
+    env = {**os.environ, "CHANGJI_EMBEDDER": args.embedder, **shared}
+    with tempfile.TemporaryDirectory(prefix="changji-bench-rate-") as tmp:
+        built = build_variant("compacted", Path(tmp) / "built", plan["story_turns"])
+        if args.database_url:
+            copied = subprocess.run([changji, "migrate", "--data-dir", f"{tmp}/built", "--to", args.database_url],
+                                    capture_output=True, text=True, env=env)  # fmt: skip
+            if copied.returncode != 0:
+                raise SystemExit(f"changji migrate failed: {copied.stderr}")
+            homes = [(f"{tmp}/served-{i}", "1") for i in range(args.workers)]
+        else:
+            homes = [(f"{tmp}/built", str(args.workers))]
+        ports = [free_port() for _ in homes]
+        logs = [open(f"{tmp}/server-{i}.log", "wb") for i in range(len(homes))]  # noqa: SIM115 (closed below)
+        procs = [
+            subprocess.Popen([changji, "--log-level", "WARNING", "serve", "--data-dir", home, "--port", str(port),
+                              "--workers", workers], stdout=out, stderr=subprocess.STDOUT, env=env)
+            for (home, workers), port, out in zip(homes, ports, logs, strict=True)
+        ]  # fmt: skip
+        bases = [f"http://127.0.0.1:{port}" for port in ports]
+        try:
+            for base, proc in zip(bases, procs, strict=True):
+                wait_healthy(base, proc, timeout=300)
+            log(f"settled after {wait_settled(bases[0], built['key'], built['story_id'], plan['settle_limit']):.1f}s")
+            database = [pid for pid in [postmaster_of(args.database_url)] if pid] if args.database_url else []
+            servers = [proc.pid for proc in procs]
+            before = tree_cpu_seconds(servers), tree_cpu_seconds(database)
+            config = {**built, "bases": bases, "rate": args.rate, "seconds": plan["seconds"]}
+            log(f"offering {args.rate:g} turns/s for {plan['seconds']:.0f}s to {len(bases)} server(s)…")
+            result = run_driver(config, "--drive-open")
+            server_cpu = tree_cpu_seconds(servers) - before[0]
+            database_cpu = tree_cpu_seconds(database) - before[1]
+        except BaseException:
+            for out, path in zip(logs, range(len(logs)), strict=True):
+                out.flush()
+                log(Path(f"{tmp}/server-{path}.log").read_text(errors="replace")[-2000:])
+            raise
+        finally:
+            for proc in procs:
+                stop(proc)
+            for out in logs:
+                out.close()
+    every = [x for kind in TURN_KINDS for x in result["latencies"][kind]]
+    finished = max(result["finished"], 1)
+    for message, count in sorted(result["errors"].items(), key=lambda kv: -kv[1])[:10]:
+        log(f"error ×{count}: {message}")
+    figures: dict[str, Any] = {
+        "rate": args.rate, "workers": args.workers, "postgresql": bool(args.database_url),
+        "story_turns": plan["story_turns"], "seconds": plan["seconds"],
+        "turns_started": result["started"], "turns_finished": result["finished"],
+        "achieved_turns_per_s": result["finished"] / result["duration_s"],
+        "p50_ms": percentile(every, 50) * 1000, "p99_ms": percentile(every, 99) * 1000,
+        "p999_ms": percentile(every, 99.9) * 1000, "max_ms": max(every, default=-0.001) * 1000,
+        "errors": sum(result["errors"].values()),
+        "turn_p50_ms": percentile(result["turn_latencies"], 50) * 1000,
+        "turn_p99_ms": percentile(result["turn_latencies"], 99) * 1000,
+        **{f"{kind}_p99_ms": percentile(result["latencies"][kind], 99) * 1000 for kind in TURN_KINDS},
+        "cpu_ms_per_turn": (server_cpu + database_cpu) * 1000 / finished,
+        "server_cpu_ms_per_turn": server_cpu * 1000 / finished,
+        "database_cpu_ms_per_turn": database_cpu * 1000 / finished,
+        "client_lag_p99_ms": result["client_lag_p99_ms"],
+        "quick": bool(args.quick), "smoke": args.smoke, "bench_s": time.perf_counter() - started,
+    }  # fmt: skip
+    log(f"{figures['achieved_turns_per_s']:.0f} of {args.rate:g} turns/s: p50 {figures['p50_ms']:.1f} ms, p99 "
+        f"{figures['p99_ms']:.1f} ms, p99.9 {figures['p999_ms']:.1f} ms, {figures['cpu_ms_per_turn']:.1f} ms CPU a turn")  # fmt: skip
+    return figures
 
 
 if __name__ == "__main__":

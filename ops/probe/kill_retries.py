@@ -2,6 +2,7 @@
 Idempotency-Key after the restart, and count what the stories hold.
 
     python ops/probe/kill_retries.py [--smoke] [--runs 20] [--writers 16] [--workers 1]
+    python ops/probe/kill_retries.py --database-url postgresql://… [--servers 3] [--smoke] …
 
 A real `changji serve` runs on a temp data dir. Each writer has a story of its own and appends nodes
 to it (user, reply, user, …), each POST with an Idempotency-Key of its own. The probe kills the server
@@ -11,8 +12,12 @@ every story's path is read back: each acknowledged write must be there exactly o
 no duplicate), and no retry may be refused.
 
 With `--workers N` the server runs N serving processes, and each kill is a SIGKILL to all of them at
-once. Figures (last-line JSON, `FIGURES`): `runs`, `writers`, `workers`, `acknowledged`, `retried`, `lost`,
-`duplicates`, `refused`, `probe_s`. --smoke: 2 kills, 2 writers (unless `--runs` or `--writers` say otherwise).
+once. With `--database-url URL` (an empty PostgreSQL database) `--servers N` processes (3 by default) run
+on that database, each on its own port and data dir; each kill is a SIGKILL to one of them, picked at
+random (the one that leads as often as any), started again right after; a writer whose request got no
+answer sends it again, with the same key, to the next process. Figures (last-line JSON, `FIGURES`):
+`runs`, `writers`, `workers`, `servers`, `acknowledged`, `retried`, `lost`, `duplicates`, `refused`,
+`probe_s`. --smoke: 2 kills, 2 writers (unless `--runs` or `--writers` say otherwise).
 """
 
 from __future__ import annotations
@@ -39,22 +44,22 @@ CHANGJI = str(Path(sys.executable).parent / "changji")
 FULL = {"runs": 20, "writers": 16}
 SMOKE = {"runs": 2, "writers": 2}
 FIGURES = frozenset(
-    {"runs", "writers", "workers", "acknowledged", "retried", "lost", "duplicates", "refused", "probe_s"}
+    {"runs", "writers", "workers", "servers", "acknowledged", "retried", "lost", "duplicates", "refused", "probe_s"}
 )
 
 
 class Served:
-    def __init__(self, data_dir: Path, port: int, workers: int = 1) -> None:
-        self.data_dir, self.port, self.workers = data_dir, port, workers
+    def __init__(self, data_dir: Path, port: int, workers: int = 1, env: dict[str, str] | None = None) -> None:
+        self.data_dir, self.port, self.workers, self.env = data_dir, port, workers, env or {}
         self.process: subprocess.Popen[bytes] | None = None
         self.base = f"http://127.0.0.1:{port}"
-        self.log = (data_dir.parent / "serve.log").open("ab")
+        self.log = (data_dir.parent / f"serve-{data_dir.name}.log").open("ab")
 
     def start(self) -> None:
         self.process = subprocess.Popen(
             [CHANGJI, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port), "--workers", str(self.workers)],
             stdout=self.log, stderr=self.log,
-            env={**os.environ, "CHANGJI_EMBEDDER": "none"},
+            env={**os.environ, "CHANGJI_EMBEDDER": "none", **self.env},
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -99,9 +104,11 @@ def call(base: str, key: str, method: str, path: str, body: Any = None, headers:
 
 
 class Writer(threading.Thread):
-    def __init__(self, base: str, key: str, story_id: str, index: int, stop: threading.Event) -> None:
+    def __init__(self, bases: list[str], key: str, story_id: str, index: int, stop: threading.Event) -> None:
+        """`bases`: the servers, tried in turn from the writer's own (`index`), the next one after each
+        request that got no answer."""
         super().__init__(daemon=True)
-        self.base, self.key, self.story_id, self.index, self.stop = base, key, story_id, index, stop
+        self.bases, self.key, self.story_id, self.index, self.stop = bases, key, story_id, index, stop
         self.acked: list[str] = []
         self.retried = self.refused = 0
 
@@ -114,7 +121,7 @@ class Writer(threading.Thread):
             while True:  # the same request, the same key, until it is answered
                 try:
                     call(
-                        self.base,
+                        self.bases[(self.index + n + attempts) % len(self.bases)],
                         self.key,
                         "POST",
                         f"/v1/stories/{self.story_id}/nodes",
@@ -134,40 +141,59 @@ class Writer(threading.Thread):
             n += 1
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="2 kills, 2 writers: finishes in seconds")
     parser.add_argument("--runs", type=int, help="kills (default 20)")
     parser.add_argument("--writers", type=int, help="clients writing, each to a story of its own (default 16)")
     parser.add_argument("--workers", type=int, default=1, help="serving processes (each is killed too)")
+    parser.add_argument("--database-url", help="an empty PostgreSQL database: several servers share it")
+    parser.add_argument("--servers", type=int, default=3, help="with --database-url: `changji serve` processes")
     args = parser.parse_args()
+    if args.database_url is None:
+        args.servers = 1
     plan = SMOKE if args.smoke else FULL
     args.runs = plan["runs"] if args.runs is None else args.runs
     args.writers = plan["writers"] if args.writers is None else args.writers
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="changji-probe-"))
-    data_dir = root / "data"
-    made = subprocess.run([CHANGJI, "keys", "create", "--data-dir", str(data_dir)], capture_output=True, text=True)
+    shared = {"CHANGJI_DATABASE_URL": args.database_url} if args.database_url else {}
+    made = subprocess.run(
+        [CHANGJI, "keys", "create", "--data-dir", str(root / "data-0")],
+        capture_output=True, text=True, env={**os.environ, **shared},
+    )  # fmt: skip
+    if made.returncode != 0:
+        raise SystemExit(f"no key: {made.stderr}")
     key = made.stdout.strip().splitlines()[0]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = Served(data_dir, port, args.workers)
-    server.start()
+    servers = [Served(root / f"data-{i}", free_port(), args.workers, shared) for i in range(args.servers)]
+    for served in servers:
+        served.start()
+    server = servers[0]
     card = call(server.base, key, "POST", "/v1/cards", {"card": {"name": "沈砚", "first_mes": "门被风撞开。"}})
     stories = [
         call(server.base, key, "POST", "/v1/stories", {"card_id": card["id"]})["id"] for _ in range(args.writers)
     ]
     stop = threading.Event()
-    writers = [Writer(server.base, key, sid, i, stop) for i, sid in enumerate(stories)]
+    writers = [Writer([s.base for s in servers], key, sid, i, stop) for i, sid in enumerate(stories)]
     for writer in writers:
         writer.start()
     rng = random.Random(7)
     for run in range(args.runs):
         time.sleep(rng.uniform(0.3, 1.2))
-        server.kill()
-        print(f"run {run + 1}: killed with {sum(len(w.acked) for w in writers)} writes acknowledged", file=sys.stderr)
-        server.start()
+        victim = servers[rng.randrange(len(servers))]
+        victim.kill()
+        print(
+            f"run {run + 1}: killed {victim.base} with {sum(len(w.acked) for w in writers)} writes acknowledged",
+            file=sys.stderr,
+        )
+        victim.start()
     time.sleep(0.5)
     stop.set()
     for writer in writers:
@@ -179,13 +205,15 @@ def main() -> None:
         )
         lost += sum(1 for text in writer.acked if texts[text] == 0)
         duplicates += sum(count - 1 for text, count in texts.items() if count > 1)
-    server.stop()
+    for served in servers:
+        served.stop()
     print(
         json.dumps(
             {
                 "runs": args.runs,
                 "writers": args.writers,
                 "workers": args.workers,
+                "servers": args.servers,
                 "acknowledged": sum(len(w.acked) for w in writers),
                 "retried": sum(w.retried for w in writers),
                 "lost": lost,

@@ -260,9 +260,14 @@ class ReadModels(ReadQueries):
     def position(self, name: str = RUNNER) -> int:
         return positions.position(self.writer.conn, name)
 
-    def apply(self, batch: Sequence[tuple[int, Any]], name: str = RUNNER) -> int:
+    def apply(self, batch: Sequence[tuple[int, Any]], name: str = RUNNER, after: int | None = None) -> int:
         """Fold a batch of (notification id, event) into the tables and advance the position, atomically;
         return the position the tables are at.
+
+        The batch must hold every notification after the position up to its last one: `after` says it
+        holds every one after that id (it was read from there: the log's ids may have gaps, as
+        PostgreSQL's do where a transaction that took an id rolled back); without it, the batch must
+        go on from the position with the next id.
 
         Several processes may fold into one file (the workers of one service): only what lies beyond
         the position is folded, and the writes land only if the position is still where the fold
@@ -271,7 +276,8 @@ class ReadModels(ReadQueries):
         The fold itself runs before the transaction, so the lock is held for the writes alone."""
         position = self.position(name)
         start = next((i for i, (seq, _) in enumerate(batch) if seq > position), len(batch))
-        if start == len(batch) or batch[start][0] != position + 1:
+        follows = batch[start][0] == position + 1 if start < len(batch) else False
+        if start == len(batch) or not (follows or (after is not None and after <= position)):
             return position
         changes = RowChanges(self._lookup, self._node_row, self._children_of)
         for seq, event in batch[start:]:

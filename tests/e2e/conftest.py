@@ -38,10 +38,12 @@ class ServiceTestServer(TestServer):
 
 
 @pytest.fixture
-async def make_client(tmp_path: Path) -> AsyncIterator[MakeClient]:
+async def make_client(tmp_path: Path, database_url: str | None) -> AsyncIterator[MakeClient]:
+    """Services on the test's store: each with a data dir of its own, on SQLite or one database."""
     clients: list[TestClient[Any, Any]] = []
 
     async def make(**settings: Any) -> TestClient[Any, Any]:
+        settings.setdefault("database_url", database_url)
         app = create_app(Settings(data_dir=tmp_path / f"data-{len(clients)}", **settings))
         client: TestClient[Any, Any] = TestClient(ServiceTestServer(app))
         clients.append(client)

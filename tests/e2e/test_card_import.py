@@ -21,6 +21,8 @@ from interchange.cards import read_card
 from tests.builders import Api, MakeClient, api_for
 from tests.shared_data import cards_dir
 
+pytestmark = pytest.mark.both_stores
+
 CARDS = ("default_Seraphina.png", "default_CodingSensei.png", "default_FluxTheCat.png")
 
 

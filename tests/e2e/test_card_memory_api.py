@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.builders import Api
+
+pytestmark = pytest.mark.both_stores
 
 
 async def played(api: Api, card_id: str, *turns: tuple[str, str]) -> dict[str, Any]:

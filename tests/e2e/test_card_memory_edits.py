@@ -8,7 +8,11 @@ from __future__ import annotations
 from typing import Any
 from uuid import uuid4
 
+import pytest
+
 from tests.builders import Api
+
+pytestmark = pytest.mark.both_stores
 
 
 async def synced(api: Api) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.builders import Api
+
+pytestmark = pytest.mark.both_stores
 
 
 def system_text(context: dict[str, Any]) -> str:

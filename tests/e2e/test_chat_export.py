@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+import pytest
 
 from interchange.chats import read_chat
 from tests.builders import Api
@@ -26,6 +27,8 @@ from tests.e2e.chat_import_support import (
     story_count,
     tree_of,
 )
+
+pytestmark = pytest.mark.both_stores
 
 Step = tuple[str, str, bool, list[str], int, datetime | None]
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tests.builders import TENANT, Api, MakeClient, api_for
 from tests.e2e.chat_import_support import GREETINGS, header, imported, jsonl, keeper, message
 from tests.scene_support import FAST_JOBS, SETTLED
+
+pytestmark = pytest.mark.both_stores
 
 
 def long_chat(turns: int) -> bytes:

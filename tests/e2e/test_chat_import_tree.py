@@ -3,6 +3,8 @@ reply's swipes as siblings, hidden messages hidden and the dates; a multipart up
 
 from __future__ import annotations
 
+import pytest
+
 from tests.builders import Api
 from tests.e2e.chat_import_support import (
     GREETINGS,
@@ -19,6 +21,8 @@ from tests.e2e.chat_import_support import (
     siblings_of,
     tree_of,
 )
+
+pytestmark = pytest.mark.both_stores
 
 
 async def test_a_chat_imports_to_a_tree_with_its_swipes_hidden_messages_and_dates(api: Api) -> None:

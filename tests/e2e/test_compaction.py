@@ -13,6 +13,8 @@ from providers.fake_server import FakeModelServer, Status, Step, Text
 from tests.builders import TENANT, Api, MakeClient, api_for
 from tests.scene_support import FAST_JOBS, settled, side_model
 
+pytestmark = pytest.mark.both_stores
+
 SMALL = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0, "fill_window": False}
 
 

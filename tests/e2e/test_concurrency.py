@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from api.schemas import ContextResponse
 from tests.builders import Api
+
+pytestmark = pytest.mark.both_stores
 
 CLIENTS = 24
 

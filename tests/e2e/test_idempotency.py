@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tests.builders import Api, a_card
+
+pytestmark = pytest.mark.both_stores
 
 CARD = {"card": a_card().model_dump()}
 

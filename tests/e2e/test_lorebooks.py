@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.builders import Api
 from tests.scene_support import settled
 from tests.shared_data import cards_dir
+
+pytestmark = pytest.mark.both_stores
 
 
 def world_info(entries: list[dict[str, Any]], **book: Any) -> bytes:

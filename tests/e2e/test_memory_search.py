@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from providers.fake_server import FakeModelServer
 from tests.builders import Api
 from tests.fake_model import MakeEngine, calls, messages_of, post_turn, seal, write
+
+pytestmark = pytest.mark.both_stores
 
 FILLER = (
     "今天也在修灯塔的窗户，玻璃上全是盐霜，擦了一遍又一遍还是看不清外面的海。",

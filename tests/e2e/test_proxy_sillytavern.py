@@ -30,6 +30,8 @@ from tests.sillytavern.body import Generation, build_body
 from tests.sillytavern.card import Card
 from tests.sillytavern.settings import Settings as TavernSettings
 
+pytestmark = pytest.mark.both_stores
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sillytavern"
 SMALL_CONTEXT = 2000  # SillyTavern's context: by turn 7 the chat no longer fits, and it is cut
 TURNS = 10

@@ -6,12 +6,15 @@ import asyncio
 from typing import Any
 from uuid import UUID
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from api.bootstrap import Service
 from api.keys import SERVICE
 from service.read_side import INDEX_DELAY
 from tests.builders import Api
+
+pytestmark = pytest.mark.both_stores
 
 
 async def test_tree_search_and_children_show_each_node_when_its_append_returns(api: Api, story: dict[str, Any]) -> None:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.builders import Api, MakeClient, api_for
 from tests.scene_support import settled
+
+pytestmark = pytest.mark.both_stores
 
 TIGHT = {"context_window": 600, "reply_reserve": 150, "pack_turns": 0, "recall_tokens": 150, "keep_turns": 1}
 FILLER = (

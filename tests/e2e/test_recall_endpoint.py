@@ -16,6 +16,8 @@ from providers.fake_server import FakeModelServer
 from tests.builders import MakeClient, api_for
 from tests.e2e.chat_import_support import GREETINGS, header, imported, jsonl, keeper, message
 
+pytestmark = pytest.mark.both_stores
+
 TIGHT = {"context_window": 600, "reply_reserve": 150, "pack_turns": 0, "recall_tokens": 150, "keep_turns": 1}
 FILLER = (
     "今天也在修灯塔的窗户，玻璃上全是盐霜，擦了一遍又一遍还是看不清外面的海。",

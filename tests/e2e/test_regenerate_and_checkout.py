@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tests.builders import Api
+
+pytestmark = pytest.mark.both_stores
 
 
 async def last_message(api: Api, story_id: str) -> str:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.builders import Api
+
+pytestmark = pytest.mark.both_stores
 
 
 async def played(api: Api, story: dict[str, Any]) -> tuple[str, str, str]:

@@ -12,6 +12,8 @@ from providers.fake_server import FakeModelServer, Status, Text
 from tests.builders import OTHER_TENANT, TENANT, Api, MakeClient, api_for
 from tests.scene_support import FAST_JOBS, answer, by_marker, jobs, ledger_of, scene, settled, side_model, turn_of
 
+pytestmark = pytest.mark.both_stores
+
 LIGHTHOUSE = {
     "time": "第一夜",
     "location": "灯塔",

@@ -8,6 +8,8 @@ import pytest
 
 from tests.builders import Api
 
+pytestmark = pytest.mark.both_stores
+
 
 @pytest.fixture
 async def owned(api: Api) -> dict[str, str]:

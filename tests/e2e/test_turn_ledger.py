@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from api.bootstrap import Service, bootstrap
 from api.keys import SERVICE
 from api.settings import Settings
@@ -13,6 +15,8 @@ from projections.runner import ProjectionRunner
 from providers.fake_server import Drop, FakeModelServer, Status, Text
 from tests.builders import OTHER_TENANT, Api, api_for
 from tests.fake_model import SSE, EventStream, MakeEngine, ask, calls, costs, post_turn, write
+
+pytestmark = pytest.mark.both_stores
 
 
 async def test_costs_sum_the_tokens_of_every_call_per_story_and_per_card(
@@ -118,7 +122,7 @@ async def test_rebuilt_read_models_equal_the_live_ones_after_engine_turns(
     # `changji projections rebuild`: the server stopped, a fresh service replays the whole log
     data_dir = live_service.settings.data_dir
     await engine.client.close()
-    offline = bootstrap(Settings(data_dir=data_dir))
+    offline = bootstrap(Settings(data_dir=data_dir, database_url=live_service.settings.database_url))
     try:
         offline.runner.rebuild()
         rebuilt = offline.store.dump()

@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID, uuid4
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from api.keys import SERVICE
 from providers.fake_server import FakeModelServer, Text
 from tests.builders import TENANT, Api
 from tests.fake_model import ask, calls, node
+
+pytestmark = pytest.mark.both_stores
 
 
 async def test_tree_shows_the_turns_nodes_as_soon_as_its_stream_starts(

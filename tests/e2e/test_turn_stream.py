@@ -7,6 +7,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from api.keys import SERVICE
 from providers.fake_server import FakeModelServer, Text
 from tests.builders import Api
@@ -24,6 +26,8 @@ from tests.fake_model import (
     wait_until,
     write,
 )
+
+pytestmark = pytest.mark.both_stores
 
 SLOW = [f"第{i}句。" for i in range(1, 21)]  # 20 chunks, 0.1 s apart: about 2 s if nobody stops it
 

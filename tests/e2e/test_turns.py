@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from api.app import create_app
@@ -27,6 +28,8 @@ from tests.fake_model import (
     seal,
     write,
 )
+
+pytestmark = pytest.mark.both_stores
 
 PROBLEM = "application/problem+json"
 

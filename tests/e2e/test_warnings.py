@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from aiohttp import web
 
 from api import keys
+
+pytestmark = pytest.mark.both_stores
 
 
 def test_tenant_request_key_is_typed_when_stored_on_the_request() -> None:

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from domain.application import Changji
-from storage.notifications import SQLiteNotifications
+from storage.notifications import SQLiteNotifications, StoredEvents
 from tests.builders import StoryBuilder, a_card
 from tests.compaction_support import SMALL, compact_if_due
 
 
-def test_the_bulk_reader_decodes_what_the_mapper_decodes(sqlite_changji: Changji) -> None:
-    app = sqlite_changji
+@pytest.mark.both_stores
+def test_the_bulk_reader_decodes_what_the_mapper_decodes(stored_app: Changji, bulk_reader: StoredEvents) -> None:
+    app = stored_app
     odd = {"x": [1, {"y": None}], "big": 2**70, "far": float("inf"), "digits": "1234567890123456789012"}
     story = StoryBuilder.start(app, a_card(tags=["灯塔", "slow-burn"], extensions=odd), **SMALL)
     for i in range(12):
@@ -27,8 +28,7 @@ def test_the_bulk_reader_decodes_what_the_mapper_decodes(sqlite_changji: Changji
     story.annotate(reply, "star")
     story.annotate(reply, "revise", "改过的回复", "typo")
     story.save("风暴夜")  # a save point: the application's own transcoding
-    reader = SQLiteNotifications.of(app)
-    assert reader is not None
+    reader = bulk_reader
     stored = app.recorder.select_notifications(start=1, limit=10_000)
     fast = reader.read(1, 10_000)
     assert [position for position, _ in fast] == [n.id for n in stored] and len(fast) > 60
@@ -48,6 +48,8 @@ def test_the_bulk_reader_decodes_what_the_mapper_decodes(sqlite_changji: Changji
         "ReplyRevised",
     } <= kinds, kinds
     assert [p for p, _ in reader.read(fast[10][0], 5, stop=fast[12][0])] == [p for p, _ in fast[10:13]]
+    mapped = [app.mapper.to_domain_event(e) for e in app.recorder.select_events(story.story_id)]
+    assert [vars(e) for e in reader.events_of([story.story_id])] == [vars(e) for e in mapped] and mapped
 
 
 @pytest.mark.parametrize(

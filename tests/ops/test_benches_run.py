@@ -16,8 +16,9 @@ import runpy
 import signal
 import subprocess
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,9 +32,9 @@ SMOKE_SECONDS = 60  # each script's limit; most take a few seconds
 DATA = ("locomo", "memorybank_siliconfriend")  # what the benchmarks read from shared/data
 
 
-def declared(script: Path) -> frozenset[str]:
-    """The script's `FIGURES`, read by running its module body (not its main) in this process; the modules
-    it imports from ops/ (`_common`, another benchmark) are let go after."""
+def declared(script: Path, keys: str = "FIGURES") -> frozenset[str]:
+    """The script's `FIGURES` (or the set of keys named `keys`), read by running its module body (not its
+    main) in this process; the modules it imports from ops/ (`_common`, another benchmark) are let go after."""
     modules = set(sys.modules)
     sys.path.insert(0, str(script.parent))
     try:
@@ -43,13 +44,13 @@ def declared(script: Path) -> frozenset[str]:
         for name in set(sys.modules) - modules:
             if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(OPS)):
                 del sys.modules[name]
-    figures = namespace.get("FIGURES")
+    figures = namespace.get(keys)
     assert (
         isinstance(figures, Collection)
         and not isinstance(figures, str)
         and figures
         and all(isinstance(key, str) for key in figures)
-    ), f"{script.name} declares no FIGURES (the keys of its last line): {figures!r}"
+    ), f"{script.name} declares no {keys} (the keys of its last line): {figures!r}"
     return frozenset(figures)
 
 
@@ -80,12 +81,12 @@ def shared_root() -> Path:
     return roots.pop()
 
 
-def run_smoke(script: Path, shared: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
-    """`python <script> --smoke` in a process group of its own, its temp files under `tmp`. Past SMOKE_SECONDS
+def run_smoke(script: Path, shared: Path, tmp: Path, extra: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    """`python <script> --smoke` (and `extra` arguments) in a process group of its own, its temp files under `tmp`. Past SMOKE_SECONDS
     (or on an interrupt) the script and every process it started are killed, and the test fails with what
     it wrote to stderr; a server it left running when it ended is killed too."""
     env = {**os.environ, "CHANGJI_SHARED": str(shared), "TMPDIR": str(tmp)}
-    command = [sys.executable, str(script), "--smoke"]
+    command = [sys.executable, str(script), "--smoke", *extra]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp, env=env, start_new_session=True
     )
@@ -120,6 +121,41 @@ def test_a_script_runs_at_its_smoke_size_and_prints_the_figures_it_promises(
     assert lines, f"{script.name} --smoke printed nothing; stderr ends:\n{done.stderr[-3000:]}"
     found = problems(lines[-1], promised)
     assert not found, f"{script.name} --smoke, its last line:\n" + "\n".join(found)
+
+
+def last_figures(done: subprocess.CompletedProcess[str], script: Path, promised: frozenset[str]) -> dict[str, float]:
+    """The figures of a finished smoke run, checked against what it promised."""
+    assert done.returncode == 0, f"{script.name} exited with {done.returncode}; stderr ends:\n{done.stderr[-3000:]}"
+    lines = done.stdout.strip().splitlines()
+    assert lines and not (found := problems(lines[-1], promised)), f"{script.name}, its last line:\n{found}"
+    figures: dict[str, float] = json.loads(lines[-1])
+    return figures
+
+
+@pytest.mark.slow
+@pytest.mark.both_stores
+def test_turns_offered_at_a_rate_are_measured_on_either_store(
+    database_url: str | None, shared_root: Path, tmp_path: Path
+) -> None:
+    script = OPS / "bench" / "http_load.py"
+    shared = ["--database-url", database_url] if database_url else []
+    done = run_smoke(script, shared_root, tmp_path, ["--rate", "20", *shared])
+    figures = last_figures(done, script, declared(script, "RATE_FIGURES"))
+    assert figures["postgresql"] == (database_url is not None) and figures["turns_finished"] == 20
+    assert figures["errors"] == 0 and 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["p999_ms"]
+    assert figures["server_cpu_ms_per_turn"] > 0
+    assert (figures["database_cpu_ms_per_turn"] > 0) == (database_url is not None)  # (a server on this machine)
+
+
+@pytest.mark.slow
+def test_the_crash_probe_kills_processes_sharing_a_database_and_nothing_is_lost(
+    postgres_server: Any, shared_root: Path, tmp_path: Path
+) -> None:
+    script = OPS / "probe" / "kill_retries.py"
+    done = run_smoke(script, shared_root, tmp_path, ["--database-url", postgres_server.new_database()])
+    figures = last_figures(done, script, declared(script))
+    assert figures["servers"] == 3 and figures["acknowledged"] > 0
+    assert figures["lost"] == figures["duplicates"] == figures["refused"] == 0
 
 
 def test_scripts_are_found_in_both_folders() -> None:

@@ -1,0 +1,121 @@
+"""`changji migrate --to postgresql://…`: a SQLite data dir's store copied into an empty PostgreSQL
+database — every event in the order of its log (each keeps its aggregate, version, topic and state; the
+log's positions are the new database's own), the story snapshots, and the service's own rows (API keys
+by their hashes, idempotency records, blobs). The read models are not copied: they are projections, and
+each process on the database folds its own from the log at its first start.
+
+The source is only read. A destination that holds any event is refused (a second copy would give every
+aggregate two histories); a copy cut short leaves a destination that is refused in turn, to be emptied
+(dropped and made again) before the copy is run once more.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import StoredEvent
+
+from storage.postgres.service_db import create_schema
+
+BATCH = 1000
+SERVICE_TABLES = {  # SQLite's table → PostgreSQL's, with the columns copied
+    "api_keys": ("changji_api_keys", ("key_hash", "key_id", "tenant_id", "label", "created_at", "revoked")),
+    "idempotency": (
+        "changji_idempotency", ("tenant_id", "key", "request_hash", "status", "body", "created_at", "etag"),
+    ),
+    "blobs": ("changji_blobs", ("sha256", "media_type", "size", "data", "created_at")),
+}  # fmt: skip
+
+
+class NotEmpty(ValueError):
+    """The destination already holds events."""
+
+
+@dataclass
+class Copied:
+    events: int = 0
+    snapshots: int = 0
+    rows: dict[str, int] | None = None
+
+
+EVENTS, SERVICE = "events.sqlite", "service.sqlite"  # a data dir's store and its service rows
+
+
+def count_events(data_dir: Path) -> int:
+    """How many events the data dir's store holds."""
+    source = sqlite3.connect(f"{(data_dir / EVENTS).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return int(source.execute("select count(*) from stored_events").fetchone()[0])
+    finally:
+        source.close()
+
+
+def copy_data_dir(data_dir: Path, url: str, destination: Any, progress: Callable[[int], None] | None = None) -> Copied:
+    """Copy the data dir's store (eventsourcing's SQLite file) and its service rows into the database at
+    `url`, whose application `destination` is (its recorders write the events)."""
+    events_file, service_file = data_dir / EVENTS, data_dir / SERVICE
+    if destination.recorder.max_notification_id() is not None:
+        raise NotEmpty("the destination database already holds events: migrate into an empty database")
+    copied = Copied(rows={})
+    source = sqlite3.connect(f"{events_file.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        for batch in _batches(source, "select originator_id, originator_version, topic, state from stored_events"
+                              " order by rowid"):  # fmt: skip
+            destination.recorder.insert_events(batch)
+            copied.events += len(batch)
+            if progress is not None:
+                progress(len(batch))
+        snapshots = getattr(destination, "snapshots", None)
+        if snapshots is not None and _has_table(source, "stored_snapshots"):
+            for batch in _batches(
+                source, "select originator_id, originator_version, topic, state from stored_snapshots"
+            ):
+                snapshots.recorder.insert_events(batch)
+                copied.snapshots += len(batch)
+    finally:
+        source.close()
+    copied.rows = _copy_service_rows(service_file, url) if service_file.exists() else {}
+    return copied
+
+
+def _batches(source: sqlite3.Connection, query: str) -> Iterator[list[StoredEvent]]:
+    cursor = source.execute(query)
+    while rows := cursor.fetchmany(BATCH):
+        yield [StoredEvent(UUID(row[0]), int(row[1]), str(row[2]), bytes(row[3])) for row in rows]
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("select 1 from sqlite_master where type = 'table' and name = ?", [name]).fetchone() is not None
+
+
+def _copy_service_rows(service_file: Path, url: str) -> dict[str, int]:
+    create_schema(url)
+    counts: dict[str, int] = {}
+    source = sqlite3.connect(f"{service_file.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        with psycopg.connect(url) as conn, conn.transaction():
+            for table, (target, columns) in SERVICE_TABLES.items():
+                if not _has_table(source, table):
+                    continue
+                present = {row[1] for row in source.execute(f"pragma table_info({table})")}
+                chosen = [c for c in columns if c in present]
+                rows = source.execute(f"select {', '.join(chosen)} from {table}").fetchall()
+                if "revoked" in chosen:  # (0/1 there, a boolean here)
+                    at = chosen.index("revoked")
+                    rows = [(*r[:at], bool(r[at]), *r[at + 1 :]) for r in rows]
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        f"insert into {target} ({', '.join(chosen)}) values ({', '.join('%s' for _ in chosen)})"
+                        " on conflict do nothing",
+                        rows,
+                    )
+                counts[table] = len(rows)
+    finally:
+        source.close()
+    return counts
