@@ -8,6 +8,7 @@ scripts). Nothing here decides anything about stories: it only wires.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -104,13 +105,18 @@ class Service:
             self.app.close()
 
         async def close_keys() -> None:
-            self.keys.close()
+            await asyncio.to_thread(self.keys.close)
 
         async def close_connections() -> None:
             for connection in self.connections:
-                connection.close()
+                try:
+                    await asyncio.to_thread(connection.close)
+                except Exception:
+                    log.exception("closing %s failed", type(connection).__name__)
 
         turns = self.turns
+        # on a shared database each process checkpoints its own read models (not a leader's duty)
+        checkpoints = self.checkpointer if self.settings.shared else None
         return [
             Resource("store connections", _nothing, close_connections),
             Resource("key store", _nothing, close_keys),
@@ -124,6 +130,7 @@ class Service:
             Resource("proxy upstream", _nothing, self.relay.close if self.relay else _nothing),
             Resource("turns", _nothing, turns.stop_all if turns else _nothing),
             Resource("leadership", self.leadership.start, self.leadership.stop),  # jobs and checkpoints
+            *([Resource("checkpoints", checkpoints.start, checkpoints.stop)] if checkpoints is not None else []),
         ]
 
     async def start(self) -> None:
@@ -164,7 +171,7 @@ def bootstrap(
             checkpointer = Checkpointer(logs)
     written = WriteLock(None)  # (one of this process alone: a store given, or one in memory)
     if app is None:
-        app = Changji(env=env)
+        app = _application(settings, env)
         if local:  # other processes write the same store: one commit at a time
             written = _write_lock(settings, env)
         app.write_lock = written
@@ -180,10 +187,14 @@ def bootstrap(
             held_path, held = read_model_files.hold_current(settings.data_dir)
             path = str(held_path)
         store = ReadModels(path, LOG_LIMIT_BYTES if checkpointer else None)
+        if settings.database is not None:
+            _same_database(store, settings.database, app)
     runner = ProjectionRunner(app, store, _kept(notifications(app, settings), connections))
+    # a rebuilt file of this process's own read models is switched to under a lock of this process's own
     read_side = ReadSide(
-        runner, settings.poll_interval, data_dir=rebuilt_in, write_lock=written, held=held, moves=moves
-    )
+        runner, settings.poll_interval, data_dir=rebuilt_in, write_lock=WriteLock(None) if settings.shared else written,
+        held=held, moves=moves,
+    )  # fmt: skip
     if checkpointer is not None:
         read_side.on_adopted(checkpointer.replace)
     # where every commit waits for the disk, a command on the loop would hold it that long
@@ -238,10 +249,11 @@ def bootstrap(
     keeper = CardMemoryKeeper(app, store, executor, side_model)
     sweep = MemorySweep(app, store, executor, read_side, keeper, settings.memory_sweep_seconds)
     duties = [Duty("job system", jobs.start, jobs.stop), Duty("card memory", sweep.start, sweep.stop)]
-    if checkpointer is not None:
+    if checkpointer is not None and not settings.shared:  # (the data dir's files, shared: the leader's duty)
         duties.insert(0, Duty("checkpoints", checkpointer.start, checkpointer.stop))
     leadership = Leadership(_leader_lock(settings), duties)
-    read_side.leading = lambda: leadership.leading  # (only the leader adopts a rebuilt read-model file)
+    # only the leader adopts a rebuilt read-model file of the data dir; on a shared database each process its own
+    read_side.leading = (lambda: True) if settings.shared else (lambda: leadership.leading)
     return Service(
         settings, app, store, runner, read_side, executor, views, StoryWrites(app, views), recall, keys,
         Authenticator(keys, executor), counter,
@@ -265,46 +277,79 @@ def _kept(connection: C | None, connections: list[Closable]) -> C | None:
     return connection
 
 
+def _application(settings: Settings, env: dict[str, str]) -> Changji:
+    """The domain on its event store; on a shared database, made under its schema lock (eventsourcing
+    creates its tables and functions as it starts, and two processes starting at once would race)."""
+    if settings.database is None:
+        return Changji(env=env)
+    from storage.postgres.migrate import copying
+    from storage.postgres.service_db import schema_lock
+
+    with schema_lock(settings.database):
+        if copying(settings.database):
+            raise RuntimeError(
+                "a `changji migrate` into this database began and did not finish: drop the database, make it"
+                " anew and copy again"
+            )
+        return Changji(env=env)
+
+
+def _same_database(store: ReadModels, url: str, app: Changji) -> None:
+    """Read models this process folded from another database (a data dir pointed at a new one, or the
+    database restored from a backup to an earlier point) are dropped: the runner folds them anew."""
+    from storage.postgres.service_db import identity
+
+    database, head = identity(url), int(app.recorder.max_notification_id() or 0)
+    folded_from = store.folded_from()
+    if (folded_from not in (None, database)) or store.position() > head:
+        log.warning(
+            "the read models in %s were folded from another database (or from a later point of this one):"
+            " they are folded again from its log", store.path,
+        )  # fmt: skip
+        store.drop()
+    store.mark_folded_from(database)
+
+
 def service_data(settings: Settings) -> ServiceData:
     """API keys, idempotency records and blobs: in the shared database, or the data dir's file."""
-    if settings.database_url is not None:
+    if settings.database is not None:
         from storage.postgres.service_db import PostgresServiceDB  # (psycopg: the postgresql extra)
 
-        return PostgresServiceDB(settings.database_url)
+        return PostgresServiceDB(settings.database)
     return ServiceDB(settings.service_db_path)
 
 
 def _write_lock(settings: Settings, env: dict[str, str]) -> WriteLock:
-    if settings.database_url is not None:
+    if settings.database is not None:
         from storage.postgres.locks import AdvisoryWriteLock
 
-        return AdvisoryWriteLock(settings.database_url)
+        return AdvisoryWriteLock(settings.database)
     return WriteLock(f"{env['SQLITE_DBNAME']}.lock")
 
 
 def notifications(app: Changji, settings: Settings) -> StoredEvents | None:
     """The event store's log read in bulk (None: through the recorder and the mapper)."""
-    if settings.database_url is not None:
+    if settings.database is not None:
         from storage.postgres.notifications import PostgresNotifications
 
-        return PostgresNotifications.of(app, settings.database_url)
+        return PostgresNotifications.of(app, settings.database)
     return SQLiteNotifications.of(app)
 
 
 def _stop_requests(settings: Settings) -> StopRequests | None:
     """Where a stop asked of a turn running in another process is left (None: no other process)."""
-    if settings.database_url is not None:
+    if settings.database is not None:
         from storage.postgres.stop_requests import PostgresStopRequests
 
-        return PostgresStopRequests(settings.database_url)
+        return PostgresStopRequests(settings.database)
     return StopRequests(settings.data_dir / "stops") if settings.workers > 1 else None
 
 
 def _leader_lock(settings: Settings) -> LeaderLock:
-    if settings.database_url is not None:
+    if settings.database is not None:
         from storage.postgres.locks import AdvisoryLeaderLock
 
-        return AdvisoryLeaderLock(settings.database_url)
+        return AdvisoryLeaderLock(settings.database)
     return LeaderLock(settings.data_dir if settings.persistence == "sqlite" else None)
 
 

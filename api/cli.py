@@ -83,8 +83,7 @@ def serve(
         return
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = service_data(settings)
-    if not db.has_keys():
-        _, key = db.create_key(LOCAL_TENANT, "created by the first `changji serve`")
+    if (key := db.first_key(LOCAL_TENANT, "created by the first `changji serve`")) is not None:
         click.echo(f"First start: an API key for tenant '{LOCAL_TENANT}' (shown once, stored hashed):\n\n  {key}\n")
     db.close()
     with contextlib.ExitStack() as stack:  # the data dir held until the server stops: a rebuild offers it its file
@@ -106,9 +105,9 @@ def _banner(settings: Settings, recall: str) -> None:
     workers = f", {settings.workers} workers" if settings.workers > 1 else ""
     click.echo(
         f"changji listening on http://{settings.host}:{settings.port} (data in {settings.data_dir.resolve()}{workers})"
-        if settings.database_url is None
+        if settings.database is None
         else f"changji listening on http://{settings.host}:{settings.port} (store: PostgreSQL at"
-        f" {redacted(settings.database_url)}; this process's caches in {settings.data_dir.resolve()})"
+        f" {redacted(settings.database)}; this process's caches in {settings.data_dir.resolve()})"
     )
     for role, model in (("main model", settings.main_model), ("side model", settings.side_model)):
         where = f"{model.model} at {model.base_url}" if model.configured else "none"
@@ -222,17 +221,20 @@ def projections_rebuild(data_dir: Path | None, wait: float) -> None:
     folder = settings.data_dir
     folder.mkdir(parents=True, exist_ok=True)
     target = read_model_files.new_file(folder)
-    app = Changji(env=settings.event_store_env())
+    app, reader = Changji(env=settings.event_store_env()), None
     started = time.perf_counter()
     with read_model_files.building(target):  # until it is named: no promotion elsewhere removes it
         try:
-            runner = ProjectionRunner(app, ReadModels(target), notifications(app, settings))
+            reader = notifications(app, settings)
+            runner = ProjectionRunner(app, ReadModels(target), reader)
             total = runner.max_position()
             with click.progressbar(length=total, label=f"replaying {total:,} events", file=sys.stderr) as bar:
                 position = runner.rebuild(progress=bar.update)
             runner.store.mark_rebuilt()
             runner.store.writer.conn.close()
         finally:
+            if reader is not None:
+                reader.close()
             app.close()
         seconds = time.perf_counter() - started
         click.echo(
@@ -393,6 +395,8 @@ def _offline(data_dir: Path | None) -> Iterator[Service]:
         asyncio.run(service.recall.stop())
         service.app.close()
         service.keys.close()
+        for connection in service.connections:
+            connection.close()
 
 
 def _short(data: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from providers.openai import ModelEndpoint
 from storage import read_model_files
@@ -51,6 +51,8 @@ class ModelSettings(BaseModel):
 
 
 class Settings(BaseModel):
+    model_config = ConfigDict(hide_input_in_errors=True)  # (a database URL's password never in an error)
+
     data_dir: Path = Field(
         Path(".changji"),
         description="where the SQLite files live; with a database URL, this process's own caches only (its read"
@@ -59,7 +61,7 @@ class Settings(BaseModel):
     persistence: Literal["sqlite", "memory", "postgresql"] = Field(
         "sqlite", description="sqlite: files in the data dir; postgresql: the database at database_url"
     )
-    database_url: str | None = Field(
+    database_url: SecretStr | None = Field(
         None,
         description="postgresql://user:password@host:port/database — the store every process shares"
         " (CHANGJI_DATABASE_URL); sets persistence to postgresql",
@@ -126,8 +128,8 @@ class Settings(BaseModel):
     def _endpoint_configured(self) -> Settings:
         if self.embedder == "endpoint" and not self.embeddings.configured:
             raise ValueError("embedder 'endpoint' needs CHANGJI_EMBED_BASE_URL and CHANGJI_EMBED_MODEL")
-        if self.database_url is not None:
-            check_url(self.database_url)
+        if self.database is not None:
+            check_url(self.database)
             if self.persistence == "memory":
                 raise ValueError("CHANGJI_DATABASE_URL names a database: CHANGJI_PERSISTENCE=memory cannot use it")
             self.persistence = "postgresql"
@@ -182,8 +184,8 @@ class Settings(BaseModel):
     def event_store_env(self) -> dict[str, str]:
         if self.persistence == "memory":
             return {"PERSISTENCE_MODULE": "eventsourcing.popo", "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes)}
-        if self.database_url is not None:
-            return {**event_store_env(self.database_url), "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes)}
+        if self.database is not None:
+            return {**event_store_env(self.database), "AGGREGATE_CACHE_MAXSIZE": str(self.cache_nodes)}
         return {
             "PERSISTENCE_MODULE": "storage.event_store:Factory",
             "SQLITE_DBNAME": str(self.data_dir / "events.sqlite"),
@@ -197,6 +199,11 @@ class Settings(BaseModel):
         if self.persistence == "memory":
             return f"file:changji-read-models-{id(self)}?mode=memory&cache=shared"
         return str(read_model_files.current(self.data_dir))  # read_models.sqlite, or a rebuilt file
+
+    @property
+    def database(self) -> str | None:
+        """The database URL, password included (`database_url` keeps it out of reprs and logs)."""
+        return self.database_url.get_secret_value() if self.database_url is not None else None
 
     @property
     def shared(self) -> bool:

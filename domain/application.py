@@ -345,14 +345,13 @@ class Changji(Application[UUID]):
     def follow(
         self, notification_id: int, originator_id: UUID, version: int, topic: str, event: Callable[[], Any]
     ) -> None:
-        """Bring this process's caches in step with an event in the store: one another process saved
-        (another worker on the same event store, a CLI import), or one this process saved itself, which
-        changes nothing. Events are followed in the order of the log. `event()` decodes the stored
-        event, called only where it is needed.
+        """Bring this process's caches in step with an event in the store: one another process saved (another
+        worker, a CLI import), or one this process saved itself, which changes nothing. Events are followed
+        in the order of the log; `event()` decodes the stored event, called only where it is needed.
 
-        A cached aggregate one version behind takes the event (as a load would have folded it); one
-        further behind is evicted (the next load reads it whole); one already at the version or past it
-        is left alone. What `commit` keeps for this process's own saves is kept for these too: the
+        A cached aggregate one version behind takes the event (as a load would have folded it), one made
+        elsewhere is held from its first; one further behind is evicted (the next load reads it whole);
+        one already at the version or past it is left alone. What `commit` keeps for this process's own saves is kept for these too: the
         render epochs of a story whose nodes render differently, the summaries recorded on its nodes."""
         aggregate = self._cached(originator_id)
         view = self.views.held(originator_id)
@@ -360,10 +359,11 @@ class Changji(Application[UUID]):
             pass  # (saved here, or followed already, or read back whole since it was saved)
         elif aggregate is None and view is not None and version <= view.version:
             pass
-        elif aggregate is not None and version == aggregate.version + 1:
-            event().mutate(aggregate)
-            if isinstance(aggregate, Node):
-                self.views.remember(aggregate.view)
+        elif version == (aggregate.version if aggregate is not None else 0) + 1 and self.repository.cache is not None:
+            held = event().mutate(aggregate)  # (a first event: made elsewhere, held as a save here holds it)
+            self.repository.cache.put(originator_id, held)
+            if isinstance(held, Node):
+                self.views.remember(held.view)
         else:
             if aggregate is not None:
                 self._evict(originator_id)

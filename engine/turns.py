@@ -167,9 +167,13 @@ class TurnRunner:
         assert self.stops is not None
         while self.running:
             await asyncio.sleep(LOOK_SECONDS)
-            for reply_id in await asyncio.to_thread(self.stops.asked, list(self.running)):
-                await asyncio.to_thread(self.stops.clear, reply_id)
-                self.stop(reply_id, "stopped")
+            try:
+                asked = await asyncio.to_thread(self.stops.asked, list(self.running))
+                for reply_id in asked:
+                    await asyncio.to_thread(self.stops.clear, reply_id)
+                    self.stop(reply_id, "stopped")
+            except Exception:  # (a store that did not answer: looked at again in a moment)
+                log.warning("the stops asked elsewhere could not be read; looking again", exc_info=True)
 
     async def stop_elsewhere(self, reply_id: UUID, seconds: float = STOP_ELSEWHERE_SECONDS) -> bool:
         """Ask whichever process runs the reply's turn to stop it (a turn not running here); whether it

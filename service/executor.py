@@ -75,6 +75,8 @@ class Executor:
         here by the next request."""
         self.read_side = read_side
         self.fresh_reads = fresh_reads
+        if fresh_reads and follower is not None:  # (a domain call may read the read models too: the scene, summaries)
+            follower.then = read_side.fold_up_to
         self.inline_commands = inline_commands
         self.follower = follower
         self.write_lock = write_lock if write_lock is not None else WriteLock(None)
@@ -122,7 +124,7 @@ class Executor:
     async def query(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a read-model query on a reader thread."""
         if self.fresh_reads:
-            await self.read_side.sync()
+            await self.read_side.fresh()
         self.read_side.follow_moves()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, functools.partial(fn, *args, **kwargs))
@@ -131,7 +133,7 @@ class Executor:
         """`query` for a short one (a node's children, by an index: tens of µs), here on the loop, with
         the loop's own connection: less than the hop to a reader thread and back."""
         if self.fresh_reads:
-            await self.read_side.sync()
+            await self.read_side.fresh()
         self.read_side.follow_moves()
         return fn(*args, **kwargs)
 
@@ -180,22 +182,34 @@ class Executor:
         the loop does, letting `_writing` go while another process holds it."""
 
         loop = asyncio.get_running_loop()
+        # where no call runs on the loop, a command waits for the write lock before the domain, not
+        # holding it: nothing else here takes the lock, and a wait needs no looking again
+        first = kind != "read" and not self.inline_commands
 
         def locked() -> T:
+            if first:
+                self.write_lock.__enter__()
+            try:
+                return held()
+            finally:
+                if first:
+                    self.write_lock.__exit__(None, None, None)
+
+        def held() -> T:
             while True:
                 self._writer_waits = True
                 try:
                     self._writing.acquire()
                 finally:
                     self._writer_waits = False
-                if kind == "read" or self.write_lock.try_enter():
+                if kind == "read" or first or self.write_lock.try_enter():
                     break
                 self._writing.release()
                 time.sleep(LOCK_LOOK)
             try:
                 return self._run(kind, fn, *args, **kwargs)
             finally:
-                if kind != "read":
+                if kind != "read" and not first:
                     self.write_lock.__exit__(None, None, None)
                 self._writing.release()
                 released = self._released
@@ -215,14 +229,19 @@ class Executor:
         with self.write_lock:
             self.read_side.follow_moves()  # (under the lock, under which they move: the fold goes to the new file)
             result = follower.command(fn, *args, **kwargs) if follower is not None else fn(*args, **kwargs)
-            if kind == "write":
-                position = position_of(result)  # type: ignore[arg-type]  # (writes answer with a position)
-                if self.read_side.position < position:
-                    try:
-                        self.read_side.fold_now(position)
-                    except Exception:  # (the write is saved: `sync` folds it, or fails the answer, as ever)
-                        log.warning("the fold after a write failed; it is tried again off the loop", exc_info=True)
-            return result
+            if kind == "write" and not self.fresh_reads:  # (read models other processes fold too: in step with the log)
+                self._fold(position_of(result))  # type: ignore[arg-type]  # (writes answer with a position)
+        if kind == "write" and self.fresh_reads:  # (this process's own read models: folded once the lock is let go)
+            self._fold(position_of(result))  # type: ignore[arg-type]
+        return result
+
+    def _fold(self, position: int) -> None:
+        """Fold a write's events into the read models now, on this thread."""
+        if self.read_side.position < position:
+            try:
+                self.read_side.fold_now(position)
+            except Exception:  # (the write is saved: `sync` folds it, or fails the answer, as ever)
+                log.warning("the fold after a write failed; it is tried again off the loop", exc_info=True)
 
     async def stop(self) -> None:
         self._writer.shutdown(wait=True)

@@ -36,11 +36,11 @@ class Leadership:
     async def claim(self) -> None:
         """Take the lead if it is free, before the rest of the service starts (which asks whether this
         process leads: the read side adopts a rebuilt file only if it does); the duties start later."""
-        self.lock.try_take()
+        await asyncio.to_thread(self.lock.try_take)  # (a database's lock: a round trip, off the loop)
 
     async def start(self) -> None:
         """Start the duties if this process leads; then watch the lead (`_wait`)."""
-        if self.lock.try_take():
+        if await asyncio.to_thread(self.lock.try_take):
             await self._take_up()
         self._waiting = asyncio.create_task(self._wait())
 
@@ -54,7 +54,7 @@ class Leadership:
                 if not await asyncio.to_thread(self.lock.still_held):
                     log.warning("this process lost the lead (its lock's connection ended): its duties stop")
                     await self._stop_duties()
-                    self.lock.release()
+                    await asyncio.to_thread(self.lock.release)
                 continue
             if await asyncio.to_thread(self.lock.try_take) and await self._take_up():
                 log.info("this process leads now: it runs the job system and the checkpoints")
@@ -69,7 +69,7 @@ class Leadership:
         except Exception:
             log.exception("the leader's duties could not start; the lead is let go")
             await self._stop_duties()
-            self.lock.release()
+            await asyncio.to_thread(self.lock.release)
             return False
         return True
 
@@ -79,7 +79,7 @@ class Leadership:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._waiting
         await self._stop_duties()
-        self.lock.release()
+        await asyncio.to_thread(self.lock.release)
 
     async def _stop_duties(self) -> None:
         while self._started:

@@ -53,6 +53,7 @@ class LogFollower:
         self._asked = time.monotonic()  # when the log was last asked
         self._listeners: dict[type | None, list[Callable[[Any], None]]] = {}
         self.raced = 0  # commands that lost a race all the same (to a writer without the lock) and ran again
+        self.then: Callable[[int], object] | None = None  # called with the position after each look
 
     def on(self, event_class: type, listener: Callable[[Any], None]) -> None:
         """Call `listener(event)` for each event of that class another process saved (on the thread
@@ -66,6 +67,14 @@ class LogFollower:
         take the lock), and always when `ask`."""
         if self.reader is None:
             return self.position
+        position = self._look(ask)
+        if self.then is not None:
+            self.then(position)
+        return position
+
+    def _look(self, ask: bool) -> int:
+        reader = self.reader
+        assert reader is not None
         count = -1
         if self.written is not None:
             count = self.written.generation
@@ -78,7 +87,7 @@ class LogFollower:
                 return self.position
         asked = time.monotonic()
         while True:
-            rows = self.reader.rows(self.position + 1, BATCH)
+            rows = reader.rows(self.position + 1, BATCH)
             for row in rows:
                 self._row(row)
                 self.position = row[0]

@@ -202,6 +202,17 @@ class ReadSide:
         the caller's `sync()` then shares that catch-up."""
         return self.runner.catch_up(position, wait=False)
 
+    def fold_up_to(self, position: int) -> int:
+        """Catch the read models up to `position` on the calling thread (a thread that may wait: the
+        projector's fold in flight is waited for)."""
+        return self.runner.catch_up(position) if self.runner.position < position else self.runner.position
+
+    async def fresh(self) -> int:
+        """Fold what the log holds now: its head is read first, since a catch-up already under way may
+        have read the log before a write another process answered."""
+        head = await asyncio.to_thread(self.runner.max_position)
+        return await self.sync(head)
+
     async def searchable(self) -> None:
         """Bring the full-text index up to date with the read models (so with every write that
         returned): a search calls it first. A batch per hop to the projector thread, so folds (and

@@ -37,6 +37,16 @@ def programs() -> Path | None:
     return Path(pg_ctl).resolve().parent if pg_ctl else None
 
 
+def create_database(server: str) -> tuple[str, str]:
+    """A new empty database on the server at `server` (a URL of one of its databases): its name and URL."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')  # (a name of hex digits: nothing to quote)
+    return name, urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+
+
 class PrivateServer:
     """A throwaway cluster: `start()`, `new_database()` (its URL), `stop()`."""
 
@@ -73,12 +83,7 @@ class PrivateServer:
 
     def new_database(self) -> str:
         """A new empty database on the server: its URL."""
-        import psycopg
-
-        name = f"t_{uuid.uuid4().hex[:16]}"
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f'create database "{name}"')  # (a name of hex digits: nothing to quote)
-        return urlunsplit(urlsplit(self.url)._replace(path=f"/{name}"))
+        return create_database(self.url)[1]
 
     def stop(self) -> None:
         if self.started and self.bin is not None:
@@ -92,18 +97,21 @@ class PrivateServer:
 
 
 class GivenServer:
-    """A server named by `CHANGJI_TEST_DATABASE_URL`: new databases are made on it."""
+    """A server named by `CHANGJI_TEST_DATABASE_URL`: new databases are made on it, and dropped at the end."""
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.made: list[str] = []
 
     def new_database(self) -> str:
-        import psycopg
-
-        name = f"t_{uuid.uuid4().hex[:16]}"
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f'create database "{name}"')
-        return urlunsplit(urlsplit(self.url)._replace(path=f"/{name}"))
+        name, url = create_database(self.url)
+        self.made.append(name)
+        return url
 
     def stop(self) -> None:
-        return None
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for name in self.made:
+                conn.execute(f'drop database if exists "{name}" with (force)')
+        self.made.clear()

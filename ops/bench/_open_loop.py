@@ -57,19 +57,10 @@ async def drive_open(config: dict[str, Any]) -> dict[str, Any]:
         async def call(kind: str, method: str, path: str, **kw: Any) -> Any:
             base = bases[sent[0] % len(bases)]
             sent[0] += 1
-            t0 = clock()
-            try:
-                async with session.request(method, base + path, **kw) as response:
-                    data = await response.read()
-                    status = response.status
-            except Exception as exc:  # a timeout or a dropped connection: an error without a latency
-                errors[f"{kind}: {type(exc).__name__}"] += 1
+            answered = await timed(session, kind, method, base + path, latencies, errors, **kw)
+            if answered is None:
                 return None
-            latencies[kind].append(clock() - t0)
-            if not 200 <= status < 300:
-                errors[f"{kind}: HTTP {status} {data[:200]!r}"] += 1
-                return None
-            return True if kind == "context" else json.loads(data)
+            return True if kind == "context" else json.loads(answered)
 
         nodes = f"/v1/stories/{story_id}/nodes"
 
@@ -122,6 +113,32 @@ async def drive_open(config: dict[str, Any]) -> dict[str, Any]:
         "client_cpu_s": cpu,
         "client_lag_p99_ms": sorted(lag)[int(0.99 * (len(lag) - 1))] * 1000 if lag else -1,
     }
+
+
+async def timed(
+    session: Any,
+    kind: str,
+    method: str,
+    url: str,
+    latencies: dict[str, list[float]],
+    errors: collections.Counter[str],
+    **kw: Any,
+) -> bytes | None:
+    """One request, its latency noted under `kind`; its body, or None (counted as an error) when it
+    failed or answered other than 2xx."""
+    t0 = time.perf_counter()
+    try:
+        async with session.request(method, url, **kw) as response:
+            data: bytes = await response.read()
+            status = response.status
+    except Exception as exc:  # a timeout or a dropped connection: an error without a latency
+        errors[f"{kind}: {type(exc).__name__}"] += 1
+        return None
+    latencies[kind].append(time.perf_counter() - t0)
+    if not 200 <= status < 300:
+        errors[f"{kind}: HTTP {status} {data[:200]!r}"] += 1
+        return None
+    return data
 
 
 def postmaster_of(url: str) -> int | None:

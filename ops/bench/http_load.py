@@ -58,7 +58,7 @@ from typing import Any
 
 from _common import emit, figure_keys, log, median_ms, parse_args, percentile, sized, texts
 from _open_loop import KINDS as TURN_KINDS
-from _open_loop import drive_open, postmaster_of, tree_cpu_seconds
+from _open_loop import drive_open, postmaster_of, timed, tree_cpu_seconds
 from _serving import build_variant, cpu_seconds, free_port, py_spy, rss_mb, stop, wait_healthy, wait_settled
 
 # each variant is driven for `seconds`: a fast server is measured as long as a slow one
@@ -182,20 +182,11 @@ async def drive(config: dict[str, Any]) -> dict[str, Any]:
     async with aiohttp.ClientSession(headers=headers, connector=connector, timeout=timeout) as session:
 
         async def call(kind: str, method: str, url: str, **kw: Any) -> Any:
-            t0 = clock()
-            try:
-                async with session.request(method, url, **kw) as response:
-                    data = await response.read()
-                    status = response.status
-            except Exception as exc:  # a timeout or a dropped connection: an error without a latency
-                errors[f"{kind}: {type(exc).__name__}"] += 1
+            data = await timed(session, kind, method, url, latencies, errors, **kw)
+            if data is None:
                 return None
-            latencies[kind].append(clock() - t0)
             if kind == "context":
                 context_bytes.append(len(data))
-            if not 200 <= status < 300:
-                errors[f"{kind}: HTTP {status} {data[:200]!r}"] += 1
-                return None
             return True if kind == "context" else json.loads(data)  # (the context is not read: the client's CPU
             # is the server's on this machine, and a front end sends it on to a model without parsing it)
 

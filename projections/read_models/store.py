@@ -46,6 +46,7 @@ SERVING = ("synchronous=NORMAL", "cache_size=-2000", "busy_timeout=5000")
 RUNNER = "main"
 JOBS_FOLDED = "jobs folded:"  # + a job kind: how many job rows of the kind were folded (a running count)
 REBUILT = "rebuilt"  # the position a rebuild into a new file reached: that file is complete up to there
+FOLDED_FROM = "folded from:"  # + the identity of the database the tables are folded from (a shared one)
 # the scene fold walks the first two; text upserts need the unique key of the third, and the indexer
 # beside a rebuild reads the texts by the fourth
 KEPT_WHILE_LOADING = (
@@ -75,6 +76,19 @@ class ReadModels(ReadQueries):
         if self._schema() not in (None, SCHEMA_VERSION):
             self.drop()  # an older layout: start over; the runner replays every event from position 0
         self._create()
+
+    def folded_from(self) -> str | None:
+        """Which store these tables were folded from, as `mark_folded_from` noted it (None: not noted)."""
+        row = self.writer.execute(
+            "select name from positions where name >= ? and name < ?", [FOLDED_FROM, FOLDED_FROM + "~"]
+        ).fetchone()
+        return str(row[0]).removeprefix(FOLDED_FROM) if row else None
+
+    def mark_folded_from(self, store: str) -> None:
+        """Note the store (a shared database's identity) these tables are folded from."""
+        with self._transaction():
+            self.writer.execute("delete from positions where name >= ? and name < ?", [FOLDED_FROM, FOLDED_FROM + "~"])
+            positions.set_position(self.writer.conn, FOLDED_FROM + store, 1)
 
     def mark_rebuilt(self) -> None:
         """Record that this file was rebuilt up to its position (a file `reopen` may switch to)."""
@@ -369,7 +383,10 @@ class ReadModels(ReadQueries):
                 if name in ("passages", "positions")
                 else f"select rowid, * from {name} order by rowid"
             )
-            out[name] = list(self.writer.query(order))
+            rows = list(self.writer.query(order))  # (which store they came from is no row a fold makes)
+            out[name] = (
+                [r for r in rows if not str(r.get("name", "")).startswith(FOLDED_FROM)] if name == "positions" else rows
+            )
         return out
 
 

@@ -22,8 +22,14 @@ def check_url(url: str) -> str:
         raise ValueError(f"a database URL starts with postgresql://, not {parts.scheme or 'nothing'}://")
     if not parts.path.strip("/"):
         raise ValueError("a database URL names its database: postgresql://user@host:5432/database")
-    if not (parts.hostname or parse_qs(parts.query).get("host")):
+    query = parse_qs(parts.query)
+    if not (parts.hostname or query.get("host")):
         raise ValueError("a database URL names its host: postgresql://user@host:5432/database")
+    if other := sorted(set(query) - {"host"}):
+        raise ValueError(
+            f"a database URL takes no parameter but host (not {', '.join(other)}): set libpq's environment"
+            " variables instead (PGSSLMODE, PGSSLROOTCERT, PGOPTIONS…), which every connection reads"
+        )
     try:
         _ = parts.port
     except ValueError:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import psycopg
+import psycopg.errors
 
 from storage.leadership import LeaderLock
 from storage.write_lock import WriteLock
@@ -22,6 +24,13 @@ from storage.write_lock import WriteLock
 log = logging.getLogger(__name__)
 SPACE = 0x63686A69  # the first key of changji's advisory locks ("chji"); the second names the lock
 WRITE, LEAD = 1, 2
+# a lock's connection is known dead within some 20 s of its peer going silent (a half-open connection
+# would otherwise be believed alive for the kernel's 15 minutes): TCP keepalives and a limit on
+# unacknowledged data, and no statement may hang longer than a minute
+ALIVE: dict[str, Any] = {
+    "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+    "tcp_user_timeout": 20_000, "options": "-c statement_timeout=60000",
+}  # fmt: skip
 
 
 class _Session:
@@ -35,9 +44,11 @@ class _Session:
         for attempt in (1, 2):
             try:
                 if self.conn is None or self.conn.closed:
-                    self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+                    self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10, **ALIVE)
                 row = self.conn.execute(sql, (SPACE, key)).fetchone()
                 return bool(row[0]) if row and row[0] is not None else True
+            except psycopg.errors.QueryCanceled:
+                raise  # (a statement past its time: the connection is fine)
             except psycopg.OperationalError:
                 self.close()
                 if attempt == 2:
@@ -65,7 +76,12 @@ class AdvisoryWriteLock(WriteLock):
         if wait:
             if not self._session.ask("select pg_try_advisory_lock(%s, %s)", WRITE):
                 self.waits += 1
-                self._session.ask("select pg_advisory_lock(%s, %s) is null", WRITE)  # (void: null)
+                while True:  # (a wait longer than a statement may last is cancelled, and waited again)
+                    try:
+                        self._session.ask("select pg_advisory_lock(%s, %s) is null", WRITE)  # (void: null)
+                        break
+                    except psycopg.errors.QueryCanceled:
+                        continue
         elif not self._session.ask("select pg_try_advisory_lock(%s, %s)", WRITE):
             return False
         self._held = True
@@ -76,9 +92,10 @@ class AdvisoryWriteLock(WriteLock):
             return
         self._held = False
         try:
-            self._session.ask("select pg_advisory_unlock(%s, %s)", WRITE)
+            if not self._session.ask("select pg_advisory_unlock(%s, %s)", WRITE):
+                log.error("the write lock was not held as it was let go: its connection ended during a command")
         except psycopg.Error:  # the connection is gone, and the lock with it
-            log.warning("the write lock's connection was lost; the server let the lock go with it")
+            log.error("the write lock's connection ended during a command; the server let the lock go with it")
             self._session.close()
 
     def close(self) -> None:

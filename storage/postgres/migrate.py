@@ -5,8 +5,10 @@ by their hashes, idempotency records, blobs). The read models are not copied: th
 each process on the database folds its own from the log at its first start.
 
 The source is only read. A destination that holds any event is refused (a second copy would give every
-aggregate two histories); a copy cut short leaves a destination that is refused in turn, to be emptied
-(dropped and made again) before the copy is run once more.
+aggregate two histories). The copy holds the database's write lock throughout (no process writes
+meanwhile) and marks the database as being copied into until it is done: a copy cut short leaves a
+database that `changji serve` refuses to start on, to be dropped and made again before the copy runs once
+more.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import StoredEvent
 
+from storage.postgres.locks import AdvisoryWriteLock
 from storage.postgres.service_db import create_schema
 
 BATCH = 1000
+BLOB_BATCH = 50  # service rows copied at a time (a blob may be megabytes)
 SERVICE_TABLES = {  # SQLite's table → PostgreSQL's, with the columns copied
     "api_keys": ("changji_api_keys", ("key_hash", "key_id", "tenant_id", "label", "created_at", "revoked")),
     "idempotency": (
@@ -61,7 +65,32 @@ def copy_data_dir(data_dir: Path, url: str, destination: Any, progress: Callable
     `url`, whose application `destination` is (its recorders write the events)."""
     events_file, service_file = data_dir / EVENTS, data_dir / SERVICE
     if destination.recorder.max_notification_id() is not None:
-        raise NotEmpty("the destination database already holds events: migrate into an empty database")
+        unfinished = " (an unfinished copy: drop the database and make it anew)" if copying(url) else ""
+        raise NotEmpty(f"the destination database already holds events{unfinished}: migrate into an empty database")
+    create_schema(url)
+    lock = AdvisoryWriteLock(url)
+    with lock, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "insert into changji_meta (name, value) values ('copying', 'changji migrate') on conflict do nothing"
+        )
+        copied = _copy(events_file, service_file, url, destination, progress)
+        conn.execute("delete from changji_meta where name = 'copying'")
+    lock.close()
+    return copied
+
+
+def copying(url: str) -> bool:
+    """Whether a `changji migrate` into this database began and has not finished."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        exists = conn.execute("select to_regclass('changji_meta') is not null").fetchone()
+        if not exists or not exists[0]:
+            return False
+        return conn.execute("select 1 from changji_meta where name = 'copying'").fetchone() is not None
+
+
+def _copy(
+    events_file: Path, service_file: Path, url: str, destination: Any, progress: Callable[[int], None] | None
+) -> Copied:
     copied = Copied(rows={})
     source = sqlite3.connect(f"{events_file.resolve().as_uri()}?mode=ro", uri=True)
     try:
@@ -105,17 +134,19 @@ def _copy_service_rows(service_file: Path, url: str) -> dict[str, int]:
                     continue
                 present = {row[1] for row in source.execute(f"pragma table_info({table})")}
                 chosen = [c for c in columns if c in present]
-                rows = source.execute(f"select {', '.join(chosen)} from {table}").fetchall()
-                if "revoked" in chosen:  # (0/1 there, a boolean here)
-                    at = chosen.index("revoked")
-                    rows = [(*r[:at], bool(r[at]), *r[at + 1 :]) for r in rows]
-                with conn.cursor() as cursor:
-                    cursor.executemany(
-                        f"insert into {target} ({', '.join(chosen)}) values ({', '.join('%s' for _ in chosen)})"
-                        " on conflict do nothing",
-                        rows,
-                    )
-                counts[table] = len(rows)
+                cursor_in = source.execute(f"select {', '.join(chosen)} from {table}")
+                counts[table] = 0
+                while rows := cursor_in.fetchmany(BLOB_BATCH):  # (blobs can be large: a few at a time)
+                    if "revoked" in chosen:  # (0/1 there, a boolean here)
+                        at = chosen.index("revoked")
+                        rows = [(*r[:at], bool(r[at]), *r[at + 1 :]) for r in rows]
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            f"insert into {target} ({', '.join(chosen)}) values ({', '.join('%s' for _ in chosen)})"
+                            " on conflict do nothing",
+                            rows,
+                        )
+                    counts[table] += len(rows)
     finally:
         source.close()
     return counts

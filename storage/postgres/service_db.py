@@ -4,10 +4,14 @@ request retried against another process is answered from the record the first on
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from uuid import uuid4
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from storage.service_db import KEY_PREFIX, StoredResponse, hash_key
@@ -25,26 +29,50 @@ create table if not exists changji_idempotency (
     status integer not null, body bytea not null, created_at text not null, etag text,
     primary key (tenant_id, key));
 create table if not exists changji_stop_requests (reply_id uuid primary key, asked_at text not null);
+create table if not exists changji_meta (name text primary key, value text not null);
 """
 
 
 def pool(url: str, size: int, name: str) -> ConnectionPool:
     """A small pool of autocommitting connections to `url`, open once the server answers (10 s)."""
     made: ConnectionPool = ConnectionPool(
-        url, min_size=1, max_size=size, kwargs={"autocommit": True}, name=name, open=False, timeout=30
-    )
+        url, min_size=1, max_size=size, kwargs={"autocommit": True}, name=name, open=False, timeout=30,
+        check=ConnectionPool.check_connection,  # (a connection the server dropped is replaced, not handed out)
+    )  # fmt: skip
     made.open(wait=True, timeout=10)
     return made
 
 
-def create_schema(url: str) -> None:
-    """The service's tables, made where missing (by any process: `if not exists`, under a lock so that
-    two processes starting at once do not both make them)."""
-    import psycopg
+@contextlib.contextmanager
+def schema_lock(url: str) -> Iterator[None]:
+    """Held while a process makes tables (its own, or eventsourcing's as the application starts): two
+    processes starting at once on a new database would race on the catalog."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("select pg_advisory_lock(hashtext('changji schema'))")
+        try:
+            yield
+        finally:
+            conn.execute("select pg_advisory_unlock(hashtext('changji schema'))")
 
-    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-        conn.execute("select pg_advisory_xact_lock(hashtext('changji schema'))")
+
+def create_schema(url: str) -> None:
+    """The service's tables, made where missing (by any process: `if not exists`, under the schema lock),
+    and the database's identity (`identity`)."""
+    with schema_lock(url), psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SCHEMA)
+        conn.execute(
+            "insert into changji_meta (name, value) values ('identity', %s) on conflict do nothing", (str(uuid4()),)
+        )
+
+
+def identity(url: str) -> str:
+    """The database's identity: a random id made with its tables, so that a process can tell its read
+    models were folded from this database and not another (or a restored copy of another)."""
+    create_schema(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("select value from changji_meta where name = 'identity'").fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 class PostgresServiceDB:
@@ -77,6 +105,21 @@ class PostgresServiceDB:
                 (hash_key(key), key_id, tenant_id, label, _now()),
             )
         return key_id, key
+
+    def first_key(self, tenant_id: str, label: str) -> str | None:
+        """A key for the tenant if there is no key at all yet — decided once, whichever processes start
+        at the same time."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("select pg_advisory_xact_lock(hashtext('changji first key'))")
+            if conn.execute("select 1 from changji_api_keys limit 1").fetchone() is not None:
+                return None
+            conn.execute(
+                "insert into changji_api_keys (key_hash, key_id, tenant_id, label, created_at)"
+                " values (%s, %s, %s, %s, %s)",
+                (hash_key(key), key[: len(KEY_PREFIX) + 6], tenant_id, label, _now()),
+            )
+        return key
 
     def tenant_for(self, key: str) -> str | None:
         with self.pool.connection() as conn:

@@ -6,14 +6,17 @@ another, a stale version is refused wherever it is sent, and when the process th
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.postgres_server import GivenServer, PrivateServer
-from tests.processes import Server, new_key, serving
+from tests.processes import CHANGJI, Server, free_port, new_key, serving, wait_until_up
 
 pytestmark = pytest.mark.slow
 
@@ -48,13 +51,19 @@ def leader_of(servers: list[Server]) -> Server:
     return leading[0]
 
 
-def test_three_processes_play_one_story_and_each_reads_what_another_wrote(
-    tmp_path: Path, postgres_server: GivenServer | PrivateServer
-) -> None:
+@contextlib.contextmanager
+def three_servers(tmp_path: Path, postgres_server: GivenServer | PrivateServer) -> Iterator[list[Server]]:
+    """Three `changji serve` on one new database, each with its own data dir and port, one key for all."""
     env = shared_env(postgres_server)
     key = new_key(tmp_path / "a", env=env)
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(serving(tmp_path / name, key, env)) for name in "abc"]
+        yield [stack.enter_context(serving(tmp_path / name, key, env)) for name in "abc"]
+
+
+def test_three_processes_play_one_story_and_each_reads_what_another_wrote(
+    tmp_path: Path, postgres_server: GivenServer | PrivateServer
+) -> None:
+    with three_servers(tmp_path, postgres_server) as servers:
         card = servers[0].call("POST", "/v1/cards", CARD)
         story = servers[1].call("POST", "/v1/stories", {"card_id": card["id"]})
         story_id, written = story["id"], []
@@ -75,6 +84,12 @@ def test_three_processes_play_one_story_and_each_reads_what_another_wrote(
                 "POST", f"/v1/stories/{story_id}/nodes", {"kind": "user", "text": "晚了一步"}, {"If-Match": seen}
             )
             assert stale == 409, problem  # the version another process moved on from
+        for i in range(6):  # a scene edit answered by one process, read back from the read models of another
+            editor, reader = servers[i % 3], servers[(i + 1) % 3]
+            edited = editor.call("PATCH", f"/v1/stories/{story_id}/scene", {"patch": {"time": f"第{i}更"}})
+            assert edited["state"]["time"] == f"第{i}更"
+            scene = reader.call("GET", f"/v1/stories/{story_id}/scene")
+            assert scene["state"]["time"] == f"第{i}更" and len(scene["patches"]) == len(edited["patches"])
         for server in servers:
             assert texts_on_path(server, story_id) == ["风很大。", *written]  # one story, the same on every process
             listed = server.call("GET", "/v1/stories")["items"]
@@ -85,10 +100,7 @@ def test_three_processes_play_one_story_and_each_reads_what_another_wrote(
 def test_the_jobs_go_on_in_another_process_when_the_leader_is_killed(
     tmp_path: Path, postgres_server: GivenServer | PrivateServer
 ) -> None:
-    env = shared_env(postgres_server)
-    key = new_key(tmp_path / "a", env=env)
-    with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(serving(tmp_path / name, key, env)) for name in "abc"]
+    with three_servers(tmp_path, postgres_server) as servers:
         leader = leader_of(servers)
         others = [s for s in servers if s is not leader]
         card = others[0].call("POST", "/v1/cards", CARD)
@@ -111,3 +123,33 @@ def test_the_jobs_go_on_in_another_process_when_the_leader_is_killed(
         assert done, jobs
         assert took < 5, f"the compaction ran {took:.1f} s after the leader was killed"
         assert leader_of(others) in others  # exactly one of the two leads now
+
+
+def test_processes_started_at_once_on_a_new_database_all_serve_and_make_one_first_key(
+    tmp_path: Path, postgres_server: GivenServer | PrivateServer
+) -> None:
+    env = {**os.environ, **shared_env(postgres_server)}
+    ports = [free_port() for _ in range(3)]
+    logs = [tmp_path / f"serve-{i}.log" for i in range(3)]
+    processes = []
+    for i, (port, log) in enumerate(zip(ports, logs, strict=True)):
+        with log.open("wb") as out:
+            processes.append(subprocess.Popen(
+                [CHANGJI, "serve", "--data-dir", str(tmp_path / f"d{i}"), "--port", str(port)],
+                stdout=out, stderr=out, env=env,
+            ))  # fmt: skip
+    try:
+        for port, process, log in zip(ports, processes, logs, strict=True):
+            wait_until_up(f"http://127.0.0.1:{port}", process, log)
+        printed = [
+            line.strip() for log in logs for line in log.read_text().splitlines() if line.strip().startswith("cj_")
+        ]
+        assert len(printed) == 1  # the first start's key: made once, by one of them
+        server = Server(f"http://127.0.0.1:{ports[2]}", printed[0])
+        assert server.call("GET", "/v1/cards")["items"] == []  # accepted by every process
+        assert Server(f"http://127.0.0.1:{ports[0]}", printed[0]).call("GET", "/v1/stories")["items"] == []
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=40)

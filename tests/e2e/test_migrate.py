@@ -4,8 +4,10 @@ answers every read as the SQLite one did, keeps the keys and the blobs, and a se
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import psycopg
 import pytest
 
 from api.app import SERVICE
@@ -23,7 +25,7 @@ async def play(api: Api) -> dict[str, Any]:
     card = await api.send("POST", "/v1/cards/import", (cards_dir() / "default_Seraphina.png").read_bytes())
     story = await api.story(card["id"], keep_turns=2, pack_turns=3, min_pack_chars=0)
     first = None
-    for i in range(8):
+    for i in range(105):  # (over 200 events on the story: a snapshot of it is taken, and copied)
         user, reply = await api.turn(story["id"], f"第{i}问：灯还亮着吗？", f"第{i}答：亮着。")
         first = first or reply
     await api.call(
@@ -63,7 +65,12 @@ async def test_a_sqlite_data_dir_copied_into_postgresql_answers_every_read_as_be
     url = postgres_server.new_database()
     copied = run("migrate", "--data-dir", str(data_dir), "--to", url)
     assert copied.returncode == 0, copied.stderr
-    assert "events" in copied.stdout
+    counted = re.search(
+        r"copied ([\d,]+) events and (\d+) snapshots \((\d+) api_keys, (\d+) idempotency, (\d+) blobs", copied.stdout
+    )
+    assert counted is not None, copied.stdout
+    assert int(counted[1].replace(",", "")) > 400 and int(counted[2]) >= 1  # (a story of 105 turns: snapshotted)
+    assert int(counted[3]) >= 1 and int(counted[5]) >= 1  # the key, the card's art
     again = run("migrate", "--data-dir", str(data_dir), "--to", url)
     assert again.returncode != 0 and "already holds events" in again.stderr
 
@@ -76,3 +83,20 @@ async def test_a_sqlite_data_dir_copied_into_postgresql_answers_every_read_as_be
     assert exported == art  # the art, from the copied blobs
     listed = run("keys", "list", env={"CHANGJI_DATABASE_URL": url})
     assert listed.returncode == 0 and "tenant=" + TENANT in listed.stdout
+
+
+async def test_a_copy_cut_short_is_refused_by_serve_and_by_a_second_copy(
+    make_client: MakeClient, postgres_server: GivenServer | PrivateServer, store: str
+) -> None:
+    source = await make_client(embedder="none")
+    await api_for(source, TENANT).story()
+    data_dir = source.app[SERVICE].settings.data_dir
+    await source.close()
+    url = postgres_server.new_database()
+    assert run("migrate", "--data-dir", str(data_dir), "--to", url).returncode == 0
+    with psycopg.connect(url, autocommit=True) as conn:  # as a copy that died half way leaves it
+        conn.execute("insert into changji_meta (name, value) values ('copying', 'changji migrate')")
+    with pytest.raises(RuntimeError, match="did not finish"):
+        await make_client(database_url=url)
+    again = run("migrate", "--data-dir", str(data_dir), "--to", url)
+    assert again.returncode != 0 and "unfinished copy" in again.stderr

@@ -43,6 +43,22 @@ def test_a_cached_story_takes_the_other_process_s_events(sqlite_story: StoryBuil
     assert [n.id for n in project_path(second.app.node, story.leaf_id)][-2:] == [user, reply]
 
 
+def test_nodes_made_by_the_other_process_are_held_from_their_events_without_a_read(
+    sqlite_story: StoryBuilder, events_path: Path
+) -> None:
+    second, follower = other_process(sqlite_story, events_path)
+    user, reply = sqlite_story.turn("船几时到？", "明早。")
+    sqlite_story.annotate(reply, "star")
+    follower.follow()
+    reads: list[object] = []
+    recorder = second.app.recorder
+    select = recorder.select_events
+    recorder.select_events = lambda *a, **k: reads.append(a) or select(*a, **k)  # type: ignore[method-assign]
+    assert second.app.node(user).text == "船几时到？" and second.app.node(reply).text == "明早。"
+    assert second.app.node(reply).starred and second.app.node(reply).version == sqlite_story.app.node(reply).version
+    assert reads == []  # held from the followed events: no read of the store
+
+
 def test_a_cached_node_view_follows_a_revision_saved_elsewhere(sqlite_story: StoryBuilder, events_path: Path) -> None:
     _, reply = sqlite_story.turn("风大吗？", "很大。")
     second, follower = other_process(sqlite_story, events_path)

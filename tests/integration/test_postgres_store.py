@@ -15,7 +15,9 @@ from uuid import uuid4
 
 import psycopg
 import pytest
+from pydantic import ValidationError
 
+from api.cli import _banner
 from api.settings import Settings
 from domain.application import Changji
 from projections.read_models.store import ReadModels
@@ -204,3 +206,19 @@ def test_database_urls_are_checked_and_their_passwords_kept_out_of_messages() ->
         Settings(persistence="postgresql")
     with pytest.raises(ValueError, match="one `changji serve` per core"):
         Settings(database_url="postgresql://u:p@h/db", workers=2)
+    with pytest.raises(ValueError, match="sslmode") as raised:  # (libpq's environment says those)
+        check_url("postgresql://u:secret@h/db?sslmode=require&password=secret2")
+    assert "secret" not in str(raised.value)
+    kept = Settings(database_url="postgresql://u:secret@h/db")
+    assert "secret" not in repr(kept) and "secret" not in str(kept.model_dump())
+    assert kept.database == "postgresql://u:secret@h/db"
+    for bad in ({"workers": 2}, {"persistence": "memory"}, {"port": -1}):
+        with pytest.raises(ValidationError) as failed:
+            Settings(database_url="postgresql://u:secret@h/db", **bad)
+        assert "secret" not in str(failed.value)
+
+
+def test_the_banner_names_the_database_without_its_password(capsys: pytest.CaptureFixture[str]) -> None:
+    _banner(Settings(database_url="postgresql://u:secret@db.example/story"), "none")
+    out = capsys.readouterr().out
+    assert "PostgreSQL at postgresql://u:***@db.example/story" in out and "secret" not in out
