@@ -43,6 +43,7 @@ def event_store_env(url: str, pool_size: int = 5) -> dict[str, str]:
     query = parse_qs(parts.query)
     return {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "APPLICATION_RECORDER_TOPIC": "storage.postgres.event_store:Recorder",  # (an insert is not retried)
         "POSTGRES_DBNAME": unquote(parts.path.strip("/")),
         "POSTGRES_HOST": query.get("host", [parts.hostname or ""])[0],
         "POSTGRES_PORT": str(parts.port or 5432),
@@ -50,7 +51,8 @@ def event_store_env(url: str, pool_size: int = 5) -> dict[str, str]:
         "POSTGRES_PASSWORD": unquote(parts.password or ""),
         "POSTGRES_POOL_SIZE": str(pool_size),
         "POSTGRES_CONNECT_TIMEOUT": "10",
-        "POSTGRES_PRE_PING": "y",  # (a connection the server dropped is replaced, not handed out)
+        # one statement a save (a function on the server locks the table and inserts), no ping before it
+        "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
     }
 
 

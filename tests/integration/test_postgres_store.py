@@ -11,6 +11,7 @@ import itertools
 import threading
 import time
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import psycopg
@@ -24,6 +25,7 @@ from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from service.leadership import Duty, Leadership
 from storage.postgres import check_url, event_store_env, redacted
+from storage.postgres.event_store import Recorder
 from storage.postgres.locks import AdvisoryLeaderLock, AdvisoryWriteLock
 from storage.postgres.notifications import PostgresNotifications
 from storage.postgres.service_db import PostgresServiceDB
@@ -179,6 +181,27 @@ def test_the_read_models_fold_past_a_gap_in_the_logs_positions(url: str, tmp_pat
     finally:
         if reader is not None:
             reader.close()
+        app.close()
+
+
+def test_an_insert_that_fails_is_not_tried_again(url: str) -> None:
+    """(A commit made as its connection dropped would be found by a retry and called a conflict.)"""
+    app = Changji(env=event_store_env(url))
+    try:
+        assert isinstance(app.recorder, Recorder)
+        attempts: list[int] = []
+        original = app.recorder.datastore.get_connection
+
+        def broken() -> Any:
+            attempts.append(1)
+            raise psycopg.OperationalError("the connection dropped")
+
+        app.recorder.datastore.get_connection = broken  # type: ignore[method-assign]
+        with pytest.raises(Exception, match="dropped"):
+            StoryBuilder.start(app)
+        assert len(attempts) == 1
+        app.recorder.datastore.get_connection = original  # type: ignore[method-assign]
+    finally:
         app.close()
 
 
