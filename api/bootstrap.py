@@ -300,8 +300,8 @@ def _same_database(store: ReadModels, url: str, app: Changji) -> None:
     from storage.postgres.service_db import identity
 
     database, head = identity(url), int(app.recorder.max_notification_id() or 0)
-    folded_from = store.folded_from()
-    if (folded_from not in (None, database)) or store.position() > head:
+    folded_from = store.folded_from()  # (None with events folded: a file from before the mark, or a rebuild's)
+    if (folded_from != database and (folded_from is not None or store.position() > 0)) or store.position() > head:
         log.warning(
             "the read models in %s were folded from another database (or from a later point of this one):"
             " they are folded again from its log", store.path,

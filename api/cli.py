@@ -231,6 +231,10 @@ def projections_rebuild(data_dir: Path | None, wait: float) -> None:
             with click.progressbar(length=total, label=f"replaying {total:,} events", file=sys.stderr) as bar:
                 position = runner.rebuild(progress=bar.update)
             runner.store.mark_rebuilt()
+            if settings.database is not None:  # (which database it was folded from)
+                from storage.postgres.service_db import identity
+
+                runner.store.mark_folded_from(identity(settings.database))
             runner.store.writer.conn.close()
         finally:
             if reader is not None:

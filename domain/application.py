@@ -314,9 +314,9 @@ class Changji(Application[UUID]):
             processing.aggregates[aggregate.id] = aggregate
         with self.write_lock:
             recordings = self._record(processing)
-        self._take_snapshots(processing)
-        self.commits += 1
+        self.commits += 1  # (counted before a snapshot is taken: a snapshot that fails never runs a command again)
         self._recent.extend((r.notification.id, r.domain_event) for r in recordings)
+        self._take_snapshots(processing)
         self.notify(processing.events)
         return recordings
 

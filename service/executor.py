@@ -76,7 +76,7 @@ class Executor:
         self.read_side = read_side
         self.fresh_reads = fresh_reads
         if fresh_reads and follower is not None:  # (a domain call may read the read models too: the scene, summaries)
-            follower.then = read_side.fold_up_to
+            follower.then = self._fold_followed
         self.inline_commands = inline_commands
         self.follower = follower
         self.write_lock = write_lock if write_lock is not None else WriteLock(None)
@@ -187,13 +187,13 @@ class Executor:
         first = kind != "read" and not self.inline_commands
 
         def locked() -> T:
-            if first:
-                self.write_lock.__enter__()
-            try:
+            if not first:
                 return held()
-            finally:
-                if first:
-                    self.write_lock.__exit__(None, None, None)
+            with self.write_lock:
+                result = held()
+            if kind == "write" and self.fresh_reads:  # (this process's own read models: once the lock is let go)
+                self._fold(position_of(result))  # type: ignore[arg-type]  # (writes answer with a position)
+            return result
 
         def held() -> T:
             while True:
@@ -231,9 +231,15 @@ class Executor:
             result = follower.command(fn, *args, **kwargs) if follower is not None else fn(*args, **kwargs)
             if kind == "write" and not self.fresh_reads:  # (read models other processes fold too: in step with the log)
                 self._fold(position_of(result))  # type: ignore[arg-type]  # (writes answer with a position)
-        if kind == "write" and self.fresh_reads:  # (this process's own read models: folded once the lock is let go)
-            self._fold(position_of(result))  # type: ignore[arg-type]
-        return result
+        return result  # (this process's own read models, `fresh_reads`: folded once the lock is let go, `locked`)
+
+    def _fold_followed(self, position: int) -> None:
+        """The read models brought up to what the follower read (a failure is the projector's to report:
+        the domain call goes on, and its reads of the read models may lag)."""
+        try:
+            self.read_side.fold_up_to(position)
+        except Exception:
+            log.warning("folding what another process saved failed; the projector tries again", exc_info=True)
 
     def _fold(self, position: int) -> None:
         """Fold a write's events into the read models now, on this thread."""

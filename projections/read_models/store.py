@@ -226,12 +226,15 @@ class ReadModels(ReadQueries):
             db.table("positions").upsert({"name": SCHEMA, "position": SCHEMA_VERSION}, pk="name")
 
     def drop(self) -> None:
-        """Remove every read-model table; `_create` runs again so the runner can replay from 0."""
-        db = self.writer
+        """Remove every read-model table; `_create` runs again so the runner can replay from 0 (from the
+        same store: which one it is stays noted)."""
+        db, store = self.writer, self.folded_from() if self.writer.table("positions").exists() else None
         with self._transaction():
             for name in TABLES:
                 db.execute(f"drop table if exists {name}")
         self._create()
+        if store is not None:
+            self.mark_folded_from(store)
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:

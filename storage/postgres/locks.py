@@ -12,6 +12,7 @@ job system; a leader whose connection was lost (a restart of the server) is told
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -27,9 +28,14 @@ WRITE, LEAD = 1, 2
 # a lock's connection is known dead within some 20 s of its peer going silent (a half-open connection
 # would otherwise be believed alive for the kernel's 15 minutes): TCP keepalives and a limit on
 # unacknowledged data, and no statement may hang longer than a minute
+# (the server's side too: it lets a dead session's locks go only once it knows the session is dead)
+SERVER_SIDE = (
+    "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 -c tcp_user_timeout=20000"
+)
 ALIVE: dict[str, Any] = {
     "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
-    "tcp_user_timeout": 20_000, "options": "-c statement_timeout=60000",
+    "tcp_user_timeout": 20_000,
+    "options": f"{os.environ.get('PGOPTIONS', '')} -c statement_timeout=60000 {SERVER_SIDE}".strip(),
 }  # fmt: skip
 
 
@@ -80,7 +86,8 @@ class AdvisoryWriteLock(WriteLock):
                     try:
                         self._session.ask("select pg_advisory_lock(%s, %s) is null", WRITE)  # (void: null)
                         break
-                    except psycopg.errors.QueryCanceled:
+                    except psycopg.errors.QueryCanceled:  # (the lock may have been granted as the wait was
+                        self._session.close()  # cancelled: the session ends, and anything it held with it)
                         continue
         elif not self._session.ask("select pg_try_advisory_lock(%s, %s)", WRITE):
             return False

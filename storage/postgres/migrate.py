@@ -24,7 +24,7 @@ import psycopg
 from eventsourcing.persistence import StoredEvent
 
 from storage.postgres.locks import AdvisoryWriteLock
-from storage.postgres.service_db import create_schema
+from storage.postgres.service_db import create_schema, schema_lock
 
 BATCH = 1000
 BLOB_BATCH = 50  # service rows copied at a time (a blob may be megabytes)
@@ -64,18 +64,22 @@ def copy_data_dir(data_dir: Path, url: str, destination: Any, progress: Callable
     """Copy the data dir's store (eventsourcing's SQLite file) and its service rows into the database at
     `url`, whose application `destination` is (its recorders write the events)."""
     events_file, service_file = data_dir / EVENTS, data_dir / SERVICE
-    if destination.recorder.max_notification_id() is not None:
-        unfinished = " (an unfinished copy: drop the database and make it anew)" if copying(url) else ""
-        raise NotEmpty(f"the destination database already holds events{unfinished}: migrate into an empty database")
     create_schema(url)
+    with schema_lock(url), psycopg.connect(url, autocommit=True) as conn:  # (as `serve` looks for the mark)
+        if destination.recorder.max_notification_id() is not None:
+            unfinished = " (an unfinished copy: drop the database and make it anew)" if copying(url) else ""
+            raise NotEmpty(f"the destination database already holds events{unfinished}: migrate into an empty database")
+        conn.execute("insert into changji_meta (name, value) values ('copying', 'changji migrate')")
     lock = AdvisoryWriteLock(url)
-    with lock, psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "insert into changji_meta (name, value) values ('copying', 'changji migrate') on conflict do nothing"
-        )
-        copied = _copy(events_file, service_file, url, destination, progress)
-        conn.execute("delete from changji_meta where name = 'copying'")
-    lock.close()
+    try:
+        with lock:
+            if destination.recorder.max_notification_id() is not None:  # (a process wrote before the lock)
+                raise NotEmpty("a process wrote to the destination as the copy began: stop it and drop the database")
+            copied = _copy(events_file, service_file, url, destination, progress)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("delete from changji_meta where name = 'copying'")
+    finally:
+        lock.close()
     return copied
 
 

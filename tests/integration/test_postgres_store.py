@@ -16,6 +16,7 @@ from uuid import uuid4
 
 import psycopg
 import pytest
+from eventsourcing.persistence import OperationalError
 from pydantic import ValidationError
 
 from api.cli import _banner
@@ -194,7 +195,7 @@ def test_an_insert_that_fails_is_not_tried_again(url: str) -> None:
 
         def broken() -> Any:
             attempts.append(1)
-            raise psycopg.OperationalError("the connection dropped")
+            raise OperationalError("the connection dropped")  # (what eventsourcing's retry would catch)
 
         app.recorder.datastore.get_connection = broken  # type: ignore[method-assign]
         with pytest.raises(Exception, match="dropped"):
