@@ -51,9 +51,9 @@ def event_store_env(url: str, pool_size: int = 5) -> dict[str, str]:
         "POSTGRES_PASSWORD": unquote(parts.password or ""),
         "POSTGRES_POOL_SIZE": str(pool_size),
         "POSTGRES_CONNECT_TIMEOUT": "10",
-        # no ping before a save (a connection the server dropped fails that request once); eventsourcing's
-        # insert function stays off: it does not lock the table, and the lock is what keeps every committed
-        # set of events a prefix of the log
+        # a save is one statement, a function that locks the table and inserts (`storage/postgres/event_store.py`),
+        # with no ping before it (a connection the server dropped fails that request once)
+        "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
     }
 
 

@@ -185,6 +185,28 @@ def test_the_read_models_fold_past_a_gap_in_the_logs_positions(url: str, tmp_pat
         app.close()
 
 
+def test_a_save_is_one_statement_that_locks_the_table_so_ids_commit_in_order(url: str) -> None:
+    """A transaction that only inserts (a row-exclusive lock) does not hold up a plain insert, but it holds
+    up a save: the save locks the table first, so no later id can commit before an earlier one."""
+    app = Changji(env=event_store_env(url))
+    story = StoryBuilder.start(app)
+    done = threading.Event()
+    try:
+        with psycopg.connect(url) as other:
+            other.execute("lock table changji_events in row exclusive mode")  # (as an insert in flight holds it)
+            saving = threading.Thread(target=lambda: (story.turn("灯还亮着吗？", "亮着。"), done.set()))
+            saving.start()
+            assert not done.wait(0.5)  # waits for the other transaction
+            other.rollback()
+        assert done.wait(10)
+        saving.join(10)
+        with psycopg.connect(url) as conn:
+            bodies = conn.execute("select prosrc from pg_proc where proname = 'changji_insert_events'").fetchall()
+        assert len(bodies) == 1 and "LOCK TABLE" in bodies[0][0]  # (the save went through the function)
+    finally:
+        app.close()
+
+
 def test_an_insert_that_fails_is_not_tried_again(url: str) -> None:
     """(A commit made as its connection dropped would be found by a retry and called a conflict.)"""
     app = Changji(env=event_store_env(url))
