@@ -12,6 +12,7 @@ import psycopg
 from psycopg import sql
 
 from storage.notifications import StoredEvents, StoredRow
+from storage.postgres.locks import ALIVE  # (read under the write lock: a dead peer is known within seconds)
 
 
 class PostgresNotifications(StoredEvents):
@@ -36,7 +37,7 @@ class PostgresNotifications(StoredEvents):
         for attempt in (1, 2):
             try:
                 if self._conn is None or self._conn.closed:
-                    self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+                    self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10, **ALIVE)
                 return self._conn.execute(statement, args).fetchall()
             except psycopg.OperationalError:
                 self.close()  # (the server dropped the connection: once more, on a new one)
