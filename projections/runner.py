@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from projections.read_models.search_index import IndexerBeside
@@ -78,6 +78,17 @@ class ProjectionRunner:
             return position
         finally:
             self._lock.release()
+
+    def fold_read(self, after: int, batch: Sequence[tuple[int, Any]]) -> int:
+        """Fold a batch another reader of the log read: every event after `after` up to its last (the
+        part already folded is passed over; a batch that starts past the position is left, and the next
+        catch-up reads the log). The position the tables are at."""
+        with self._lock:
+            self.position = self.store.apply(batch, after=after)
+            if self.position != self._counted_at:  # (new job rows, perhaps: as `catch_up` counts them)
+                self.store.count_jobs()
+                self._counted_at = self.position
+            return self.position
 
     def _fold_recent(self, until: int) -> None:
         """Up to `until` straight from the events the source just saved, when it still holds exactly

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, ParamSpec, Protocol, TypeVar
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from service.log_follower import LogFollower
 from service.read_side import ReadSide
@@ -233,11 +233,12 @@ class Executor:
                 self._fold(position_of(result))  # type: ignore[arg-type]  # (writes answer with a position)
         return result  # (this process's own read models, `fresh_reads`: folded once the lock is let go, `locked`)
 
-    def _fold_followed(self, position: int) -> None:
-        """The read models brought up to what the follower read (a failure is the projector's to report:
-        the domain call goes on, and its reads of the read models may lag)."""
+    def _fold_followed(self, position: int, after: int, events: list[tuple[int, Any]]) -> None:
+        """The read models brought up to what the follower read, from the events it read (after `after`):
+        the log is not read twice. A failure is the projector's to report: the domain call goes on, and
+        its reads of the read models may lag."""
         try:
-            self.read_side.fold_up_to(position)
+            self.read_side.fold_up_to(position, after, events)
         except Exception:
             log.warning("folding what another process saved failed; the projector tries again", exc_info=True)
 

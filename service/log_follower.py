@@ -53,7 +53,9 @@ class LogFollower:
         self._asked = time.monotonic()  # when the log was last asked
         self._listeners: dict[type | None, list[Callable[[Any], None]]] = {}
         self.raced = 0  # commands that lost a race all the same (to a writer without the lock) and ran again
-        self.then: Callable[[int], object] | None = None  # called with the position after each look
+        # called after each look with the position, and the events it read after which position (so that
+        # the read models take them without reading the log again)
+        self.then: Callable[[int, int, list[tuple[int, Any]]], object] | None = None
 
     def on(self, event_class: type, listener: Callable[[Any], None]) -> None:
         """Call `listener(event)` for each event of that class another process saved (on the thread
@@ -67,12 +69,16 @@ class LogFollower:
         take the lock), and always when `ask`."""
         if self.reader is None:
             return self.position
-        position = self._look(ask)
+        after = self.position
+        read: list[StoredRow] | None = [] if self.then is not None else None
+        position = self._look(ask, read)
         if self.then is not None:
-            self.then(position)
+            assert self.reader is not None and read is not None
+            self.then(position, after, [(row[0], self.reader.event(row)) for row in read])
         return position
 
-    def _look(self, ask: bool) -> int:
+    def _look(self, ask: bool, read: list[StoredRow] | None = None) -> int:
+        """`follow` without the listener; the rows read are added to `read`."""
         reader = self.reader
         assert reader is not None
         count = -1
@@ -91,6 +97,8 @@ class LogFollower:
             for row in rows:
                 self._row(row)
                 self.position = row[0]
+            if read is not None:
+                read.extend(rows)
             if len(rows) < BATCH:
                 break
         self._seen, self._asked = count, asked  # (only once the look went through)

@@ -19,9 +19,10 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from projections.read_models.store import ReadModels
 from projections.runner import INDEX_BATCH, ProjectionRunner
@@ -202,9 +203,14 @@ class ReadSide:
         the caller's `sync()` then shares that catch-up."""
         return self.runner.catch_up(position, wait=False)
 
-    def fold_up_to(self, position: int) -> int:
+    def fold_up_to(self, position: int, after: int = 0, events: Sequence[tuple[int, Any]] = ()) -> int:
         """Catch the read models up to `position` on the calling thread (a thread that may wait: the
-        projector's fold in flight is waited for)."""
+        projector's fold in flight is waited for), from `events` — every event of the log after `after`
+        up to their last, read by someone else — where they reach, from the log past them."""
+        if self.runner.position >= position:
+            return self.runner.position
+        if events:
+            self.runner.fold_read(after, events)
         return self.runner.catch_up(position) if self.runner.position < position else self.runner.position
 
     async def fresh(self) -> int:
