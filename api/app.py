@@ -16,6 +16,7 @@ from api.openai_shape import openai_shape_middleware
 from api.openapi import build_openapi
 from api.routes import add_routes
 from api.settings import Settings
+from api.web import add_web_routes
 
 OPENAPI: web.AppKey[dict[str, object]] = web.AppKey("openapi", dict)
 
@@ -62,6 +63,7 @@ def create_app(settings: Settings, service: Service | None = None) -> web.Applic
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/openapi.json", openapi)
     add_routes(app)
+    add_web_routes(app)
     if settings.cors_origins:
         allow_cors(app, settings.cors_origins)
     return app

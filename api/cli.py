@@ -117,6 +117,7 @@ def _banner(settings: Settings, recall: str) -> None:
     if not settings.side_model.configured:
         click.echo("    (summaries are written offline; the scene is only patched by hand)")
     click.echo(f"  recall: {recall}")
+    click.echo(f"  web page: http://{settings.host}:{settings.port}/ (sign in with an API key)")
     click.echo(f"  access log: {'on' if settings.access_log else 'off (CHANGJI_ACCESS_LOG=1)'}")
     if settings.access_log:
         logging.getLogger("aiohttp.access").setLevel(logging.INFO)

@@ -128,6 +128,7 @@ ROUTES = (
     Route("GET", "/v1/stories/{story_id}/recall", recall.recall, "Recall: the archived passages of the path to the leaf (or a node) that match a query, with their scores", None, s.RecallResponse, query=("q", "k", "at"), ranges=(("q", 1, 500), ("k", 1, 50))),
     Route("GET", "/v1/stories/{story_id}/index", recall.index, "The story's recall index: passages indexed, how far behind, the embedder", None, s.IndexResponse),
     Route("GET", "/v1/jobs", jobs.list_jobs, "Background jobs and their outcomes (status: one or more, comma-separated or repeated)", None, s.JobListResponse, query=("story_id", "kind", "status", "limit", "cursor"), ranges=(("limit", 1, 500), ("cursor", 0, 2**62))),
+    Route("POST", "/v1/jobs/{job_id}/retry", jobs.retry_job, "Do a failed or skipped job again (due now, its attempts counted afresh; 422 while it is due or once done)", None, s.JobModel, 202),
     Route("GET", "/v1/stories/{story_id}/jobs", jobs.story_jobs, "The story's background work at a glance: jobs by status, and whether all of it is settled", None, s.StoryJobsResponse),
 )  # fmt: skip
 

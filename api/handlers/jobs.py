@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import get_args
+from collections.abc import Collection
+from typing import Any, cast, get_args
+from uuid import UUID
 
 from aiohttp import web
 
 from api.errors import BadRequestError
 from api.http import path_id, query_id, query_int, respond, service, tenant
 from api.schemas.scene import JobListResponse, JobModel, JobStatus, StoryJobsResponse
+from domain.errors import NotFoundError
 from domain.values import JobKind
 
 STATUSES = get_args(JobStatus)
@@ -40,12 +43,8 @@ async def list_jobs(request: web.Request) -> web.Response:
         None if statuses is None else sorted({*statuses, *DUE} - {"running"} if "running" in statuses else statuses)
     )
     rows = await svc.executor.query(svc.store.jobs, tenant(request), after, limit, story_id, kind, stored)
-    running = svc.jobs.running
-    items = []
-    for row in rows:  # a due job this process is running shows as running
-        shown = {**row, "status": "running"} if row["status"] in DUE and row["id"] in running else row
-        if statuses is None or shown["status"] in statuses:
-            items.append(JobModel.model_validate(shown))
+    shown = (_shown(row, svc.jobs.running) for row in rows)
+    items = [job for job in shown if statuses is None or job.status in statuses]
     next_cursor = str(rows[-1]["seq"]) if len(rows) == limit else None
     return respond(JobListResponse(items=items, next_cursor=next_cursor))
 
@@ -62,3 +61,35 @@ async def story_jobs(request: web.Request) -> web.Response:
             shown["running"] += 1
     settled = not (shown["pending"] or shown["retrying"] or shown["running"])
     return respond(StoryJobsResponse(story_id=story_id, counts=shown, settled=settled))
+
+
+def _job_id(request: web.Request) -> tuple[JobKind, UUID]:
+    """`<kind>:<node id>` from the path; a malformed one names no job (404)."""
+    job_id = request.match_info["job_id"]
+    kind, _, node = job_id.partition(":")
+    try:
+        node_id = UUID(node)
+    except ValueError:
+        node_id = None
+    if kind not in get_args(JobKind) or node_id is None:
+        raise NotFoundError(f"job {job_id} not found (a job id is `<kind>:<node id>`)")
+    return cast(JobKind, kind), node_id
+
+
+def _shown(row: dict[str, Any], running: Collection[str]) -> JobModel:
+    """A job as recorded; a due one this process is running shows as running."""
+    return JobModel.model_validate(
+        {**row, "status": "running"} if row["status"] in DUE and row["id"] in running else row
+    )
+
+
+async def retry_job(request: web.Request) -> web.Response:
+    """Do a failed or skipped job again: it is due now, its attempts counted afresh (422 for a job that
+    is still due or is done)."""
+    svc = service(request)
+    kind, node_id = _job_id(request)
+    await svc.executor.write(svc.app.jobs.requeue_job, tenant(request), node_id, kind)
+    row = await svc.executor.query(svc.store.job, tenant(request), f"{kind}:{node_id}")
+    if row is None:  # (the node's story was deleted in between)
+        raise NotFoundError(f"job {kind}:{node_id} not found")
+    return respond(_shown(row, svc.jobs.running), status=202)

@@ -19,10 +19,11 @@ from eventsourcing.domain import AggregateEvent
 
 from domain.tree.events import ReplyPosted
 from domain.tree.turn_events import ReplySealed
-from domain.tree.work_events import CompactionDue, ScenePatched
+from domain.tree.work_events import CompactionDue, ScenePatched, SideJobRequeued
 from domain.values import JobKind, JobState
 
 SETTLED: frozenset[JobState] = frozenset({"done", "skipped", "failed"})
+REQUEUED_FROM: frozenset[JobState] = frozenset({"skipped", "failed"})  # what a user may ask to be done again
 UNDER_WAY: frozenset[JobState] = frozenset({"pending", "retrying"})
 
 
@@ -56,7 +57,11 @@ def _by_scribe(event: Any) -> bool:
 
 
 def _compaction_reason(event: Any) -> str:
-    return str(event.reason)
+    return str(event.reason)  # (a CompactionDue's reason, or a SideJobRequeued's)
+
+
+def _requeued(event: Any) -> str:
+    return str(event.reason) if isinstance(event, SideJobRequeued) else ""
 
 
 JOBS: Mapping[JobKind, JobRule] = {
@@ -65,6 +70,7 @@ JOBS: Mapping[JobKind, JobRule] = {
         due_on=(ReplySealed, ReplyPosted),
         result_on=(ScenePatched,),
         result=_by_scribe,
+        detail=_requeued,
     ),
     "compact": JobRule(  # pack a path's oldest uncovered turns into an episode, fold old episodes into the digest
         "compact",
@@ -87,7 +93,9 @@ for _rule in JOBS.values():
 
 
 def made_due(event: object) -> tuple[JobRule, ...]:
-    """The kinds of work an event makes due for its node."""
+    """The kinds of work an event makes due for its node (a requeue: the kind it names)."""
+    if isinstance(event, SideJobRequeued):
+        return (JOBS[event.kind],)
     return _DUE.get(type(event), ())
 
 

@@ -27,7 +27,7 @@ from domain.tree.events import (
     ReplyRevised,
     UserSpoke,
 )
-from domain.tree.jobs import SETTLED
+from domain.tree.jobs import REQUEUED_FROM, SETTLED
 from domain.tree.node_state import NodeState
 from domain.tree.rules.drafting import APPEND_SEPARATOR, Edit, apply_edits, read_range, search
 from domain.tree.turn_events import (
@@ -55,6 +55,7 @@ from domain.tree.work_events import (
     ScenePatched,
     SideJobDone,
     SideJobFailed,
+    SideJobRequeued,
     SideJobSkipped,
     SummaryEdited,
 )
@@ -81,6 +82,12 @@ ALLOWED_PARENTS: dict[NodeKind, tuple[NodeKind, ...]] = {
     "reply": ("user",),
     "greeting": (),
 }
+
+JOB_STATE_ZH = {
+    "pending": "还在排队",
+    "retrying": "正在等待重试",
+    "done": "已经完成",
+}  # (a refused requeue, in Chinese)
 
 
 class Node(NodeState, Aggregate):
@@ -255,6 +262,16 @@ class Node(NodeState, Aggregate):
         if self.job_settled(kind):
             raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
         self.trigger_event(SideJobSkipped, kind=kind, reason=reason)
+
+    def requeue_job(self, kind: JobKind, reason: str) -> None:
+        """Ask for work that settled without a result (failed for good, or skipped) to be done again."""
+        state = self.jobs.get(kind)
+        if state not in REQUEUED_FROM:
+            raise TurnStateError(
+                f"only failed or skipped work can be done again; the {kind} work for this node is {state or 'not due'}",
+                zh=f"只有失败或跳过的后台任务才能重做；这个节点的 {kind} 任务{JOB_STATE_ZH.get(state or '', '不需要做')}",
+            )
+        self.trigger_event(SideJobRequeued, kind=kind, reason=reason)
 
     def finish_job(self, kind: JobKind, detail: str) -> None:
         if self.job_settled(kind):

@@ -44,6 +44,15 @@ class SideJobSkipped(Folded, AggregateEvent):
     reason: str
 
 
+class SideJobRequeued(Folded, AggregateEvent):
+    """Background work of `kind` for this node that had settled without a result (given up after its
+    failed attempts, or skipped) is due again from now, at the user's word, its attempts counted afresh;
+    `reason` says why it is due (shown on the job as its detail until it runs)."""
+
+    kind: JobKind
+    reason: str
+
+
 # --- compaction: summaries annotate the last node they cover ------------------------------------------
 
 

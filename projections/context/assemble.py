@@ -116,7 +116,10 @@ def assemble_context(
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
-    layers = layers_from(window.boundary, load) if window.boundary is not None and load is not None else NO_LAYERS
+    # (the boundary as it is now, not as the cached window saw it: an edit of its summary keeps the window)
+    layers = (
+        layers_from(load(window.boundary.id), load) if window.boundary is not None and load is not None else NO_LAYERS
+    )
 
     def counted(of: Layers) -> list[CountedSummary]:
         return counted_summaries(of, load, char, user, texts, cache, prelude) if load else []
@@ -301,7 +304,7 @@ def leaves_turns_out(
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
     if windows is not None and window.settled:
         windows.put(leaf.id, window)
-    layers = layers_from(window.boundary, load) if window.boundary is not None else NO_LAYERS
+    layers = layers_from(load(window.boundary.id), load) if window.boundary is not None else NO_LAYERS
     if window.cut_at is not None and window.cut_at.turn > layers.covered_turn:  # whole turns left out
         return True
     return fixed + layers_tokens(layers, load, char, user, texts, epoch, cache) + window.tokens + reserve > budget

@@ -277,6 +277,12 @@ class ReadQueries(MemoryQueries):
         )
         return list(self.db.query(sql, [*args, limit]))
 
+    def job(self, tenant_id: str, job_id: str) -> dict[str, Any] | None:
+        """One of the tenant's jobs by its id (`<kind>:<node id>`), None when it has none of that id."""
+        sql = "select j.* from jobs j join stories s on s.id = j.story_id where j.id = ? and s.tenant_id = ?"
+        rows = list(self.db.query(sql, [job_id, tenant_id]))
+        return rows[0] if rows else None
+
     def job_counts(self, story_id: UUID) -> tuple[dict[str, int], list[tuple[str, str]]]:
         """A story's jobs counted by status, and (id, status) of those still due (pending or retrying)."""
         rows = self.db.execute("select status, count(*) from jobs where story_id = ? group by status", [str(story_id)])

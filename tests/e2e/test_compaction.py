@@ -223,3 +223,20 @@ async def test_the_offline_summarizer_runs_before_the_last_attempt_whatever_the_
     assert compacts and all(j["status"] == "done" for j in compacts), compacts
     layers = await summaries(api, story["id"])
     assert layers["episodes"] and {e["author"] for e in layers["episodes"]} == {"extractive"}
+
+
+async def test_an_edited_summary_is_in_the_next_context_after_one_was_read_before_it(fast: Api) -> None:
+    story = await fast.story(**SMALL)
+    await play(fast, story["id"], range(1, 9))
+    await settled(fast, story["id"])
+    layers = await summaries(fast, story["id"])
+    episode, digest = layers["episodes"][0]["node_id"], layers["digest"]["node_id"]
+    before = await fast.call("GET", f"/v1/stories/{story['id']}/context")  # (a context read: its caches filled)
+    assert "第4问" in before["messages"][1]["content"] or "### 第4–6轮" in before["messages"][1]["content"]
+    await fast.call("PATCH", f"/v1/nodes/{episode}/summary", {"text": "沈砚守了七年灯塔。"})
+    after = await fast.call("GET", f"/v1/stories/{story['id']}/context")
+    assert "沈砚守了七年灯塔。" in after["messages"][1]["content"]
+    await fast.call("PATCH", f"/v1/nodes/{digest}/summary", {"sections": {"承诺与伏笔": "- 渡船来之前不熄灯。"}})
+    last = await fast.call("GET", f"/v1/stories/{story['id']}/context")
+    assert "渡船来之前不熄灯。" in last["messages"][1]["content"] and "沈砚守了七年灯塔。" in last["messages"][1]["content"]
+    assert last["tokens"] == sum(b["tokens"] for b in last["explain"])
