@@ -238,5 +238,8 @@ async def test_an_edited_summary_is_in_the_next_context_after_one_was_read_befor
     assert "沈砚守了七年灯塔。" in after["messages"][1]["content"]
     await fast.call("PATCH", f"/v1/nodes/{digest}/summary", {"sections": {"承诺与伏笔": "- 渡船来之前不熄灯。"}})
     last = await fast.call("GET", f"/v1/stories/{story['id']}/context")
-    assert "渡船来之前不熄灯。" in last["messages"][1]["content"] and "沈砚守了七年灯塔。" in last["messages"][1]["content"]
+    assert (
+        "渡船来之前不熄灯。" in last["messages"][1]["content"]
+        and "沈砚守了七年灯塔。" in last["messages"][1]["content"]
+    )
     assert last["tokens"] == sum(b["tokens"] for b in last["explain"])

@@ -41,7 +41,9 @@ async def test_every_file_the_page_names_is_served_with_its_type(client: TestCli
         assert answer.content_type == ("text/css" if path.endswith(".css") else "text/javascript"), path
 
 
-@pytest.mark.parametrize("path", ["/ui/../__init__.py", "/ui/%2e%2e/__init__.py", "/ui/nothing.js", "/ui/vendor/README.md"])
+@pytest.mark.parametrize(
+    "path", ["/ui/../__init__.py", "/ui/%2e%2e/__init__.py", "/ui/nothing.js", "/ui/vendor/README.md"]
+)
 async def test_nothing_but_the_page_files_is_served(client: TestClient[Any, Any], path: str) -> None:
     answer = await client.get(path)
     assert answer.status == 404
@@ -85,9 +87,7 @@ def test_every_word_the_page_shows_exists_in_english_and_in_chinese() -> None:
         for key in re.findall(r"\bt\(\"([a-z][a-z0-9_]*)\"", source):
             used.setdefault(key, set()).add(path.name)
     assert registered["en"], "no module registers its words"
-    missing = {
-        language: sorted(key for key in used if key not in registered[language]) for language in ("en", "zh")
-    }
+    missing = {language: sorted(key for key in used if key not in registered[language]) for language in ("en", "zh")}
     assert missing == {"en": [], "zh": []}, missing
     assert registered["en"] == registered["zh"], (
         sorted(registered["en"] ^ registered["zh"]),
