@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from api.bootstrap import Service
@@ -19,7 +21,7 @@ from api.http import (
     service,
     tenant,
 )
-from api.schemas.nodes import CheckoutRequest, LeafResponse, NodeResponse, PathResponse, TreeNode, TreeResponse
+from api.schemas.nodes import CheckoutRequest, LeafResponse, NodeResponse, PathResponse
 from api.schemas.stories import CreateStoryRequest, StoryListResponse, StoryResponse, StorySummary, UpdateStoryRequest
 from domain.tree.story import Story
 
@@ -113,20 +115,33 @@ async def checkout(request: web.Request) -> web.Response:
 
 
 async def tree(request: web.Request) -> web.Response:
+    """Encoded straight from the read model's rows (a `TreeResponse` in the schema): a story of 10,000
+    turns is 20,000 nodes, which the web page's tree view reads whole; validating each row into a model
+    cost a third of the answer's time."""
     svc, story_id = service(request), path_id(request, "story_id")
     story = await svc.executor.load(svc.app.story, tenant(request), story_id)
     limit = query_int(request, "limit", 500, 1, 5000)
     after = query_int(request, "cursor", 0, 0, 2**62)
     rows = await svc.executor.query(svc.store.story_nodes, story_id, after, limit)
     assert story.leaf_id is not None
-    return respond(
-        TreeResponse(
-            story_id=story_id,
-            leaf_id=story.leaf_id,
-            nodes=[TreeNode.model_validate({**r, "preview": r["preview"] or ""}) for r in rows],
-            next_cursor=str(rows[-1]["seq"]) if len(rows) == limit else None,
-        )
-    )
+    payload = {
+        "story_id": story_id,
+        "leaf_id": story.leaf_id,
+        "nodes": [tree_node(row) for row in rows],
+        "next_cursor": str(rows[-1]["seq"]) if len(rows) == limit else None,
+    }
+    return web.Response(body=json_bytes(payload), content_type="application/json", charset="utf-8")
+
+
+def tree_node(row: dict[str, Any]) -> dict[str, Any]:
+    """A `nodes` row as `TreeNode` encodes it (booleans as such, a UTC time ending in `Z`)."""
+    created = row["created_at"]
+    return {
+        "id": row["id"], "parent_id": row["parent_id"], "kind": row["kind"], "phase": row["phase"],
+        "depth": row["depth"], "turn": row["turn"], "hidden": bool(row["hidden"]), "starred": bool(row["starred"]),
+        "revisions": row["revisions"], "chars": row["chars"], "preview": row["preview"] or "",
+        "created_at": created[:-6] + "Z" if created.endswith("+00:00") else created,
+    }  # fmt: skip
 
 
 async def path(request: web.Request) -> web.Response:

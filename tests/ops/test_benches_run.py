@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.chromium import require_chromium
 from tests.shared_data import shared_data
 
 OPS = Path(__file__).resolve().parents[2] / "ops"
@@ -29,6 +30,7 @@ SCRIPTS = sorted(p for p in (OPS / "bench").glob("*.py") if not p.name.startswit
     (OPS / "probe").glob("*.py")
 )
 SMOKE_SECONDS = 60  # each script's limit; most take a few seconds
+BROWSER_SCRIPTS = ("web_page.py",)  # they drive chromium (`tests/chromium.py`)
 DATA = ("locomo", "memorybank_siliconfriend")  # what the benchmarks read from shared/data
 
 
@@ -113,6 +115,8 @@ def test_a_script_runs_at_its_smoke_size_and_prints_the_figures_it_promises(
     script: Path, shared_root: Path, tmp_path: Path
 ) -> None:
     promised = declared(script)
+    if script.name in BROWSER_SCRIPTS:
+        require_chromium()
     done = run_smoke(script, shared_root, tmp_path)
     assert done.returncode == 0, (
         f"{script.name} --smoke exited with {done.returncode}; stderr ends:\n{done.stderr[-3000:]}"

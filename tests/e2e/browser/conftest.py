@@ -12,21 +12,18 @@ import itertools
 import json
 import os
 import re
-import shutil
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, Playwright, sync_playwright
 
 from providers.fake_server import FakeModelServer, Step, Text, ToolCalls
+from tests.chromium import require_chromium
 from tests.processes import Server, new_key, serving
 
-CHROMIUM = shutil.which("chromium")
-REQUIRED = os.environ.get("CHANGJI_REQUIRE_BROWSER") == "1"
 KEY_ITEM = "changji.key"  # where the page keeps the key (api.js)
 WIDTH, HEIGHT = 1280, 800
 TIMEOUT_MS = 8_000  # what a locator waits at most: the slowest step is an engine turn of about 1.5 s
@@ -114,10 +111,7 @@ def server(browser: Browser, fake_model: FakeModelServer, tmp_path_factory: pyte
 
 @pytest.fixture(scope="package")
 def playwright() -> Iterator[Playwright]:
-    if CHROMIUM is None:
-        if REQUIRED:
-            pytest.fail("CHANGJI_REQUIRE_BROWSER=1 but chromium is missing (apt-get install chromium)")
-        pytest.skip("chromium is missing (apt-get install chromium)")
+    require_chromium()
     driver = sync_playwright().start()
     yield driver
     driver.stop()
@@ -126,7 +120,7 @@ def playwright() -> Iterator[Playwright]:
 @pytest.fixture(scope="package")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
-    launched = playwright.chromium.launch(executable_path=CHROMIUM, args=args)
+    launched = playwright.chromium.launch(executable_path=require_chromium(), args=args)
     yield launched
     launched.close()
 
@@ -218,7 +212,3 @@ def new_story(server: Server, turns: int = 0, name: str = "沈砚", **settings: 
         server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "user", "text": user})
         server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "reply", "text": reply})
     return story
-
-
-def shared_data() -> Path:
-    return Path(os.environ.get("CHANGJI_SHARED_DATA", "/work/shared/data"))

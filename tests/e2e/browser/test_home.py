@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.browser.conftest import KEY_ITEM, Console, go, new_story, shared_data
+from tests.e2e.browser.conftest import KEY_ITEM, Console, go, new_story
 from tests.processes import Server
+from tests.shared_data import cards_dir
 
 pytestmark = pytest.mark.slow
-SERAPHINA = shared_data() / "cards" / "default_Seraphina.png"  # SillyTavern's default card (not in the repository)
+SERAPHINA = "default_Seraphina.png"  # SillyTavern's default card, in shared/data (not in the repository)
 
 
 def test_signing_in_by_the_form_and_a_refused_key_says_so(signed_out: Page, server: Server, console: Console) -> None:
@@ -67,10 +68,9 @@ def test_a_card_imported_by_the_file_input_starts_a_story(page: Page, server: Se
     expect(page.locator("[data-testid=message][data-kind=greeting]")).to_contain_text("雾太大了，今天不开船。")
 
 
-@pytest.mark.skipif(not SERAPHINA.exists(), reason=f"{SERAPHINA} is not here (SillyTavern's default card)")
 def test_sillytaverns_default_png_card_is_imported(page: Page, server: Server, tmp_path: Path) -> None:
-    copy = tmp_path / SERAPHINA.name  # (the shared file stays untouched)
-    shutil.copyfile(SERAPHINA, copy)
+    copy = tmp_path / SERAPHINA  # (the shared file stays untouched)
+    shutil.copyfile(cards_dir() / SERAPHINA, copy)
     go(page, server)
     page.get_by_test_id("card-file").set_input_files(copy)
     expect(page.get_by_role("status").filter(has_text="Imported Seraphina")).to_be_visible()
