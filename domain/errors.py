@@ -59,6 +59,10 @@ class NodeNotFoundError(NotFoundError):
     """No such node in this story."""
 
 
+class JobNotFoundError(NotFoundError):
+    """No job of that kind was ever due for that node."""
+
+
 class SavePointNotFoundError(NotFoundError):
     """No such save point or world line in this story."""
 

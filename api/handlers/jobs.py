@@ -88,7 +88,7 @@ async def retry_job(request: web.Request) -> web.Response:
     is still due or is done)."""
     svc = service(request)
     kind, node_id = _job_id(request)
-    await svc.executor.write(svc.app.jobs.requeue_job, tenant(request), node_id, kind)
+    await svc.executor.write(svc.app.jobs.retry_job, tenant(request), node_id, kind)
     row = await svc.executor.query(svc.store.job, tenant(request), f"{kind}:{node_id}")
     if row is None:  # (the node's story was deleted in between)
         raise NotFoundError(f"job {kind}:{node_id} not found")

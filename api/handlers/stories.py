@@ -40,6 +40,7 @@ async def story_response(svc: Service, story: Story) -> StoryResponse:
         overrides=dict(story.settings),
         carried_from=story.prelude.from_story_id if story.prelude is not None else None,
         saves=len(story.saves),
+        relayed=await svc.executor.query(svc.store.relayed, story.id),
         created_at=story.created_on,
         updated_at=story.modified_on,
     )

@@ -39,6 +39,9 @@ class StoryResponse(BaseModel):
     overrides: dict[str, Any]
     carried_from: UUID | None = Field(None, description="the earlier story whose recap this one opened with")
     saves: int
+    relayed: bool = Field(
+        False, description="a front end's chat: its replies answered it through the chat-completions proxy"
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -53,6 +56,7 @@ class StorySummary(BaseModel):
     leaf_id: UUID
     last_words: str = Field("", description="the first 200 characters of the leaf's text: which chat this is")
     nodes: int
+    relayed: bool = Field(False, description="a front end's chat, kept through the chat-completions proxy")
     created_at: datetime
     updated_at: datetime
 

@@ -57,11 +57,12 @@ def _by_scribe(event: Any) -> bool:
 
 
 def _compaction_reason(event: Any) -> str:
-    return str(event.reason)  # (a CompactionDue's reason, or a SideJobRequeued's)
+    return _requeued(event) if isinstance(event, SideJobRequeued) else str(event.reason)
 
 
 def _requeued(event: Any) -> str:
-    return str(event.reason) if isinstance(event, SideJobRequeued) else ""
+    """A job done again: its detail until it runs."""
+    return f"to be done again at the user's word (it was {event.was})" if isinstance(event, SideJobRequeued) else ""
 
 
 JOBS: Mapping[JobKind, JobRule] = {

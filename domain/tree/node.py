@@ -13,6 +13,7 @@ from domain.errors import (
     DraftVersionConflictError,
     EmptyTextError,
     InvalidParentError,
+    JobNotFoundError,
     NodeKindError,
     SummaryError,
     TurnStateError,
@@ -263,15 +264,17 @@ class Node(NodeState, Aggregate):
             raise TurnStateError(f"the {kind} work for this node is already {self.jobs[kind]}")
         self.trigger_event(SideJobSkipped, kind=kind, reason=reason)
 
-    def requeue_job(self, kind: JobKind, reason: str) -> None:
+    def retry_job(self, kind: JobKind) -> None:
         """Ask for work that settled without a result (failed for good, or skipped) to be done again."""
         state = self.jobs.get(kind)
+        if state is None:
+            raise JobNotFoundError(f"node {self.id} has no {kind} job", zh=f"节点 {self.id} 没有 {kind} 任务")
         if state not in REQUEUED_FROM:
             raise TurnStateError(
-                f"only failed or skipped work can be done again; the {kind} work for this node is {state or 'not due'}",
-                zh=f"只有失败或跳过的后台任务才能重做；这个节点的 {kind} 任务{JOB_STATE_ZH.get(state or '', '不需要做')}",
+                f"only failed or skipped work can be done again; the {kind} work for this node is {state}",
+                zh=f"只有失败或跳过的后台任务才能重做；这个节点的 {kind} 任务{JOB_STATE_ZH.get(state, state)}",
             )
-        self.trigger_event(SideJobRequeued, kind=kind, reason=reason)
+        self.trigger_event(SideJobRequeued, kind=kind, was=state)
 
     def finish_job(self, kind: JobKind, detail: str) -> None:
         if self.job_settled(kind):

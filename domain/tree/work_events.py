@@ -11,7 +11,7 @@ from uuid import UUID
 from eventsourcing.domain import AggregateEvent
 
 from domain.folded import Folded
-from domain.values import CompactionReason, JobKind, SceneAuthor, SummaryAuthor
+from domain.values import CompactionReason, JobKind, JobState, SceneAuthor, SummaryAuthor
 
 # --- background work annotating a node ------------------------------------------------------------
 
@@ -45,12 +45,12 @@ class SideJobSkipped(Folded, AggregateEvent):
 
 
 class SideJobRequeued(Folded, AggregateEvent):
-    """Background work of `kind` for this node that had settled without a result (given up after its
-    failed attempts, or skipped) is due again from now, at the user's word, its attempts counted afresh;
-    `reason` says why it is due (shown on the job as its detail until it runs)."""
+    """Background work of `kind` for this node that had settled without a result (`was`: failed, given up
+    after its attempts, or skipped) is due again from now, at the user's word: its attempts count afresh,
+    and it keeps its place in the queue (the order it was first made due in)."""
 
     kind: JobKind
-    reason: str
+    was: JobState
 
 
 # --- compaction: summaries annotate the last node they cover ------------------------------------------

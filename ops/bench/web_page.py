@@ -104,7 +104,11 @@ FRAMES_SCRIPT = """
 def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loads", type=int, help="fresh page loads of the tree measured (default: 5; --quick 3)")
     parser.add_argument("--tokens", type=int, help="pieces of the streamed reply (default: 2000)")
-    parser.add_argument("--chromium", default="/usr/bin/chromium", help="the browser (default: Debian's chromium)")
+    parser.add_argument(
+        "--chromium",
+        default=shutil.which("chromium") or "/usr/bin/chromium",
+        help="the browser (default: Debian's chromium)",
+    )
     parser.add_argument("--fake-model", metavar="PORT:TOKENS", help=argparse.SUPPRESS)  # the fake model's process
 
 
@@ -166,7 +170,11 @@ class Browsing:
         self.errors: list[str] = []
         self.driver = sync_playwright().start()
         args = ["--no-sandbox"] if os.geteuid() == 0 else []
-        self.browser = self.driver.chromium.launch(executable_path=executable, args=args)
+        # chromium's singleton socket lives in TMPDIR and a socket path has at most 107 bytes: a deep
+        # TMPDIR (a test's) makes it abort at start, so it gets a short one of its own
+        self.scratch = tempfile.mkdtemp(prefix="cj-chromium-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        env = {**os.environ, "TMPDIR": self.scratch}
+        self.browser = self.driver.chromium.launch(executable_path=executable, args=args, env=env)
 
     def page(self) -> Page:
         context = self.browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, locale="en-US")
@@ -187,6 +195,7 @@ class Browsing:
     def close(self) -> None:
         self.browser.close()
         self.driver.stop()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 # When the page had the story (the tree view starts then) and its tree's pages (first asked, last answered), in

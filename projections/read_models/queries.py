@@ -131,6 +131,11 @@ class ReadQueries(MemoryQueries):
         ).fetchall()
         return {row[0]: {"card_name": row[1], "last_words": row[2]} for row in rows}
 
+    def relayed(self, story_id: UUID) -> bool:
+        """Whether a reply of the story answered a front end through the proxy (the chat is that front end's)."""
+        row = self.db.execute("select relayed from stories where id = ?", [str(story_id)]).fetchone()
+        return bool(row and row[0])
+
     def recent_stories(self, tenant_id: str, limit: int) -> list[UUID]:
         """A tenant's stories, the most recently changed first."""
         rows = self.db.execute(

@@ -37,6 +37,7 @@ from domain.tree.rules.drafting import Edit, apply_edits
 from domain.tree.rules.reconcile import link, said
 from domain.tree.turn_events import (
     AskAnswered,
+    ClientPartNoted,
     DraftAppended,
     DraftEdited,
     DraftWritten,
@@ -52,6 +53,7 @@ from domain.tree.work_events import (
     ScenePatched,
     SideJobDone,
     SideJobFailed,
+    SideJobRequeued,
     SideJobSkipped,
     SummaryEdited,
 )
@@ -91,6 +93,7 @@ class RowChanges(MemoryRows):
         self.texts: dict[str, Row] = {}
         self.scene_patches: list[tuple[int, ScenePatched]] = []
         self.job_rows: dict[str, Row] = {}  # job rows made in this batch, by key, in their final state
+        self.jobs_requeued: Counter[str] = Counter()  # settled jobs made due again in this batch, per kind
 
     def _update(self, table: str, key: UUID | str, **columns: Any) -> None:
         self.updates[table][str(key)].update(columns)
@@ -130,7 +133,10 @@ class RowChanges(MemoryRows):
             handler(self, event, seq)
         for rule in made_due(event):
             node_id = str(event.originator_id)
-            self._job(rule.kind, node_id, self._current(node_id)[0], event, seq, rule.detail(event))
+            if isinstance(event, SideJobRequeued):
+                self._requeue_job(rule.kind, node_id, event, rule.detail(event))
+            else:
+                self._job(rule.kind, node_id, self._current(node_id)[0], event, seq, rule.detail(event))
         for kind in results_of(event):
             self._settle_job(kind, event, "done", "")
 
@@ -159,6 +165,10 @@ class RowChanges(MemoryRows):
     def _on_card_merged(self, e: CardMerged, seq: int) -> None:
         self._update("cards", e.originator_id, deleted=1, updated_at=_ts(e.timestamp))
 
+    def _on_client_part_noted(self, e: ClientPartNoted, seq: int) -> None:
+        """A reply that answered a front end through the proxy: its story is that front end's chat."""
+        self._update("stories", self._current(str(e.originator_id))[0], relayed=1)
+
     def _on_story_moved_to_card(self, e: StoryMovedToCard, seq: int) -> None:
         self._update("stories", e.originator_id, card_id=str(e.card_id), updated_at=_ts(e.timestamp))
 
@@ -167,7 +177,7 @@ class RowChanges(MemoryRows):
             {
                 "id": str(e.originator_id), "tenant_id": e.tenant_id, "card_id": str(e.card_id),
                 "title": e.title, "root_id": str(e.root_id), "leaf_id": str(e.root_id), "nodes": 0,
-                "saves": 0, "summaries": 0, "deleted": 0, "created_at": _ts(e.timestamp),
+                "saves": 0, "summaries": 0, "deleted": 0, "relayed": 0, "created_at": _ts(e.timestamp),
                 "updated_at": _ts(e.timestamp),
                 "seq": seq,
             }
@@ -309,6 +319,18 @@ class RowChanges(MemoryRows):
             "id": key, "kind": kind, "node_id": node_id, "story_id": story_id, "status": "pending",
             "attempts": 0, "detail": detail, "next_at": at, "created_at": at, "updated_at": at, "seq": seq,
         }  # fmt: skip
+
+    def _requeue_job(self, kind: JobKind, node_id: str, e: SideJobRequeued, detail: str) -> None:
+        """A settled job due again in place: its row keeps its order (`seq`) and when it was first made due,
+        so the scribe's jobs of a path still run in path order however they are retried."""
+        at, key = job_time(e.timestamp), f"{kind}:{node_id}"
+        columns = {"status": "pending", "attempts": 0, "detail": detail, "next_at": at, "updated_at": at}
+        row = self.job_rows.get(key)
+        if row is not None:
+            row.update(columns)
+        else:
+            self.updates["jobs"][key].update(columns)
+        self.jobs_requeued[kind] += 1
 
     def _on_episode_summarized(self, e: EpisodeSummarized, seq: int) -> None:
         node_id = str(e.originator_id)

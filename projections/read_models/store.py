@@ -38,7 +38,7 @@ TABLES = (
     "nodes", "node_texts", "node_texts_fts", "stories", "cards", "model_calls", "jobs", "scenes", "scene_patches",
     "passages", "positions", *MEMORY_TABLES,
 )  # fmt: skip
-SCHEMA, SCHEMA_VERSION = "schema", 12  # bump when a table changes: the read models are then rebuilt
+SCHEMA, SCHEMA_VERSION = "schema", 13  # bump when a table changes: the read models are then rebuilt
 # a replay from 0: no sync or checkpoint at its commits, a page cache of 256 MiB (SQLite's default: 2
 # MiB), a minute's wait for a writer beside it; and the connection's settings for serving
 LOADING = ("synchronous=OFF", f"cache_size=-{256 * 1024}", "wal_autocheckpoint=0", "busy_timeout=60000")
@@ -187,7 +187,7 @@ class ReadModels(ReadQueries):
             db.table("stories").create(
                 {
                     "id": str, "tenant_id": str, "card_id": str, "title": str, "root_id": str, "leaf_id": str,
-                    "nodes": int, "saves": int, "summaries": int, "deleted": int, "created_at": str,
+                    "nodes": int, "saves": int, "summaries": int, "deleted": int, "relayed": int, "created_at": str,
                     "updated_at": str, "seq": int,
                 },
                 pk="id", if_not_exists=True,
@@ -304,7 +304,7 @@ class ReadModels(ReadQueries):
             if now != position:  # another process folded meanwhile
                 return now
             self._write(changes)
-            added = Counter(row["kind"] for row in changes.job_rows.values())
+            added = Counter(row["kind"] for row in changes.job_rows.values()) + changes.jobs_requeued
             for kind, count in added.items():
                 positions.add(self.writer.conn, JOBS_FOLDED + kind, count)
             last = int(batch[-1][0])

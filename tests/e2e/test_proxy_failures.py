@@ -79,7 +79,11 @@ async def test_a_5xx_records_nothing_and_the_retry_goes_on_as_if_it_had_not_fail
         assert [(n["kind"], n["text"]) for n in path["nodes"]] == [
             ("greeting", "The ferry horn sounds."), ("user", "Is there room for one more?"), ("reply", "'Climb aboard.'"),
         ]  # fmt: skip
-        assert len((await api.call("GET", "/v1/stories"))["items"]) == 1
+        listed = (await api.call("GET", "/v1/stories"))["items"]
+        assert len(listed) == 1 and listed[0]["relayed"] is True  # (a front end's chat: the web page reads it only)
+        assert (await api.call("GET", f"/v1/stories/{headers['X-Changji-Story']}"))["relayed"] is True
+        own = await api.story()
+        assert own["relayed"] is False and (await api.call("GET", f"/v1/stories/{own['id']}"))["relayed"] is False
     finally:
         await api.client.close()
 

@@ -9,7 +9,7 @@ import { attempt, Loading, Problem, short, useLoad } from "./ui.js";
 const LAYERS = {
   system: "system", instructions: "instructions", lore: "lore", resident: "memory", memory: "memory",
   digest: "digest", episode: "episode", anchors: "anchors", recall: "recall", verbatim: "verbatim",
-  greeting: "greeting", scene: "scene", roster: "scene", cut: "cut", hidden: "cut",
+  greeting: "greeting", user: "verbatim", prelude: "memory", scene: "scene", roster: "scene", cut: "cut", hidden: "cut",
   "client block": "client", "client after": "client", prefill: "client",
 };
 const layer = (what) => LAYERS[what] || (what.startsWith("client") ? "client" : "system");
@@ -23,6 +23,7 @@ register({
     context_show_messages: "Show the messages",
     context_nodes: "Nodes it stands for",
     context_show_nodes: "Show them",
+    context_kind_user: "user", context_kind_reply: "reply", context_kind_greeting: "greeting",
     context_covers: "depths {a}–{b}",
     context_scores: "recall scores",
     context_lore: "lore entries",
@@ -43,6 +44,7 @@ register({
     context_show_messages: "显示消息",
     context_nodes: "它代表的节点",
     context_show_nodes: "显示",
+    context_kind_user: "用户", context_kind_reply: "回复", context_kind_greeting: "开场白",
     context_covers: "深度 {a}–{b}",
     context_scores: "召回分数",
     context_lore: "世界书条目",
@@ -83,7 +85,7 @@ function NodeList({ ids }) {
     <h4>${t("context_nodes")} (${ids.length})</h4>
     ${shown
       ? html`<ol class="node-list" data-testid="block-nodes">${shown.map(
-          (n) => html`<li key=${n.id}><span class="badge">${n.kind} · ${n.turn}</span> <span class="clip3 prewrap">${n.text}</span></li>`,
+          (n) => html`<li key=${n.id}><span class="badge">${t(`context_kind_${n.kind}`)} · ${n.turn}</span> <span class="clip3 prewrap">${n.text}</span></li>`,
         )}</ol>`
       : html`<button data-testid="block-nodes-load" onClick=${load}>${t("context_show_nodes")}</button>`}
     ${!shown ? html`<span class="muted mono"> ${ids.slice(0, 6).map(short).join(" ")}${ids.length > 6 ? " …" : ""}</span>` : null}

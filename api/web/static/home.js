@@ -17,6 +17,8 @@ register({
     home_import: "Import a card",
     home_drop: "Drop a card here (PNG, JSON or CHARX), or choose a file:",
     home_imported: "Imported {name}",
+    home_relayed: "front end",
+    home_relayed_hint: "A front end's chat, kept through the chat-completions proxy (read-only here)",
   },
   zh: {
     home_stories: "故事",
@@ -28,6 +30,8 @@ register({
     home_import: "导入角色卡",
     home_drop: "把角色卡拖到这里（PNG、JSON 或 CHARX），或选择文件：",
     home_imported: "已导入 {name}",
+    home_relayed: "前端",
+    home_relayed_hint: "前端的对话，经由 chat-completions 代理保存（这里只读）",
   },
 });
 
@@ -72,6 +76,7 @@ export function Home() {
           (s) => html`<li key=${s.id}>
             <a href=${`#/stories/${s.id}/play`}><strong>${s.title || s.card_name}</strong></a>
             <span class="muted"> · ${s.card_name} · ${t("home_nodes", { n: s.nodes })}</span>
+            ${s.relayed ? html` <span class="badge" title=${t("home_relayed_hint")}>${t("home_relayed")}</span>` : null}
             <div class="muted clip">${s.last_words}</div>
           </li>`,
         )}

@@ -24,8 +24,9 @@ register({
     jobs_next: "Next run",
     jobs_created: "Created",
     jobs_updated: "Updated",
-    jobs_more: "Shown: the oldest {n} jobs, and every pending, running, retrying or failed one.",
+    jobs_more: "Shown: the oldest {n} jobs, and the first {n} of those pending, running, retrying or failed.",
     jobs_retry: "Do it again",
+    jobs_retry_all: "Do every failed job again (oldest first: a path's scene patches in path order)",
     jobs_again: "Again",
     jobs_retry_one: "Do the {kind} job of node {node} again",
     jobs_retry_hint: "A failed or skipped job can be done again: it is due at once, its attempts counted afresh.",
@@ -66,8 +67,9 @@ register({
     jobs_next: "下次运行",
     jobs_created: "创建于",
     jobs_updated: "更新于",
-    jobs_more: "显示：最早的 {n} 个任务，以及所有等待中、运行中、待重试或失败的任务。",
+    jobs_more: "显示：最早的 {n} 个任务，以及等待中、运行中、待重试或失败的前 {n} 个任务。",
     jobs_retry: "重做",
+    jobs_retry_all: "重做所有失败的任务（从最早的开始：场景补丁按路径顺序）",
     jobs_again: "重做",
     jobs_retry_one: "重做节点 {node} 的{kind}任务",
     jobs_retry_hint: "失败或跳过的任务可以重做：立即排队，失败次数从零算起。",
@@ -156,8 +158,19 @@ export function Jobs({ story }) {
     return () => clearInterval(timer);
   }, [working, refresh]);
 
+  const [retrying, setRetrying] = useState(null); // the job whose retry is in flight
   const retry = async (job) => {
-    if (await attempt(() => request("POST", `/jobs/${job.id}/retry`))) refresh();
+    setRetrying(job.id);
+    const done = await attempt(() => request("POST", `/jobs/${job.id}/retry`));
+    setRetrying(null);
+    if (done) refresh();
+  };
+  const retryAll = async () => {
+    const failed = data.jobs.filter((j) => j.status === "failed").sort((a, b) => a.seq - b.seq);
+    setRetrying("all");
+    for (const job of failed) if (!(await attempt(() => request("POST", `/jobs/${job.id}/retry`)))) break;
+    setRetrying(null);
+    refresh();
   };
 
   return html`<div class="jobs" data-testid="jobs">
@@ -168,7 +181,10 @@ export function Jobs({ story }) {
     <${Problem} error=${state.error} onRetry=${refresh} />
     ${data
       ? html`<${Counts} summary=${data.summary} filter=${filter} setFilter=${setFilter} />
-          <${JobTable} jobs=${data.jobs} more=${data.more} filter=${filter} onRetry=${retry} />
+          ${data.jobs.filter((j) => j.status === "failed").length > 1
+            ? html`<button type="button" data-testid="jobs-retry-all" disabled=${retrying !== null} onClick=${retryAll}>${t("jobs_retry_all")}</button>`
+            : null}
+          <${JobTable} jobs=${data.jobs} more=${data.more} filter=${filter} onRetry=${retry} retrying=${retrying} />
           <${Costs} costs=${data.costs} />`
       : state.error
         ? null
@@ -197,7 +213,7 @@ function Counts({ summary, filter, setFilter }) {
   </div>`;
 }
 
-function JobTable({ jobs, more, filter, onRetry }) {
+function JobTable({ jobs, more, filter, onRetry, retrying }) {
   const shown = jobs.filter((j) => filter === "all" || j.status === filter).sort((a, b) => b.seq - a.seq);
   const failed = jobs.some((j) => RETRIED.includes(j.status));
   if (jobs.length === 0) return html`<p class="muted">${t("jobs_none")}</p>`;
@@ -224,7 +240,7 @@ function JobTable({ jobs, more, filter, onRetry }) {
               <td>${when(j.created_at)}</td>
               <td>${when(j.updated_at)}</td>
               <td>${RETRIED.includes(j.status)
-                ? html`<button type="button" data-testid="jobs-retry" aria-label=${t("jobs_retry_one", { kind: t(`jobs_kind_${j.kind}`), node: short(j.node_id) })}
+                ? html`<button type="button" data-testid="jobs-retry" disabled=${retrying !== null} aria-label=${t("jobs_retry_one", { kind: t(`jobs_kind_${j.kind}`), node: short(j.node_id) })}
                     onClick=${() => onRetry(j)}>${t("jobs_retry")}</button>`
                 : null}</td>
             </tr>`,

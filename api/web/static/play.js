@@ -39,6 +39,11 @@ register({
     play_answer: "Answer",
     play_own_answer: "Or in your own words",
     play_kind_greeting: "greeting",
+    play_reply: "Reply",
+    play_role: "Who writes it",
+    play_yours_last: "The last message is yours: let the character reply (Reply), or edit it.",
+    play_being_written: "being written",
+    play_relayed: "This chat belongs to a front end: it came through the chat-completions proxy, and the front end keeps it. Here it is read-only; what you see in the other tabs (the context, the scene, the memory) is what changji gives its model.",
   },
   zh: {
     play_earlier: "显示更早的消息",
@@ -69,29 +74,45 @@ register({
     play_answer: "回答",
     play_own_answer: "或用你自己的话",
     play_kind_greeting: "开场白",
+    play_reply: "回复",
+    play_role: "由谁来写",
+    play_yours_last: "最后一条是你的话：先让角色回复（回复），或者编辑它。",
+    play_being_written: "正在写",
+    play_relayed: "这段对话属于一个前端：它经由 chat-completions 代理而来，由前端保管。这里只读；其他标签页（上下文、场景、记忆）显示的是场记交给模型的内容。",
   },
 });
 
 const MODE = "changji.mode";
+const TIP_STEPS = 50; // how far a swipe follows a version's own line down (then it stops there)
 
-function Swipes({ node, siblings, onMove }) {
+// The newest leaf below a node, following each node's newest child.
+async function newestTip(nodeId) {
+  let at = nodeId;
+  for (let step = 0; step < TIP_STEPS; step++) {
+    const children = (await get(`/nodes/${at}/children`)).nodes;
+    if (!children.length) break;
+    at = children.reduce((a, b) => (a.created_at >= b.created_at ? a : b)).id;
+  }
+  return at;
+}
+
+function Swipes({ node, siblings, onMove, busy }) {
   const list = siblings || [];
   if (list.length < 2) return null;
   const index = list.findIndex((s) => s.id === node.id);
   const go = (step) => onMove(list[(index + step + list.length) % list.length]);
   return html`<span class="swipes" data-testid="swipes">
-    <button class="link" aria-label=${t("play_prev")} onClick=${() => go(-1)}>‹</button>
+    <button class="link" aria-label=${t("play_prev")} disabled=${busy} onClick=${() => go(-1)}>‹</button>
     <span data-testid="swipe-position">${t("play_swipe", { i: index + 1, n: list.length })}</span>
-    <button class="link" aria-label=${t("play_next")} onClick=${() => go(1)}>›</button>
+    <button class="link" aria-label=${t("play_next")} disabled=${busy} onClick=${() => go(1)}>›</button>
   </span>`;
 }
 
-function Message({ node, story, char, siblings, last, busy, actions }) {
+function Message({ node, story, char, siblings, last, busy, actions, readOnly }) {
   const [editing, setEditing] = useState(null);
   const who = node.kind === "user" ? story.settings.user_name || t("play_you") : char;
   const save = async () => {
-    await actions.edit(node, editing);
-    setEditing(null);
+    if (await actions.edit(node, editing)) setEditing(null); // (a refused edit keeps its words)
   };
   return html`<article class=${`msg ${node.kind}${node.hidden ? " hidden" : ""}`} data-testid="message"
       data-kind=${node.kind} data-node=${node.id}>
@@ -101,8 +122,12 @@ function Message({ node, story, char, siblings, last, busy, actions }) {
       ${node.starred ? html`<span class="badge star" title=${t("play_star")}>★</span>` : null}
       ${node.hidden ? html`<span class="badge">${t("play_hidden")}</span>` : null}
       ${node.phase === "stopped" ? html`<span class="badge">${t("play_stopped")}</span>` : null}
+      ${node.phase === "writing" ? html`<span class="badge">${t("play_being_written")}</span>` : null}
+      ${last && node.phase === "writing"
+        ? html`<button class="danger" data-testid="stop-leaf" onClick=${() => actions.stop(node)}>${t("play_stop")}</button>`
+        : null}
       <span class="grow"></span>
-      ${node.kind !== "greeting" ? html`<${Swipes} node=${node} siblings=${siblings} onMove=${actions.swipe} />` : null}
+      ${node.kind !== "greeting" && !readOnly ? html`<${Swipes} node=${node} siblings=${siblings} onMove=${actions.swipe} busy=${busy} />` : null}
     </header>
     ${editing === null
       ? html`<div class="msg-text prewrap" data-testid="message-text">${node.text}</div>`
@@ -112,7 +137,7 @@ function Message({ node, story, char, siblings, last, busy, actions }) {
           <div class="row"><button class="primary" data-testid="edit-save" onClick=${save} disabled=${busy || !editing.trim()}>
             ${t("play_save_edit")}</button><button onClick=${() => setEditing(null)}>${t("play_cancel")}</button></div>
         </div>`}
-    <footer class="msg-tools row">
+    ${readOnly ? null : html`<footer class="msg-tools row">
       ${node.kind !== "greeting"
         ? html`<button class="link" data-testid="edit" disabled=${busy} onClick=${() => setEditing(node.text)}>${t("play_edit")}</button>`
         : null}
@@ -122,9 +147,12 @@ function Message({ node, story, char, siblings, last, busy, actions }) {
       <button class="link" disabled=${busy} onClick=${() => actions.flag(node, node.starred ? "unstar" : "star")}>
         ${node.starred ? t("play_unstar") : t("play_star")}</button>
       ${last && node.kind === "reply"
-        ? html`<button class="link" data-testid="regenerate" disabled=${busy} onClick=${() => actions.regenerate(node)}>${t("play_regenerate")}</button>`
+        ? html`<button class="link" data-testid="regenerate" disabled=${busy} onClick=${() => actions.regenerate(node.parent_id)}>${t("play_regenerate")}</button>`
         : null}
-    </footer>
+      ${last && node.kind === "user"
+        ? html`<button class="link" data-testid="reply" disabled=${busy} onClick=${() => actions.regenerate(node.id)}>${t("play_reply")}</button>`
+        : null}
+    </footer>`}
   </article>`;
 }
 
@@ -154,11 +182,13 @@ export function Play({ story, card, reload }) {
   const [mode, setMode] = useState(localStorage.getItem(MODE) || "engine");
   const [role, setRole] = useState("user");
   const [text, setText] = useState("");
-  const [live, setLive] = useState(null); // {user, reply, text, id}: the turn being written
+  const [live, setLive] = useState(null); // {user, text, id, done}: the turn being written here
   const [ask, setAsk] = useState(null);
   const stopRef = useRef(null);
   const end = useRef(null);
-  const busy = live !== null;
+  const leafNode = path ? path.nodes[path.nodes.length - 1] : null;
+  const writing = Boolean(leafNode && leafNode.kind === "reply" && leafNode.phase === "writing");
+  const busy = live !== null || writing;
 
   useEffect(() => {
     if (!path) return;
@@ -168,6 +198,8 @@ export function Play({ story, card, reload }) {
       (pairs) => alive && setSiblings(Object.fromEntries(pairs)),
     );
     const leaf = path.nodes[path.nodes.length - 1];
+    setLive((l) => (l && l.done && (!l.id || path.nodes.some((n) => n.id === l.id)) ? null : l));
+    setRole(leaf && leaf.kind === "user" ? "reply" : "user");
     if (leaf && leaf.kind === "reply" && leaf.phase === "waiting") {
       get(`/nodes/${leaf.id}/draft`).then((d) => {
         const open = d.asks.filter((a) => !a.answer);
@@ -180,6 +212,12 @@ export function Play({ story, card, reload }) {
   }, [path]);
 
   useEffect(() => {
+    if (!writing || live) return undefined; // (a turn started elsewhere, or before this view opened)
+    const timer = setInterval(reloadPath, 1500);
+    return () => clearInterval(timer);
+  }, [writing, live]);
+
+  useEffect(() => {
     if (live && end.current) end.current.scrollIntoView({ block: "nearest" });
   }, [live && live.text.length > 0]);
 
@@ -188,17 +226,18 @@ export function Play({ story, card, reload }) {
     localStorage.setItem(MODE, value);
   };
 
-  // Plays a streamed engine call (a turn, a regenerate, an answer): its reply grows on the page.
+  // Plays a streamed engine call (a turn, a regenerate, an answer): its reply grows on the page, and stays
+  // until the path read again holds it (no jump). True when the turn went through.
   const play = async (path_, body, userText) => {
-    setLive({ user: userText, text: "", id: null });
-    setAsk(null);
-    const controller = new AbortController();
-    stopRef.current = { controller, id: null };
+    setLive({ user: userText, text: "", id: null, done: false });
+    stopRef.current = { id: null };
     let shown = "";
+    let ok = true;
     try {
       await stream(path_, body, (name, data) => {
         if (name === "turn") {
           stopRef.current.id = data.reply_id;
+          setAsk(null);
           setLive((l) => ({ ...l, id: data.reply_id }));
         } else if (name === "delta") {
           shown = data.first && (data.tool === "draft_write" || data.tool === "draft") ? data.text : shown + data.text;
@@ -208,16 +247,20 @@ export function Play({ story, card, reload }) {
         } else if (name === "ask") {
           setAsk(data);
         } else if (name === "error") {
+          ok = false;
           notify({ title: data.outcome, detail: data.detail });
         }
-      }, { signal: controller.signal });
+      });
     } catch (failure) {
-      if (failure.name !== "AbortError") notify(failure);
+      ok = false;
+      notify(failure);
     } finally {
       stopRef.current = null;
-      setLive(null);
-      reload();
+      setLive((l) => (l && l.id ? { ...l, done: true } : null));
+      reload(); // (the story, when the turn moved its leaf)
+      reloadPath(); // (an answered card's reply moves nothing of the story's own)
     }
+    return ok;
   };
 
   const stop = async () => {
@@ -230,7 +273,7 @@ export function Play({ story, card, reload }) {
     if (!words || busy) return;
     if (mode === "engine") {
       setText("");
-      await play(`/stories/${story.id}/turns`, { text: words }, words);
+      if (!(await play(`/stories/${story.id}/turns`, { text: words }, words))) setText((now) => now || words);
       return;
     }
     const made = await attempt(() => request("POST", `/stories/${story.id}/nodes`, { body: { kind: role, text: words } }));
@@ -243,25 +286,33 @@ export function Play({ story, card, reload }) {
 
   const actions = {
     swipe: async (node) => {
-      if (await attempt(() => post(`/stories/${story.id}/checkout`, { node_id: node.id }))) reload();
+      const tip = await attempt(() => newestTip(node.id)); // (where that version's own line went)
+      if (tip && (await attempt(() => post(`/stories/${story.id}/checkout`, { node_id: tip })))) reload();
     },
     branch: async (node) => {
-      if (await attempt(() => post(`/stories/${story.id}/checkout`, { node_id: node.id }))) reload();
+      // from a reply: the next words go under it; from the user's words: other words in their place
+      const at = node.kind === "user" ? node.parent_id : node.id;
+      if (await attempt(() => post(`/stories/${story.id}/checkout`, { node_id: at }))) reload();
+    },
+    stop: async (node) => {
+      await attempt(() => post(`/nodes/${node.id}/stop`));
+      reloadPath();
     },
     flag: async (node, what) => {
       if (await attempt(() => post(`/nodes/${node.id}/${what}`))) reloadPath();
     },
-    regenerate: async (node) => {
-      if (mode === "engine") await play(`/stories/${story.id}/regenerate`, { user_id: node.parent_id }, null);
+    regenerate: async (userId) => {
+      if (mode === "engine") await play(`/stories/${story.id}/regenerate`, { user_id: userId }, null);
       else notify({ title: t("play_regenerate"), detail: t("play_engine") });
     },
     edit: async (node, words) => {
       if (node.kind === "user" && mode === "engine") {
-        await play(`/stories/${story.id}/turns`, { text: words, parent_id: node.parent_id }, words);
-        return;
+        return play(`/stories/${story.id}/turns`, { text: words, parent_id: node.parent_id }, words);
       }
       const body = { kind: node.kind, text: words, parent_id: node.parent_id };
-      if (await attempt(() => request("POST", `/stories/${story.id}/nodes`, { body }))) reload();
+      const made = await attempt(() => request("POST", `/stories/${story.id}/nodes`, { body }));
+      if (made) reload();
+      return Boolean(made);
     },
   };
 
@@ -269,21 +320,25 @@ export function Play({ story, card, reload }) {
   if (!path) return html`<${Loading} />`;
   const nodes = path.nodes;
   const leaf = nodes[nodes.length - 1];
+  const yoursLast = mode === "engine" && leaf.kind === "user"; // (new words would go under the user's own)
+  // the reply being written is shown live until it is done and the path read again holds it (then there)
+  const shownLive = live && !(live.done && live.id && nodes.some((n) => n.id === live.id));
+  const listed = live && !live.done && live.id ? nodes.filter((n) => n.id !== live.id) : nodes;
   return html`<div class="play">
     <${Saves} story=${story} reload=${reload} />
     ${path.truncated ? html`<button class="link" onClick=${() => setLimit(limit + 100)}>${t("play_earlier")}</button>` : null}
     <div class="messages" data-testid="messages">
-      ${nodes.map(
+      ${listed.map(
         (node) => html`<${Message} key=${node.id} node=${node} story=${story} char=${char} siblings=${siblings[node.id]}
-          last=${node.id === leaf.id && !live} busy=${busy} actions=${actions} />`,
+          last=${node.id === leaf.id && !live} busy=${busy} actions=${actions} readOnly=${story.relayed} />`,
       )}
-      ${live && live.user
+      ${shownLive && live.user
         ? html`<article class="msg user pending"><div class="msg-text prewrap">${live.user}</div></article>`
         : null}
-      ${live
+      ${shownLive
         ? html`<article class="msg reply live" data-testid="live-reply" aria-busy="true">
             <header class="msg-head"><strong>${char}</strong><span class="badge">${t("play_writing")}</span>
-              <span class="grow"></span><button class="danger" data-testid="stop" onClick=${stop}>${t("play_stop")}</button></header>
+              <span class="grow"></span><button class="danger" data-testid="stop" disabled=${!live.id} onClick=${stop}>${t("play_stop")}</button></header>
             <div class="msg-text prewrap" data-testid="live-text">${live.text}</div>
           </article>`
         : null}
@@ -291,7 +346,7 @@ export function Play({ story, card, reload }) {
           onAnswer=${(answer) => play(`/nodes/${ask.reply_id}/answer`, { answer }, null)} />` : null}
       <div ref=${end}></div>
     </div>
-    <div class="composer card-box">
+    ${story.relayed ? html`<p class="card-box muted" data-testid="relayed">${t("play_relayed")}</p>` : html`<div class="composer card-box">
       <div class="row">
         <label for="mode" class="inline">${t("play_mode")}</label>
         <select id="mode" data-testid="mode" value=${mode} onChange=${(e) => chooseMode(e.target.value)}>
@@ -299,7 +354,7 @@ export function Play({ story, card, reload }) {
           <option value="byo">${t("play_byo")}</option>
         </select>
         ${mode === "byo"
-          ? html`<select aria-label=${t("play_mode")} data-testid="role" value=${role} onChange=${(e) => setRole(e.target.value)}>
+          ? html`<select aria-label=${t("play_role")} data-testid="role" value=${role} onChange=${(e) => setRole(e.target.value)}>
               <option value="user">${t("play_as_user")}</option><option value="reply">${t("play_as_reply")}</option>
             </select>`
           : null}
@@ -308,8 +363,9 @@ export function Play({ story, card, reload }) {
         value=${text} onInput=${(e) => setText(e.target.value)}
         onKeyDown=${(e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } }}></textarea>
       <div class="row"><span class="grow"></span>
-        <button class="primary" data-testid="composer-send" disabled=${busy || !text.trim()} onClick=${send}>${t("play_send")}</button>
+        ${yoursLast ? html`<span class="muted" data-testid="yours-last">${t("play_yours_last")}</span>` : null}
+        <button class="primary" data-testid="composer-send" disabled=${busy || yoursLast || !text.trim()} onClick=${send}>${t("play_send")}</button>
       </div>
-    </div>
+    </div>`}
   </div>`;
 }

@@ -11,6 +11,8 @@ import { Loading, Problem, attempt, useLoad } from "./ui.js";
 register({
   en: {
     tree_title: "Story tree",
+    tree_phase_writing: "being written", tree_phase_waiting: "waiting for an answer", tree_phase_stopped: "stopped",
+    tree_phase_withdrawn: "withdrawn",
     tree_summary: "{nodes} nodes · {forks} forks · leaf at turn {turn}",
     tree_to_leaf: "Go to the leaf",
     tree_collapse_all: "Collapse all",
@@ -49,6 +51,7 @@ register({
     tree_keys: "↑/↓ move between rows.",
   },
   zh: {
+    tree_phase_writing: "正在写", tree_phase_waiting: "等待回答", tree_phase_stopped: "已停止", tree_phase_withdrawn: "已撤回",
     tree_title: "故事树",
     tree_summary: "{nodes} 个节点 · {forks} 个分叉 · 当前叶子在第 {turn} 轮",
     tree_to_leaf: "跳到叶子",
@@ -236,7 +239,7 @@ function Marks({ model, at }) {
     ${node.starred ? html`<span class="badge tree-mark-star">${t("tree_starred")}</span>` : null}
     ${node.hidden ? html`<span class="badge tree-mark-hidden">${t("tree_hidden")}</span>` : null}
     ${node.revisions > 0 ? html`<span class="badge">${t("tree_revisions", { n: node.revisions })}</span>` : null}
-    ${node.phase !== "final" && node.phase !== "sealed" ? html`<span class="badge">${node.phase}</span>` : null}`;
+    ${node.phase !== "final" && node.phase !== "sealed" ? html`<span class="badge">${t(`tree_phase_${node.phase}`)}</span>` : null}`;
 }
 
 function Kind({ kind }) {

@@ -67,7 +67,7 @@ export function useLoad(load, deps) {
 
 export function Problem({ error, onRetry }) {
   if (!error) return null;
-  return html`<div class="problem" data-testid="problem">
+  return html`<div class="problem" role="alert" data-testid="problem">
     <strong>${error.title || error.message}</strong>${error.detail ? html`: ${error.detail}` : null}
     ${onRetry ? html` <button onClick=${onRetry}>${t("retry")}</button>` : null}
   </div>`;

@@ -77,11 +77,11 @@ class JobCommands(CommandGroup[TreeAggregates]):
                 node.skip_job(kind, reason)
             return Settled(bool(nodes), self.app.commit(*nodes) if nodes else 0)
 
-    def requeue_job(self, tenant_id: str, node_id: UUID, kind: JobKind) -> int:
+    def retry_job(self, tenant_id: str, node_id: UUID, kind: JobKind) -> int:
         """The user's word that the node's failed or skipped work of `kind` be done again (its position)."""
         _, node = self.app.owned_node(tenant_id, node_id)
         with self.app.evicting(node):
-            node.requeue_job(kind, f"asked again after it was {node.jobs.get(kind)}")
+            node.retry_job(kind)
             return self.app.commit(node)
 
     def finish_job(self, node_id: UUID, kind: JobKind, detail: str) -> Settled:

@@ -27,6 +27,7 @@ from tests.processes import Server, new_key, serving
 KEY_ITEM = "changji.key"  # where the page keeps the key (api.js)
 WIDTH, HEIGHT = 1280, 800
 TIMEOUT_MS = 8_000  # what a locator waits at most: the slowest step is an engine turn of about 1.5 s
+ASKING = "【选】"  # user words with this mark get a decision card before their reply
 PIECE = 0.1  # seconds between a streamed reply's pieces, and before each of its later rounds
 
 
@@ -42,7 +43,8 @@ def said(body: Mapping[str, Any]) -> str:
 class PiecewiseWriter:
     """A main model that writes each reply through the draft tools in three rounds: `draft_write` of its first
     sentence, `draft_append` of a second one, then `draft_seal`, each after a short pause and streamed in chunks.
-    Every reply is numbered (「第N稿」), so two replies to the same words (a swipe) differ."""
+    Every reply is numbered (「第N稿」), so two replies to the same words (a swipe) differ. Words marked with
+    ASKING are first answered by a decision card (`ask`), then by a reply that quotes the user's answer."""
 
     FIRST = "（第{n}稿）我听见你说：「{said}」。"
     SECOND = "风从门缝里钻进来，灯还亮着。"
@@ -57,6 +59,13 @@ class PiecewiseWriter:
             return Text(f"（离线模型）{said(body)}")
         last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
         rounds = sum(1 for m in messages[last_user + 1 :] if m.get("role") == "assistant" and m.get("tool_calls"))
+        if ASKING in said(body):  # a decision card first, then the reply the answer leads to
+            if rounds == 0:
+                return ToolCalls(("ask", {"question": "走哪条路？", "options": ["海边", "山路"]}), delay=self.piece)
+            if rounds == 1:
+                answered = str(messages[-1].get("content") or "")
+                return ToolCalls(("draft_write", {"version": 0, "content": f"好，依你：{answered[:60]}"}))
+            return ToolCalls(("draft_seal", {"version": 1}))
         if rounds == 0:
             first = self.FIRST.format(n=next(self.drafts), said=said(body))
             return ToolCalls(("draft_write", {"version": 0, "content": first}), chunk_delay=self.piece)

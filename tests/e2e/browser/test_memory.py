@@ -57,7 +57,7 @@ def test_an_edited_summary_is_in_the_next_context(page: Page, server: Server) ->
 
     tab(page, "Context")
     episode.get_by_role("button").first.click()
-    expect(episode.get_by_test_id("block-text")).to_contain_text(EDITED, timeout=2_000)
+    expect(episode.get_by_test_id("block-text")).to_contain_text(EDITED)
 
 
 def test_a_refused_compaction_shows_its_problems_title_and_detail(page: Page, server: Server, console: Console) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.e2e.browser.conftest import PiecewiseWriter, go, new_story
+from tests.e2e.browser.conftest import ASKING, PiecewiseWriter, go, new_story
 from tests.processes import Server
 
 pytestmark = pytest.mark.slow
@@ -146,3 +146,36 @@ def test_a_view_at_375_px_has_no_horizontal_scroll(page: Page, server: Server, v
     assert widths[0] <= widths[1] == 375, f"the page is {widths[0]} px wide in a 375 px window"
     wide = page.evaluate(PAST_THE_EDGE)
     assert not wide, f"elements reach past the right edge: {wide}"
+
+
+def test_a_decision_card_is_answered_and_the_turn_goes_on(page: Page, server: Server) -> None:
+    story = new_story(server, turns=1)
+    go(page, server, f"#/stories/{story['id']}/play")
+    page.get_by_test_id("composer-text").fill(f"{ASKING}我们往哪走？")
+    page.get_by_test_id("composer-send").click()
+    card = page.get_by_test_id("ask")
+    expect(card).to_contain_text("走哪条路？")
+    page.reload()  # (the card is still there when the page comes back: the reply waits for its answer)
+    expect(card).to_contain_text("走哪条路？")
+    card.get_by_role("button", name="山路").click()
+    expect(card).to_have_count(0)
+    expect(last_reply(page).get_by_test_id("message-text")).to_contain_text("山路")
+    assert "山路" in path_texts(server, story["id"])[-1]
+
+
+def test_a_front_ends_chat_is_read_only_in_the_play_view(page: Page, server: Server) -> None:
+    body = {
+        "model": "fake-main",
+        "messages": [
+            {"role": "system", "content": "You are Mira, a ferry pilot."},
+            {"role": "assistant", "content": "The ferry horn sounds."},
+            {"role": "user", "content": "Is there room for one more?"},
+        ],
+    }
+    server.call("POST", "/v1/chat/completions", body)
+    relayed = next(s for s in server.call("GET", "/v1/stories?limit=500")["items"] if s["relayed"])
+    go(page, server, f"#/stories/{relayed['id']}/play")
+    expect(page.get_by_test_id("relayed")).to_be_visible()
+    expect(messages(page)).to_have_count(3)
+    expect(page.get_by_test_id("composer-text")).to_have_count(0)
+    expect(page.get_by_test_id("edit")).to_have_count(0)
