@@ -21,7 +21,7 @@ the empty texts left out. The typed reading of a line's fields is shared with th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -47,7 +47,9 @@ def read_message(line: int, row: dict[str, Any], limits: ChatLimits, warnings: l
     role: Role = "user" if typed_field(row, "is_user", line, _is_bool, "a boolean") else "reply"
     hidden = bool(typed_field(row, "is_system", line, _is_bool, "a boolean"))
     name = typed_field(row, "name", line, is_str, "a string")
-    shown = ChatTurnText(_mes(row, line, limits), parse_send_date(row.get("send_date")), _extra(row, line))
+    shown = ChatTurnText(
+        _mes(row, line, limits), parse_send_date(row.get("send_date")), _extra(row, line), _generated(row)
+    )
     swipes = _swipes(row, line, limits)
     swipe_id = typed_field(row, "swipe_id", line, _is_int, "an integer") or 0
     if role == "user":
@@ -99,8 +101,8 @@ def _swiped_texts(
     index = _chosen_swipe(line, shown.text, swipes, swipe_id, warnings)
     if index == len(texts):
         texts.append(shown)
-    else:
-        texts[index] = shown
+    else:  # (the shown swipe's times: the message's own, else its swipe_info's)
+        texts[index] = shown if any(shown.generated) else replace(shown, generated=texts[index].generated)
     return tuple(texts), index
 
 
@@ -116,7 +118,7 @@ def _chosen_swipe(line: int, mes: str, swipes: list[str], swipe_id: int, warning
 
 def _swipe_infos(
     line: int, row: dict[str, Any], warnings: list[str]
-) -> Iterator[tuple[datetime | None, dict[str, Any]]]:
+) -> Iterator[tuple[datetime | None, dict[str, Any], tuple[str | None, str | None]]]:
     infos = row.get("swipe_info")
     if infos is not None and not isinstance(infos, list):
         warnings.append(f"line {line}: swipe_info is not a list; ignored")
@@ -124,14 +126,20 @@ def _swipe_infos(
     for info in infos or ():
         yield _swipe_info(info)
     while True:
-        yield None, {}
+        yield None, {}, (None, None)
 
 
-def _swipe_info(info: Any) -> tuple[datetime | None, dict[str, Any]]:
+def _swipe_info(info: Any) -> tuple[datetime | None, dict[str, Any], tuple[str | None, str | None]]:
     if not isinstance(info, dict):
-        return None, {}
+        return None, {}, (None, None)
     extra = info.get("extra")
-    return parse_send_date(info.get("send_date")), extra if isinstance(extra, dict) else {}
+    return parse_send_date(info.get("send_date")), extra if isinstance(extra, dict) else {}, _generated(info)
+
+
+def _generated(row: dict[str, Any]) -> tuple[str | None, str | None]:
+    """`gen_started` and `gen_finished` as written (SillyTavern's ISO times), when they are strings."""
+    started, finished = row.get("gen_started"), row.get("gen_finished")
+    return (started if isinstance(started, str) else None, finished if isinstance(finished, str) else None)
 
 
 def _without_empty(

@@ -39,6 +39,7 @@ class ChatTurnText:
     text: str
     sent_at: datetime | None
     extra: dict[str, Any]
+    generated: tuple[str | None, str | None] = (None, None)  # gen_started, gen_finished as the file wrote them
 
 
 @dataclass(frozen=True, slots=True)

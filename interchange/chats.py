@@ -174,7 +174,9 @@ def _joined_texts(run: list[SourceMessage], names: _Names, limits: ChatLimits) -
     parts = [_labelled(m.texts[m.chosen_index].text, names.of(m), lead) for m in run[:-1]]
     before = "".join(f"{part}\n\n" for part in parts)
     name = names.of(last)
-    texts = tuple(ChatTurnText(before + _labelled(t.text, name, lead), t.sent_at, t.extra) for t in last.texts)
+    texts = tuple(
+        ChatTurnText(before + _labelled(t.text, name, lead), t.sent_at, t.extra, t.generated) for t in last.texts
+    )
     for text in texts:
         check_length(text.text, f"line {run[0].line}", limits)
     return texts

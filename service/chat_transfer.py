@@ -76,7 +76,7 @@ def _step(step: ChatStep) -> ImportedStep:
 
 
 def _text(turn: ChatTurnText) -> ImportedText:
-    return ImportedText(turn.text, turn.sent_at)
+    return ImportedText(turn.text, turn.sent_at, turn.generated)
 
 
 def _joined(run: list[ImportedStep], max_text: int, unplaced: list[str]) -> ImportedStep:
@@ -104,9 +104,17 @@ def chat_messages(
     siblings: Mapping[UUID, Sequence[NodeView]],
     greetings: Sequence[str],
     names: tuple[str, str],
+    generated: Mapping[str, Sequence[str | None]] | None = None,
 ) -> list[ChatExportMessage]:
-    """The path as SillyTavern messages; `siblings`: the replies under each user node (empty: no swipes);
-    `greetings`: the greeting's swipes, the path's root among them."""
+    """The path as SillyTavern messages; `siblings`: the replies under each user node (empty: no swipes; a
+    hidden one is left out, SillyTavern having no hidden swipe); `greetings`: the greeting's swipes, the path's
+    root among them; `generated`: the generation times an import kept, by node id."""
+    times = generated or {}
+
+    def gen(node: NodeView) -> tuple[str | None, str | None]:
+        started, finished = times.get(str(node.id)) or (None, None)
+        return started, finished
+
     user, char = names
     out = []
     for node in path:
@@ -117,11 +125,14 @@ def chat_messages(
             continue
         name = user if node.kind == "user" else char
         under = siblings.get(node.parent_id, ()) if node.parent_id is not None and node.kind == "reply" else ()
-        others = [n for n in under if n.text.strip()]
+        others = [n for n in under if n.text.strip() and (not n.hidden or n.id == node.id)]
         ids = [n.id for n in others]
         swipes, at = (tuple(n.text for n in others), ids.index(node.id)) if node.id in ids else ((), 0)
         kind: Literal["user", "reply"] = node.kind
-        out.append(ChatExportMessage(kind, node.text, node.created_at, name, node.hidden, swipes, at))
+        each = tuple(gen(n) for n in others) if swipes else ()
+        out.append(
+            ChatExportMessage(kind, node.text, node.created_at, name, node.hidden, swipes, at, {}, gen(node), each)
+        )
     return out
 
 
@@ -137,4 +148,7 @@ def chat_file(
 ) -> bytes:
     user, char = names
     metadata = header.get("chat_metadata") if isinstance(header.get("chat_metadata"), dict) else None
-    return write_chat(messages, user_name=user, character_name=char, created_at=created, chat_metadata=metadata)
+    date = header.get("create_date") if isinstance(header.get("create_date"), str) else None
+    return write_chat(
+        messages, user_name=user, character_name=char, created_at=created, chat_metadata=metadata, create_date=date
+    )

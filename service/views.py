@@ -454,7 +454,7 @@ class StoryViews:
         greetings = source.get("greetings") or [card.greeting(i) for i in range(card.greeting_count)]
         fill = [fill_macros(text, card.name, settings.user_name) for text in greetings]
         root = replace(path[0], text=fill_macros(path[0].text, card.name, settings.user_name))
-        messages = chat_messages([root, *path[1:]], siblings, fill, names)
+        messages = chat_messages([root, *path[1:]], siblings, fill, names, source.get("generated"))
         return ExportedChat(story.title, chat_file(messages, names, story.created_on, source.get("header") or {}))
 
     def replay(self, tenant_id: str, story_id: UUID, at: UUID | None, from_depth: int, limit: int) -> Replayed:

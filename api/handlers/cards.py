@@ -12,6 +12,7 @@ from uuid import UUID
 from aiohttp import web
 from pydantic import ValidationError
 
+from api.bootstrap import Service
 from api.errors import BadRequestError, RequestBodyError
 from api.http import body, if_match, keyed, new_id, path_id, query_int, respond, service, tenant
 from api.schemas.cards import (
@@ -29,7 +30,7 @@ from api.uploads import upload
 from domain.card.card import Card
 from domain.values import CardData, StorySettings
 from interchange.card_data import CardFormatError
-from interchange.card_export import card_json, card_png
+from interchange.card_export import card_charx, card_json, card_png
 from interchange.lorebook_fields import LorebookFormatError
 from service.imports import check_character_book
 
@@ -66,29 +67,48 @@ async def import_card(request: web.Request) -> web.Response:
     return respond(card_response(card), 201, card.version)
 
 
-EXPORTS = {"v2": "application/json", "v3": "application/json", "png": "image/png"}
+EXPORTS = {"v2": "application/json", "v3": "application/json", "png": "image/png", "charx": "application/zip"}
+SUFFIXES = {"v2": ".json", "v3": ".json", "png": ".png", "charx": ".charx"}
 
 
 async def export_card(request: web.Request) -> web.Response:
-    """The card as a V2 or V3 JSON file, or a PNG with both (its own art, or a plain image)."""
+    """The card as a V2 or V3 JSON file, a PNG with both (its own art, or a plain image), or a CHARX zip (the
+    V3 JSON and the files an imported CHARX came with, as they came; else its art as the main icon)."""
     svc, format = service(request), request.query.get("format", "v2")
     if format not in EXPORTS:
-        raise BadRequestError(422, "format must be v2, v3 or png", "query.format")
+        raise BadRequestError(422, "format must be v2, v3, png or charx", "query.format")
     card = await svc.executor.load(svc.app.card, tenant(request), path_id(request, "card_id"))
     data = card.data.model_dump()
-    art = await asyncio.to_thread(svc.keys.blob, card.art["sha256"]) if format == "png" and card.art else None
+    art = (
+        await asyncio.to_thread(svc.keys.blob, card.art["sha256"]) if format in ("png", "charx") and card.art else None
+    )
+    files = await asyncio.to_thread(_files, svc, card) if format == "charx" else []
     try:
-        payload = await asyncio.to_thread(_card_file, data, format, art)
+        payload = await asyncio.to_thread(_card_file, data, format, art, files)
     except CardFormatError as bad:  # a card made before its fields were checked as a file's are
         raise BadRequestError(422, f"the card cannot be written as a file: {bad.reason}", bad.field) from None
-    name = _filename(card.data.name) + (".png" if format == "png" else ".json")
+    name = _filename(card.data.name) + SUFFIXES[format]
     response = web.Response(body=payload, content_type=EXPORTS[format])
     response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}"
     response.headers["ETag"] = f'"{card.version}"'
     return response
 
 
-def _card_file(data: dict[str, Any], format: str, art: bytes | None) -> bytes:
+def _files(svc: Service, card: Card) -> list[tuple[str, bytes]]:
+    """The card's own files (an imported CHARX's) by their paths, from the blob store."""
+    files = []
+    for asset in card.assets:
+        content = svc.keys.blob(asset["sha256"]) if asset.get("path") else None
+        if asset.get("path") and content is None:  # (blobs are never deleted: a store that lost one is broken)
+            raise LookupError(f"the card's file {asset['path']} is missing from the blob store")
+        if content is not None:
+            files.append((str(asset["path"]), content))
+    return files
+
+
+def _card_file(data: dict[str, Any], format: str, art: bytes | None, files: list[tuple[str, bytes]]) -> bytes:
+    if format == "charx":
+        return card_charx(data, art, files)
     return card_png(data, art) if format == "png" else card_json(data, "v3" if format == "v3" else "v2")
 
 

@@ -15,6 +15,7 @@ from api.schemas.lore import (
     LorebookResponse,
     LorebookSummary,
     LoreEntryChanges,
+    LoreEntryListResponse,
     LoreEntryModel,
     LoreEntryRequest,
     LoreSearchHit,
@@ -80,20 +81,38 @@ async def list_lorebooks(request: web.Request) -> web.Response:
 
 
 async def get_lorebook(request: web.Request) -> web.Response:
+    book = await _read_book(request)
+    return respond(book, version=book.version)
+
+
+async def list_entries(request: web.Request) -> web.Response:
+    """A lorebook's entries by uid, a page at a time (`cursor`: the last uid of the page before)."""
+    limit = query_int(request, "limit", 100, 1, 1000)
+    after = query_int(request, "cursor", -1, -1, 2**53)
+    book = await _read_book(request)
+    rest = sorted((e for e in book.entries if e.uid > after), key=lambda e: e.uid)
+    page = LoreEntryListResponse(
+        lorebook_id=book.id, version=book.version, items=rest[:limit],
+        next_cursor=str(rest[limit - 1].uid) if len(rest) > limit else None,
+    )  # fmt: skip
+    return respond(page, version=book.version)
+
+
+async def _read_book(request: web.Request) -> LorebookResponse:
+    """The lorebook the path names: the card's embedded one, or one attached to it."""
     svc, card_id = service(request), path_id(request, "card_id")
     if request.match_info["lorebook_id"] == EMBEDDED:
         card = await svc.executor.load(svc.app.card, tenant(request), card_id)
         view = await svc.executor.load(svc.views.lore.embedded, card)
         if view is None:
             raise BadRequestError(404, "the card has no embedded lorebook", "path.lorebook_id")
-        book = LorebookResponse(
+        return LorebookResponse(
             id=EMBEDDED, card_id=card.id, version=card.version, name=embedded_name(card), kind="embedded",
             format="character_book", scan=view.scan.model_dump(), extras={},
             entries=[_entry(e) for e in view.entries],
         )  # fmt: skip
-        return respond(book, version=card.version)
     found = await svc.executor.load(svc.app.lore.lorebook, tenant(request), card_id, _book_id(request))
-    return respond(await svc.executor.load(_book, found), version=found.version)
+    return await svc.executor.load(_book, found)
 
 
 def _book_id(request: web.Request) -> UUID:

@@ -93,6 +93,7 @@ FILE_SCHEMAS: dict[str, dict[str, Any]] = {  # a file answered: its media type, 
     "application/json": {"type": "object"},
     "application/jsonl": {"type": "string"},
     "image/png": {"type": "string", "format": "binary"},
+    "application/zip": {"type": "string", "format": "binary"},
 }
 
 

@@ -43,6 +43,13 @@ class LorebookResponse(BaseModel):
     entries: list[LoreEntryModel]
 
 
+class LoreEntryListResponse(BaseModel):
+    lorebook_id: str = Field(description="the lorebook's id; `embedded` for the card's own character_book")
+    version: int = Field(description="the version of the lorebook (of the card, for the embedded one)")
+    items: list[LoreEntryModel] = Field(description="entries by uid, each with every field it is edited by")
+    next_cursor: str | None = Field(description="the last uid of this page, when more follow")
+
+
 class LorebookSummary(BaseModel):
     id: str
     name: str

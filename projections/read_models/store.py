@@ -44,7 +44,9 @@ SCHEMA, SCHEMA_VERSION = "schema", 13  # bump when a table changes: the read mod
 LOADING = ("synchronous=OFF", f"cache_size=-{256 * 1024}", "wal_autocheckpoint=0", "busy_timeout=60000")
 SERVING = ("synchronous=NORMAL", "cache_size=-2000", "busy_timeout=5000")
 RUNNER = "main"
-JOBS_FOLDED = "jobs folded:"  # + a job kind: how many job rows of the kind were folded (a running count)
+JOBS_FOLDED = (
+    "jobs folded:"  # + a job kind: how many job rows of the kind were made or made due again (a running count)
+)
 REBUILT = "rebuilt"  # the position a rebuild into a new file reached: that file is complete up to there
 FOLDED_FROM = "folded from:"  # + the identity of the database the tables are folded from (a shared one)
 # the scene fold walks the first two; text upserts need the unique key of the third, and the indexer

@@ -42,11 +42,47 @@ async def test_every_default_card_imports_from_png_and_exports_field_for_field(a
     assert card["card"] == expected
     assert card["source"]["container"] == "png" and card["source"]["spec"] == "v2"
     assert card["art"]["media_type"] == "image/png" and card["language"] == "en"
-    for format in ("v2", "v3", "png"):
+    for format in ("v2", "v3", "png", "charx"):
         exported, headers = await api.fetch(f"/v1/cards/{card['id']}/export?format={format}")
         again = await api.send("POST", "/v1/cards/import", exported)
-        assert again["card"] == expected | ({"group_only_greetings": []} if format != "v2" else {}), format
-        assert headers["Content-Type"].startswith("image/png" if format == "png" else "application/json")
+        added = {"v2": {}, "v3": {"group_only_greetings": []}, "png": {"group_only_greetings": []}}.get(format)
+        if added is None:  # CHARX: its art as the main icon, declared
+            added = {"group_only_greetings": [], "assets": [ICON]}
+            assert again["art"]["sha256"] == card["art"]["sha256"] and again["source"]["container"] == "charx"
+        assert again["card"] == expected | added, format
+        assert headers["Content-Type"].startswith(TYPES[format])
+
+
+ICON = {"type": "icon", "uri": "embeded://assets/icon/images/main.png", "name": "main", "ext": "png"}
+TYPES = {"v2": "application/json", "v3": "application/json", "png": "image/png", "charx": "application/zip"}
+
+
+async def test_a_charx_goes_out_as_it_came_in(api: Api) -> None:
+    assets = [ICON, {"type": "other", "uri": "embeded://assets/other/audio/hi.wav", "name": "hi", "ext": "wav"}]
+    with Image.new("RGB", (3, 5), (200, 10, 10)) as image, io.BytesIO() as out:
+        image.save(out, format="PNG")
+        icon = out.getvalue()
+    files = {
+        "card.json": json.dumps({"spec": "chara_card_v3", "spec_version": "3.0", "data": {
+            "name": "Felix Vance", "first_mes": "The archive door creaks.", "assets": assets}}).encode(),
+        "assets/icon/images/main.png": icon,
+        "assets/other/audio/hi.wav": b"RIFF\x00\x00\x00\x00WAVE",
+        "module.risum": bytes(range(256)),
+    }  # fmt: skip
+    card = await api.send("POST", "/v1/cards/import", _zip(files))
+    exported, headers = await api.fetch(f"/v1/cards/{card['id']}/export?format=charx")
+    assert headers["Content-Disposition"].endswith("Felix%20Vance.charx")
+    with zipfile.ZipFile(io.BytesIO(exported)) as archive:
+        assert {name: archive.read(name) for name in archive.namelist() if name != "card.json"} == {
+            k: v for k, v in files.items() if k != "card.json"
+        }
+    again = await api.send("POST", "/v1/cards/import", exported)
+    assert again["card"] == card["card"] and again["art"] == card["art"]
+    assert sorted((a["path"], a["sha256"]) for a in again["assets"]) == sorted(
+        (a["path"], a["sha256"]) for a in card["assets"]
+    )
+    twice, _ = await api.fetch(f"/v1/cards/{again['id']}/export?format=charx")
+    assert twice == exported  # (the same card, the same bytes)
 
 
 async def test_an_exported_png_keeps_the_cards_own_art(api: Api) -> None:

@@ -21,6 +21,7 @@ from tests.e2e.chat_import_support import (
     R6_SWIPES,
     ROWS,
     imported,
+    jsonl,
     keeper,
     moment,
     path_of,
@@ -116,3 +117,40 @@ async def test_an_exported_chat_imports_again_to_the_same_tree(api: Api) -> None
     assert [(n["kind"], n["text"], n["hidden"]) for n in again] == [(n["kind"], n["text"], n["hidden"]) for n in before]
     assert [moment(n["created_at"]) for n in again[1:]] == [moment(n["created_at"]) for n in before[1:]]
     assert await story_count(api, card["id"]) == 2
+
+
+GEN = ("2024-12-01T15:04:00.120Z", "2024-12-01T15:04:09.870Z")
+
+
+async def test_a_chat_exported_and_imported_again_gives_the_same_file(api: Api) -> None:
+    """Generation times (of the message and of each swipe) and the header's date come back out as they went
+    in; a hidden swipe stays out of the swipes (SillyTavern hides messages, not swipes); the export of the
+    re-import is the export, byte for byte."""
+    timed = [dict(row) for row in ROWS]
+    timed[3] |= {"gen_started": GEN[0], "gen_finished": GEN[1]}  # R1
+    timed[5] = timed[5] | {
+        "swipe_info": [dict(info) | {"gen_started": f"s{i}"} for i, info in enumerate(timed[5]["swipe_info"])]
+    }
+    card = await keeper(api)
+    first = await imported(api, card["id"], jsonl(*timed))
+    raw, _ = await api.fetch(f"/v1/stories/{first['story']['id']}/export?scope=tree")
+    header, *rows = [orjson.loads(line) for line in raw.split(b"\n")]
+    assert header["create_date"] == ROWS[0]["create_date"]
+    r1 = next(r for r in rows if r["mes"] == ROWS[3]["mes"])
+    assert (r1["gen_started"], r1["gen_finished"]) == GEN
+    r2 = next(r for r in rows if r.get("swipes") == R2_SWIPES)
+    assert [info["gen_started"] for info in r2["swipe_info"]] == ["s0", "s1", "s2", "s3"]
+
+    path = await path_of(api, first["story"]["id"])
+    r2_node = next(n for n in path if n["text"] == R2_SWIPES[2])
+    hidden = next(
+        s for s in (await api.call("GET", f"/v1/nodes/{r2_node['id']}/siblings"))["nodes"] if s["text"] == R2_SWIPES[0]
+    )
+    await api.call("POST", f"/v1/nodes/{hidden['id']}/hide")
+    raw, _ = await api.fetch(f"/v1/stories/{first['story']['id']}/export?scope=tree")
+    r2 = next(orjson.loads(line) for line in raw.split(b"\n") if R2_SWIPES[2].encode() in line)
+    assert r2["swipes"] == R2_SWIPES[1:] and r2["swipe_id"] == 1  # the hidden swipe left out
+
+    second = await imported(api, card["id"], raw)
+    again, _ = await api.fetch(f"/v1/stories/{second['story']['id']}/export?scope=tree")
+    assert again == raw

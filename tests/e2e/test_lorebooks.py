@@ -202,3 +202,28 @@ async def test_an_entry_uid_that_is_not_a_plain_number_is_not_found(api: Api) ->
             f"/v1/cards/{card['id']}/lorebooks/{book['id']}/entries/{uid}", headers=api.headers
         ) as response:
             assert response.status == 404, uid
+
+
+async def test_a_lorebooks_entries_are_listed_a_page_at_a_time_by_uid(api: Api) -> None:
+    card = await api.card(name="Mira", first_mes="The ferry waits.")
+    entries = [{"key": [f"key{i}"], "content": f"entry {i}", "comment": f"E{i}"} for i in range(7)]
+    book = await api.send("POST", f"/v1/cards/{card['id']}/lorebooks?name=Coast", world_info(entries))
+    await api.call("DELETE", f"/v1/cards/{card['id']}/lorebooks/{book['id']}/entries/2", status=204)
+    pages, cursor = [], ""
+    while True:
+        page = await api.call("GET", f"/v1/cards/{card['id']}/lorebooks/{book['id']}/entries?limit=4{cursor}")
+        pages.append([(e["uid"], e["title"], e["keys"]) for e in page["items"]])
+        if page["next_cursor"] is None:
+            break
+        cursor = f"&cursor={page['next_cursor']}"
+    assert pages == [
+        [(0, "E0", ["key0"]), (1, "E1", ["key1"]), (3, "E3", ["key3"]), (4, "E4", ["key4"])],
+        [(5, "E5", ["key5"]), (6, "E6", ["key6"])],
+    ]
+    assert page["lorebook_id"] == book["id"] and page["version"] > book["version"]
+    seraphina = await api.send("POST", "/v1/cards/import", (cards_dir() / "default_Seraphina.png").read_bytes())
+    embedded = await api.call("GET", f"/v1/cards/{seraphina['id']}/lorebooks/embedded/entries")
+    assert [e["keys"][0] for e in embedded["items"]] == ["eldoria", "shadowfang", "glade", "power"]
+    assert embedded["next_cursor"] is None
+    other = await api.card(name="Nobody")
+    await api.call("GET", f"/v1/cards/{other['id']}/lorebooks/embedded/entries", status=404)

@@ -15,7 +15,18 @@ from PIL import Image
 from interchange.card_data import CardFormatError
 from interchange.card_export import card_json, card_png
 from interchange.cards import read_card
-from tests.unit.card_files import art_only, b64, chunks_of, fixture, png_of, refused, v2, v3, with_text
+from tests.unit.card_files import (
+    art_only,
+    b64,
+    chunks_of,
+    fixture,
+    png_of,
+    refused,
+    v2,
+    v3,
+    with_text,
+    without_added_group_greetings,
+)
 
 PNG_CARDS = ("default_Seraphina.png", "default_CodingSensei.png", "default_FluxTheCat.png")
 
@@ -29,10 +40,6 @@ def chara_document(png: bytes) -> dict[str, Any]:
 def pixels(png: bytes) -> bytes:
     with Image.open(BytesIO(png)) as image:
         return image.convert("RGBA").tobytes()
-
-
-def without_added_group_greetings(data: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in data.items() if (key, value) != ("group_only_greetings", [])}
 
 
 @pytest.mark.parametrize("name", PNG_CARDS)

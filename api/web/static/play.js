@@ -89,7 +89,7 @@ const TIP_STEPS = 50; // how far a swipe follows a version's own line down (then
 async function newestTip(nodeId) {
   let at = nodeId;
   for (let step = 0; step < TIP_STEPS; step++) {
-    const children = (await get(`/nodes/${at}/children`)).nodes;
+    const children = (await get(`/nodes/${at}/children`)).nodes.filter((n) => n.phase !== "withdrawn");
     if (!children.length) break;
     at = children.reduce((a, b) => (a.created_at >= b.created_at ? a : b)).id;
   }
@@ -123,7 +123,7 @@ function Message({ node, story, char, siblings, last, busy, actions, readOnly })
       ${node.hidden ? html`<span class="badge">${t("play_hidden")}</span>` : null}
       ${node.phase === "stopped" ? html`<span class="badge">${t("play_stopped")}</span>` : null}
       ${node.phase === "writing" ? html`<span class="badge">${t("play_being_written")}</span>` : null}
-      ${last && node.phase === "writing"
+      ${last && node.phase === "writing" && !readOnly
         ? html`<button class="danger" data-testid="stop-leaf" onClick=${() => actions.stop(node)}>${t("play_stop")}</button>`
         : null}
       <span class="grow"></span>
@@ -174,21 +174,23 @@ function Ask({ ask, onAnswer, busy }) {
 export function Play({ story, card, reload }) {
   const char = card ? card.name : "…";
   const [limit, setLimit] = useState(40);
-  const [path, error, reloadPath] = useLoad(
-    () => get(`/stories/${story.id}/path`, { limit }),
-    [story.id, story.leaf_id, story.version, limit],
-  );
+  const loads = useRef(0); // paths asked for so far: a finished turn is let go once a later one is read
+  const [path, error, reloadPath] = useLoad(() => {
+    const gen = ++loads.current;
+    return get(`/stories/${story.id}/path`, { limit }).then((read) => ({ ...read, gen }));
+  }, [story.id, story.leaf_id, story.version, limit]);
   const [siblings, setSiblings] = useState({});
   const [mode, setMode] = useState(localStorage.getItem(MODE) || "engine");
   const [role, setRole] = useState("user");
   const [text, setText] = useState("");
-  const [live, setLive] = useState(null); // {user, text, id, done}: the turn being written here
+  const [live, setLive] = useState(null); // {user, userId, text, id, done, after}: the turn being written here
   const [ask, setAsk] = useState(null);
   const stopRef = useRef(null);
   const end = useRef(null);
   const leafNode = path ? path.nodes[path.nodes.length - 1] : null;
   const writing = Boolean(leafNode && leafNode.kind === "reply" && leafNode.phase === "writing");
-  const busy = live !== null || writing;
+  const [moving, setMoving] = useState(false); // a swipe finding where its version's line went
+  const busy = live !== null || writing || moving;
 
   useEffect(() => {
     if (!path) return;
@@ -198,7 +200,7 @@ export function Play({ story, card, reload }) {
       (pairs) => alive && setSiblings(Object.fromEntries(pairs)),
     );
     const leaf = path.nodes[path.nodes.length - 1];
-    setLive((l) => (l && l.done && (!l.id || path.nodes.some((n) => n.id === l.id)) ? null : l));
+    setLive((l) => (l && l.done && path.gen > l.after ? null : l)); // (the path read after the turn ended)
     setRole(leaf && leaf.kind === "user" ? "reply" : "user");
     if (leaf && leaf.kind === "reply" && leaf.phase === "waiting") {
       get(`/nodes/${leaf.id}/draft`).then((d) => {
@@ -213,9 +215,12 @@ export function Play({ story, card, reload }) {
 
   useEffect(() => {
     if (!writing || live) return undefined; // (a turn started elsewhere, or before this view opened)
-    const timer = setInterval(reloadPath, 1500);
+    const timer = setInterval(async () => {
+      const now = await get(`/nodes/${leafNode.id}`).catch(() => null); // (one node, not the whole path)
+      if (now && now.phase !== "writing") reloadPath();
+    }, 1500);
     return () => clearInterval(timer);
-  }, [writing, live]);
+  }, [writing, live, leafNode && leafNode.id]);
 
   useEffect(() => {
     if (live && end.current) end.current.scrollIntoView({ block: "nearest" });
@@ -227,18 +232,20 @@ export function Play({ story, card, reload }) {
   };
 
   // Plays a streamed engine call (a turn, a regenerate, an answer): its reply grows on the page, and stays
-  // until the path read again holds it (no jump). True when the turn went through.
+  // until the path is read again after it ended (no jump). True when the turn was opened (its words kept,
+  // whatever became of the reply); false when it was refused before (the words are still the user's).
   const play = async (path_, body, userText) => {
-    setLive({ user: userText, text: "", id: null, done: false });
+    setLive({ user: userText, userId: null, text: "", id: null, done: false, after: 0 });
     stopRef.current = { id: null };
     let shown = "";
-    let ok = true;
+    let opened = false;
     try {
       await stream(path_, body, (name, data) => {
         if (name === "turn") {
+          opened = true;
           stopRef.current.id = data.reply_id;
           setAsk(null);
-          setLive((l) => ({ ...l, id: data.reply_id }));
+          setLive((l) => ({ ...l, id: data.reply_id, userId: data.user_id }));
         } else if (name === "delta") {
           shown = data.first && (data.tool === "draft_write" || data.tool === "draft") ? data.text : shown + data.text;
           setLive((l) => ({ ...l, text: shown }));
@@ -247,20 +254,18 @@ export function Play({ story, card, reload }) {
         } else if (name === "ask") {
           setAsk(data);
         } else if (name === "error") {
-          ok = false;
           notify({ title: data.outcome, detail: data.detail });
         }
       });
     } catch (failure) {
-      ok = false;
       notify(failure);
     } finally {
       stopRef.current = null;
-      setLive((l) => (l && l.id ? { ...l, done: true } : null));
+      setLive((l) => (l && opened ? { ...l, done: true, after: loads.current } : null));
       reload(); // (the story, when the turn moved its leaf)
       reloadPath(); // (an answered card's reply moves nothing of the story's own)
     }
-    return ok;
+    return opened;
   };
 
   const stop = async () => {
@@ -270,7 +275,7 @@ export function Play({ story, card, reload }) {
 
   const send = async () => {
     const words = text.trim();
-    if (!words || busy) return;
+    if (!words || busy || (mode === "engine" && leafNode && leafNode.kind === "user")) return;
     if (mode === "engine") {
       setText("");
       if (!(await play(`/stories/${story.id}/turns`, { text: words }, words))) setText((now) => now || words);
@@ -286,8 +291,10 @@ export function Play({ story, card, reload }) {
 
   const actions = {
     swipe: async (node) => {
+      setMoving(true);
       const tip = await attempt(() => newestTip(node.id)); // (where that version's own line went)
       if (tip && (await attempt(() => post(`/stories/${story.id}/checkout`, { node_id: tip })))) reload();
+      setMoving(false);
     },
     branch: async (node) => {
       // from a reply: the next words go under it; from the user's words: other words in their place
@@ -321,11 +328,12 @@ export function Play({ story, card, reload }) {
   const nodes = path.nodes;
   const leaf = nodes[nodes.length - 1];
   const yoursLast = mode === "engine" && leaf.kind === "user"; // (new words would go under the user's own)
-  // the reply being written is shown live until it is done and the path read again holds it (then there)
+  // the turn being written is shown live (its nodes left out of the path shown, if a read caught them)
   const shownLive = live && !(live.done && live.id && nodes.some((n) => n.id === live.id));
-  const listed = live && !live.done && live.id ? nodes.filter((n) => n.id !== live.id) : nodes;
+  const shownInLive = (n) => n.id === live.id || (live.user !== null && n.id === live.userId);
+  const listed = live && shownLive ? nodes.filter((n) => !shownInLive(n)) : nodes;
   return html`<div class="play">
-    <${Saves} story=${story} reload=${reload} />
+    ${story.relayed ? null : html`<${Saves} story=${story} reload=${reload} />`}
     ${path.truncated ? html`<button class="link" onClick=${() => setLimit(limit + 100)}>${t("play_earlier")}</button>` : null}
     <div class="messages" data-testid="messages">
       ${listed.map(

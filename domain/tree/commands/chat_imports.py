@@ -1,5 +1,6 @@
 """A chat from another system made into a story, in one transaction: the greeting as the root, each
-step a node on the path with its alternatives (swipes) as siblings, hidden steps hidden, dates kept.
+step a node on the path with its alternatives (swipes) as siblings, hidden steps hidden, dates kept (and the
+times each text's generation started and finished, where given, in the import's record by node).
 
 Node ids follow from the story id and the step's place (uuid5), so the same import with the same story
 id makes the same tree. Side work is not run here: each reply on the path makes its scribe job due as
@@ -26,6 +27,7 @@ from domain.tree.story import Story
 class ImportedText:
     text: str
     said_at: datetime | None = None
+    generated: tuple[str | None, str | None] = (None, None)  # when its writing started and finished, as given
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ class ChatImportCommands(CommandGroup[TreeAggregates]):
         root = Node.place_greeting(uuid5(story_id, "root"), story_id, chat.greeting, index)
         story = Story.start(story_id, tenant_id, card_id, chat.title or card.data.name, root.id, dict(settings))
         nodes, parent, last_reply = [root], root, None
+        generated: dict[str, list[str | None]] = {}  # node id → the times its text was generated, where known
         for depth, step in enumerate(chat.steps, start=1):
             if not step.swipes or not 0 <= step.chosen < len(step.swipes):
                 raise EmptyTextError(f"step {depth} has no text to place", field="body")
@@ -69,6 +72,9 @@ class ChatImportCommands(CommandGroup[TreeAggregates]):
                 Node.attach(uuid5(story_id, f"{depth}.{i}"), step.kind, parent, swipe.text, swipe.said_at)
                 for i, swipe in enumerate(step.swipes)
             ]
+            generated |= {
+                str(n.id): list(s.generated) for n, s in zip(siblings, step.swipes, strict=True) if any(s.generated)
+            }
             if step.hidden:
                 siblings[step.chosen].hide()
             for i, sibling in enumerate(siblings):
@@ -77,7 +83,7 @@ class ChatImportCommands(CommandGroup[TreeAggregates]):
             nodes += siblings
             parent = siblings[step.chosen]
             last_reply = parent if parent.kind == "reply" else last_reply
-        story.record_import(dict(chat.source), len(nodes))
+        story.record_import({**chat.source, "generated": generated} if generated else dict(chat.source), len(nodes))
         story.move_leaf(parent.id, cause="import")
         if last_reply is not None:
             self.compaction.announce_imported(last_reply, self.app.settings(story))
