@@ -3,6 +3,7 @@ the server enforces, required bodies are required, and the header errors are dec
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from api.routes import ROUTES
@@ -16,9 +17,12 @@ async def status_of(api: Api, path: str, params: dict[str, Any]) -> tuple[int, A
 
 async def test_every_declared_query_bound_is_the_one_the_server_enforces(api: Api, story: dict[str, Any]) -> None:
     spec = await api.call("GET", "/openapi.json")
+    lore = json.dumps({"entries": {"0": {"uid": 0, "key": ["ferry"], "content": "The ferry is late."}}}).encode()
+    book = await api.send("POST", f"/v1/cards/{story['card_id']}/lorebooks?name=Coast", lore)
     checked = 0
     for route in ROUTES:
         path = route.path.replace("{story_id}", story["id"]).replace("{card_id}", story["card_id"])
+        path = path.replace("{lorebook_id}", book["id"])
         declared = {
             p["name"]: p["schema"]
             for p in spec["paths"][route.path][route.method.lower()]["parameters"]

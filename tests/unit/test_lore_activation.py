@@ -393,3 +393,14 @@ def test_the_regex_keys_of_an_activation_share_one_time_budget_and_slow_keys_are
     for _ in range(2):  # once out of time, not run again, and still reported
         again = activate([slow], ["x: " + "a" * 5000 + "b"], char="c", user="u", regex_timeout=0.01)
         assert again.timed_out == (("s", 1, "/(a+)+$/"),)
+
+
+def test_over_max_hits_the_entry_named_in_the_newest_message_is_kept() -> None:
+    """Names in the greeting and older turns do not crowd out the one the user just named: over `max_hits`,
+    hits in newer messages are kept first, then by order (all within the scan depth)."""
+    names = ("Rook", "Kiriha", "Ren", "Felix Vance")
+    lore = book(*(entry(i, name, order=i * 10) for i, name in enumerate(names, 1)), max_hits=3, scan_depth=4)
+    greeting = "Seraphina: Rook, Kiriha and Ren wait by the door."
+    assert fired(lore, greeting, "Alice: Tell us about Felix Vance.") == [1, 2, 4]  # Felix kept, Ren (order 30) out
+    assert run(lore, greeting, "Alice: Tell us about Felix Vance.").not_kept == 1
+    assert fired(lore, "Alice: Felix Vance?", greeting) == [1, 2, 3]  # (Felix named further back this time)

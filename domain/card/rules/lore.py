@@ -26,8 +26,9 @@ and search scoring (liyuan.md §8). The decisions where those leave room, or whe
   also for `use_regex` entries (SillyTavern's behaviour; the V3 spec's note that they are ignored is not followed).
   `and_any` and `and_all` name the secondary key that satisfied them (for `and_all`, the first).
 * Hits are kept up to the largest `max_hits` of the books given. Which are kept: direct hits before recursion
-  hits, then by `order`, book position, entry position; the kept hits go into the prompt by `order` (lower first),
-  book position, entry position.
+  hits, then those whose key is in the newest message before those found only further back (the entry the user
+  just named is never crowded out by names in the greeting or older turns), then by `order`, book position, entry
+  position; the kept hits go into the prompt by `order` (lower first), book position, entry position.
 * Recursion (books with `recursive`): the content of every keyword hit so far, from any book, is the recursion
   buffer; further passes, up to the book's `max_recursion`, scan that book's entries not yet activated over their
   messages plus the buffer. Constant entries do not feed the buffer (they are in every prompt, so they would
@@ -229,6 +230,19 @@ def _hit(candidate: _Candidate, text: Text, matcher: Matcher, level: int) -> Lor
     return LoreHit(candidate.book.book_id, candidate.entry, fired[0], fired[1], level)
 
 
+def _messages_back(candidate: _Candidate, hit: LoreHit, messages: Sequence[str], matcher: Matcher) -> int:
+    """How many messages back from the newest the hit's key is found (its scan depth when only the recursion
+    buffer or the messages together hold it)."""
+    depth = candidate.depth
+    key = next((k for k in candidate.prepared.keys if k.written == hit.key), None)
+    if hit.recursion or key is None or depth <= 0:
+        return depth
+    for back, message in enumerate(reversed(messages[-depth:])):
+        if matcher.matches(key, Text.of(message), candidate.prepared.rule):
+            return back
+    return depth
+
+
 def _recurses(candidate: _Candidate, level: int) -> bool:
     return candidate.book.scan.recursive and level <= candidate.book.scan.max_recursion
 
@@ -266,8 +280,11 @@ def activate(
     constants = _constants(candidates, contents)
     found = _keyword_hits(candidates, _ScanTexts(messages), matcher, contents, char=char, user=user)
     max_hits = max((book.scan.max_hits for book in books), default=0)
-    kept = sorted(found, key=lambda f: (f[1].recursion, *f[0].place))[:max_hits]
-    kept.sort(key=lambda f: f[0].place)
+    kept = found
+    if len(found) > max_hits:  # (how recent each hit is matters only when some must go)
+        back = {id(c): _messages_back(c, hit, messages, matcher) for c, hit in found}
+        kept = sorted(found, key=lambda f: (f[1].recursion, back[id(f[0])], *f[0].place))[:max_hits]
+    kept = sorted(kept, key=lambda f: f[0].place)
     return LoreActivation(
         constants=constants,
         hits=tuple(hit for _, hit in kept),

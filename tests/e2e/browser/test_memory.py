@@ -1,5 +1,5 @@
 """A story's memory in a browser: the context view's budget bar and blocks, a manual compaction (Memory tab,
-"Compact now") whose episode then shows in the context, a summary edited and seen in the next context, a refused
+"Compact now") whose episode, or digest, then shows in the context, a summary edited and seen in the next context, a refused
 compaction shown as its problem, the scene edited (and its refused part warned of), and a handbook item's
 sources opened."""
 
@@ -39,6 +39,20 @@ def test_the_budget_bar_and_a_manual_compaction_seen_in_the_context(page: Page, 
     episode.get_by_role("button").first.click()
     expect(episode.get_by_test_id("block-text")).to_contain_text("### 第0–14轮")
     expect(episode.get_by_test_id("block-text")).to_contain_text("青鸟号")
+
+
+def test_a_digest_made_by_a_manual_compaction_is_a_block_of_the_context(page: Page, server: Server) -> None:
+    story = new_story(server, turns=16, keep_turns=2, episodes_kept=0, fill_window=False)
+    go(page, server, f"#/stories/{story['id']}/memory")
+    page.get_by_test_id("memory-compact").click()
+    expect(page.get_by_test_id("memory-compact-done")).to_contain_text("digest")
+    tab(page, "Context")
+    expect(page.get_by_test_id("budget-bar")).to_be_visible()
+    digest = page.get_by_test_id("context-block").and_(page.locator("[data-what=digest]"))
+    expect(digest).to_have_count(1)
+    expect(page.get_by_test_id("budget-bar").locator(".seg.layer-digest")).to_have_count(1)
+    digest.get_by_role("button").first.click()
+    expect(digest.get_by_test_id("block-text")).to_contain_text("## 前情提要")
 
 
 def test_an_edited_summary_is_in_the_next_context(page: Page, server: Server) -> None:
