@@ -3,11 +3,11 @@
 // in place, with "Compact now". CardMemory shows what the card's stories left behind (the resident summary,
 // the handbook and its items with the stories behind them, each story's recap), edited with If-Match: a
 // stale edit keeps the user's text and offers the newer version beside it.
-import { useCallback, useEffect, useId, useRef, useState } from "preact/hooks";
+import { useId, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { register, t } from "./i18n.js";
 import { get, patch, post, put, request } from "./api.js";
-import { Loading, Problem, attempt, short } from "./ui.js";
+import { Loading, Problem, attempt, short, useLoad } from "./ui.js";
 
 register({
   en: {
@@ -143,25 +143,6 @@ register({
 const DIGEST_ORDER = ["前情提要", "人物", "承诺与伏笔", "事实账", "当前场景"];
 const ITEM_SECTIONS = ["characters", "facts", "preferences"];
 
-// Loads like useLoad, but keeps what it showed while it reloads (no flash), and can be set from an answer.
-function useData(load, deps) {
-  const [state, setState] = useState({ data: null, error: null });
-  const [tick, setTick] = useState(0);
-  useEffect(() => {
-    let live = true;
-    load().then(
-      (data) => live && setState({ data, error: null }),
-      (error) => live && setState((old) => ({ data: old.data, error })),
-    );
-    return () => {
-      live = false;
-    };
-  }, [...deps, tick]);
-  const reload = useCallback(() => setTick((n) => n + 1), []);
-  const set = useCallback((data) => setState({ data, error: null }), []);
-  return [state.data, state.error, reload, set];
-}
-
 function when(stamp) {
   return stamp ? new Date(stamp).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" }) : "";
 }
@@ -295,7 +276,7 @@ function Episode({ episode, onSave }) {
 }
 
 export function StoryMemory({ story, reload }) {
-  const [layers, error, reloadLayers, setLayers] = useData(() => get(`/stories/${story.id}/summaries`), [story.id]);
+  const [layers, error, reloadLayers, setLayers] = useLoad(() => get(`/stories/${story.id}/summaries`), [story.id]);
   const [compacting, setCompacting] = useState(false);
   const [done, setDone] = useState(null);
   const [compactError, setCompactError] = useState(null);
@@ -367,7 +348,7 @@ function titleOf(memory, storyId) {
 }
 
 export function CardMemory({ cardId, storyId }) {
-  const [state, error, reloadMemory, setState] = useData(async () => {
+  const [state, error, reloadMemory, setState] = useLoad(async () => {
     const answer = await request("GET", `/cards/${cardId}/memory`);
     return { memory: answer.data, etag: answer.etag };
   }, [cardId]);
@@ -520,7 +501,7 @@ function Item({ item, memory, cardId, storyId }) {
 
 // The recaps behind an item, each with the span of its story's path it read (its first and last node's turns).
 function Audit({ cardId, itemId, memory }) {
-  const [audit, error, reload] = useData(async () => {
+  const [audit, error, reload] = useLoad(async () => {
     const found = await get(`/cards/${cardId}/memory/items/${itemId}`);
     const turnOf = async (nodeId) => (nodeId ? (await get(`/nodes/${nodeId}`)).turn : null);
     const spans = await Promise.all(

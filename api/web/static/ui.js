@@ -47,7 +47,8 @@ export function Notices() {
   </div>`;
 }
 
-// Loads `load()` when `deps` change: [data, error, reload]. A failure is kept and shown by the view.
+// Loads `load()` when `deps` change: [data, error, reload, set]. A failure is kept and shown by the view, beside
+// what was shown before it (a reload never blanks the view); `set(data)` shows an answer that carries the data.
 export function useLoad(load, deps) {
   const [state, setState] = useState({ data: null, error: null });
   const [tick, setTick] = useState(0);
@@ -55,14 +56,15 @@ export function useLoad(load, deps) {
     let live = true;
     load().then(
       (data) => live && setState({ data, error: null }),
-      (error) => live && setState({ data: null, error }),
+      (error) => live && setState((old) => ({ data: old.data, error })),
     );
     return () => {
       live = false;
     };
   }, [...deps, tick]);
   const reload = useCallback(() => setTick((n) => n + 1), []);
-  return [state.data, state.error, reload];
+  const set = useCallback((data) => setState({ data, error: null }), []);
+  return [state.data, state.error, reload, set];
 }
 
 export function Problem({ error, onRetry }) {
