@@ -67,7 +67,8 @@ class Status(Step):
 
 @dataclass(frozen=True)
 class Drop(Step):
-    """Stream `text` in chunks, then cut the connection without finishing."""
+    """Stream the role and then `text` in chunks, then cut the connection without finishing (with no
+    text: an upstream that fails after its first chunk, which says nothing)."""
 
     text: list[str] = field(default_factory=list)
 
@@ -130,13 +131,13 @@ class FakeModelServer:
             return web.json_response(_answer(step, model))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for chunk in _chunks(step, model):
+        for i, chunk in enumerate(_chunks(step, model)):
             if chunk is None:  # Drop: cut the connection mid-stream
                 assert request.transport is not None
                 request.transport.close()
                 return response
             await response.write(chunk)
-            if step.chunk_delay:
+            if step.chunk_delay and i:  # (the role goes with the first words, as real servers send it)
                 await asyncio.sleep(step.chunk_delay)
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -171,9 +172,10 @@ def _delta(model: str, delta: Mapping[str, Any], finish: str | None = None) -> b
 def _chunks(step: Step, model: str) -> list[bytes | None]:
     if isinstance(step, Malformed):
         return [_delta(model, {"content": "半句"}), b"data: {not json\n\n"]
+    role = _delta(model, {"role": "assistant", "content": ""})  # (OpenAI's stream opens with the role alone)
     if isinstance(step, Drop):
-        return [*(_delta(model, {"content": t}) for t in step.text), None]
-    out: list[bytes | None] = []
+        return [role, *(_delta(model, {"content": t}) for t in step.text), None]
+    out: list[bytes | None] = [role]
     text = step.text if isinstance(step, Text | ToolCalls) else ""
     pieces = text if isinstance(text, list) else [text] if text else []
     out.extend(_delta(model, {"content": p}) for p in pieces)

@@ -119,11 +119,13 @@ class _Client:
         payload = orjson.dumps(body)  # UTF-8 as is: a Chinese prompt stays a third of its escaped size
         async with self._slots:
             while True:
+                began = False  # (a 200 came: the upstream was reached, whatever breaks after)
                 try:
                     async with self._client_session().post(
                         self.endpoint.url + path, data=payload, headers=self._headers()
                     ) as response:
                         if response.status == 200:
+                            began = True
                             return await consume(response)
                         detail = self._scrubbed((await response.text())[:300])
                         if response.status not in RETRY_STATUS or attempt >= self.endpoint.max_retries:
@@ -134,6 +136,9 @@ class _Client:
                     outcome = "timeout" if isinstance(exc, asyncio.TimeoutError) else "network"
                     if delivered():
                         raise ModelCallError("interrupted", f"the stream broke after output began: {exc!r}") from exc
+                    if attempt >= self.endpoint.max_retries and began and outcome == "network":
+                        detail = f"the answer broke off before it said anything: {exc!r}"
+                        raise ModelCallError("interrupted", detail) from exc
                     if attempt >= self.endpoint.max_retries:
                         raise ModelCallError(outcome, self._unreached(exc)) from exc
                     delay = self._delay(attempt, None)

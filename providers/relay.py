@@ -48,6 +48,9 @@ class Relay(_Client):
         if streaming and not asked_usage:
             wanted["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         relayed = Relayed()
+        # chunks that say nothing yet (a role alone), held until one does: an upstream that fails after them
+        # has answered nothing (retried, or no turn), and the front end sees them with the first words
+        held: list[tuple[bytes, str]] = []
 
         async def consume(response: aiohttp.ClientResponse) -> Relayed:
             if not streaming:
@@ -58,6 +61,7 @@ class Relay(_Client):
                 _take_answer(relayed, answer)
                 return relayed
             assert send is not None
+            held.clear()  # (what a failed attempt held is not this one's)
             async for raw in response.content:
                 line = raw.strip()
                 if not line.startswith(b"data:"):
@@ -73,13 +77,22 @@ class Relay(_Client):
                 before = len(relayed.parts)
                 _take_chunk(relayed, chunk)
                 if asked_usage or chunk.get("choices"):
-                    relayed.chunks += 1
-                    try:
-                        await send(b"data: " + data + b"\n\n", "".join(relayed.parts[before:]))
-                    except (ConnectionResetError, aiohttp.ClientConnectionResetError) as gone:
-                        raise ClientGone(str(gone)) from gone
+                    held.append((b"data: " + data + b"\n\n", "".join(relayed.parts[before:])))
+                    if relayed.chunks or _says_something(chunk):
+                        await flush()
+            await flush()  # (an answer that said nothing at all: it is the answer)
             relayed.text = "".join(relayed.parts)
             return relayed
+
+        async def flush() -> None:
+            assert send is not None
+            while held:
+                line, text = held.pop(0)
+                relayed.chunks += 1
+                try:
+                    await send(line, text)
+                except (ConnectionResetError, aiohttp.ClientConnectionResetError) as gone:
+                    raise ClientGone(str(gone)) from gone
 
         try:
             return await self._request("/chat/completions", wanted, consume, lambda: relayed.chunks > 0)
@@ -115,6 +128,20 @@ def _take_chunk(relayed: Relayed, chunk: Mapping[str, Any]) -> None:
             relayed.parts.append(content)
         _take_calls(relayed, delta.get("tool_calls"))
         relayed.finish_reason = choice.get("finish_reason") or relayed.finish_reason
+
+
+def _says_something(chunk: Mapping[str, Any]) -> bool:
+    """Whether a stream chunk carries words, a tool call, an end or the usage (not a role alone)."""
+    if isinstance(chunk.get("usage"), dict):
+        return True
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        if choice.get("finish_reason") or delta.get("content") or delta.get("tool_calls") or delta.get("refusal"):
+            return True
+    return False
 
 
 def _take_answer(relayed: Relayed, answer: Mapping[str, Any]) -> None:

@@ -229,13 +229,15 @@ async def _failed(svc: Service, turn: _Turn, reason: StopReason, error: BaseExce
 
 def _upstream_error(failed: ModelCallError) -> web.Response:
     """Why the upstream gave no answer, in OpenAI's shape: could not connect (502), no answer in time (504),
-    failed with a 5xx (502, with its own message), refused the request (its 4xx status; a refusal of the
+    broke off before it said anything (502), failed with a 5xx (502, with its own message), refused the request (its 4xx status; a refusal of the
     operator's key for it is 502: not the client's to fix), or answered what cannot be read (502)."""
     outcome, detail = failed.outcome, str(failed)
     if outcome == "network":
         return openai_error(502, f"the upstream model could not be reached: {detail}", code="upstream_unreachable")
     if outcome == "timeout":
         return openai_error(504, f"the upstream model did not answer: {detail}", code="upstream_timeout")
+    if outcome == "interrupted":
+        return openai_error(502, f"the upstream model broke off: {detail}", code="upstream_error")
     status = int(outcome[5:]) if outcome.startswith("http ") and outcome[5:].isdigit() else 0
     said = _error_message(detail)
     if status in (401, 403):

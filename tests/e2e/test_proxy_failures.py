@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient
 
 from api.app import create_app
 from api.settings import ModelSettings, Settings
-from providers.fake_server import FakeModelServer, Status, Text
+from providers.fake_server import Drop, FakeModelServer, Status, Text
 from tests.builders import TENANT, Api, MakeClient, api_for
 from tests.e2e.conftest import ServiceTestServer
 from tests.fake_model import MAIN_MODEL, MakeEngine
@@ -265,3 +265,38 @@ async def test_a_new_chat_whose_first_answer_fails_makes_no_story(
     status, _, headers = await ask(api, chat("Is there room for one more?"), stream)
     assert status == 200 and await stories(api) == [headers["X-Changji-Story"]]
     assert len(await tree(api, headers["X-Changji-Story"])) == 3
+
+
+# --- an upstream that breaks off after a chunk that says nothing --------------------------------------
+
+
+async def test_a_stream_that_breaks_off_after_its_role_alone_records_nothing_and_says_so(
+    fake: FakeModelServer, engine_without_retries: Api
+) -> None:
+    api = engine_without_retries
+    fake.script(Text("r1"), Text("r2"))
+    await ask(api, chat("u1"), stream=False)
+    _, _, headers = await ask(api, chat(*STORY[:3]), stream=False)
+    story = headers["X-Changji-Story"]
+    before = await tree(api, story)
+    fake.script(Drop([]))  # the role chunk, then the connection cut
+    status, answer, headers = await ask(api, chat(*STORY, "u3"), stream=True)
+    assert status == 502 and "X-Changji-Story" not in headers
+    assert_openai_error(answer, headers, "the upstream model broke off", "upstream_error")
+    assert await tree(api, story) == before  # no empty stopped reply, no user node
+    fake.script(Text("r3"))
+    status, text, headers = await ask(api, chat(*STORY, "u3"), stream=True)
+    assert status == 200 and text == "r3" and headers["X-Changji-Story"] == story
+    assert len(await tree(api, story)) == len(before) + 2
+    assert [text for _, text in await path(api, story)] == [GREETING, *STORY, "u3", "r3"]
+
+
+async def test_a_stream_that_breaks_off_after_its_role_alone_is_tried_again(
+    fake: FakeModelServer, make_engine: MakeEngine
+) -> None:
+    api = await make_engine(max_retries=1, embedder="none")
+    fake.script(Drop([]), Text("'Climb aboard.'"))
+    status, text, headers = await ask(api, chat("Is there room for one more?"), stream=True)
+    assert status == 200 and text == "'Climb aboard.'" and len(fake.requests) == 2
+    assert await stories(api) == [headers["X-Changji-Story"]]
+    assert [kind for kind, _ in await path(api, headers["X-Changji-Story"])] == ["greeting", "user", "reply"]
