@@ -66,8 +66,20 @@ class StorySettings(BaseModel):
         description="lore hits in the context: by title (the model looks them up with lorebook_search) or in full;"
         " auto = in full when the main model has no tools (bring-your-own mode), by title in engine mode",
     )
+    lore_budget: int = Field(
+        25, ge=1, le=100, description="the share of the context's budget, in percent, lore entries may take (constant"
+        " entries and this turn's hits, as the context shows them); a hit past it is left out (SillyTavern's"
+        " world_info_budget)",
+    )  # fmt: skip
     lore_tokens: int = Field(
-        1536, ge=0, le=1_000_000, description="tokens the lore hits may take in full; hits past it go by title"
+        1536, ge=0, le=1_000_000, description="the most tokens lore entries take in a context, whatever the share"
+        " (SillyTavern's budget cap); 0 = the share alone",
+    )  # fmt: skip
+    lore_min_activations: int = Field(
+        0, ge=0, le=100, description="while fewer lore entries are in, the scan goes one message deeper; 0 = off"
+    )
+    lore_min_depth: int = Field(
+        0, ge=0, le=1000, description="how deep the minimum of activations may scan, in messages; 0 = the window"
     )
     lore_write_gate: bool = Field(
         False,

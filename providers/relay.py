@@ -138,7 +138,7 @@ def _says_something(chunk: Mapping[str, Any]) -> bool:
     for choice in choices if isinstance(choices, list) else ():
         if not isinstance(choice, dict):
             continue
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta: Mapping[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
         if choice.get("finish_reason") or delta.get("content") or delta.get("tool_calls") or delta.get("refusal"):
             return True
     return False

@@ -48,7 +48,10 @@ class SettingsOverrides(Strict):
         None, description="the language of changji's own prompt texts (auto: the card's, detected from its text)"
     )
     lore_bodies: Literal["auto", "titles", "full"] | None = None
+    lore_budget: int | None = Field(None, ge=1, le=100)
     lore_tokens: int | None = Field(None, ge=0, le=1_000_000)
+    lore_min_activations: int | None = Field(None, ge=0, le=100)
+    lore_min_depth: int | None = Field(None, ge=0, le=1000)
     lore_write_gate: bool | None = None
     recall_summaries: bool | None = None
     proxy_budget: Literal["auto", "client", "story"] | None = Field(

@@ -50,26 +50,123 @@ class LoreScan(BaseModel):
     scan_depth: int = Field(4, ge=0, le=1000, description="the newest messages of the path scanned for keys")
     case_sensitive: bool = False
     whole_words: bool = True
-    max_hits: int = Field(3, ge=0, le=100, description="keyword hits kept per turn (constants not counted)")
+    max_hits: int = Field(
+        3, ge=0, le=100, description="read from lorebooks written before activation had a token budget; not used"
+    )
     recursive: bool = Field(False, description="hit entries' content scanned again for more keys")
     max_recursion: int = Field(3, ge=0, le=20)
 
 
+LeftOut = Literal["budget", "probability", "group", "delay"]
+
+
 @dataclass(frozen=True, slots=True)
 class LoreHit:
-    """An entry activation chose, and why: the key (and secondary key) that fired, or `constant`."""
+    """An entry whose keys fired (or a constant), and what became of it: kept, or `left_out` and why. `roll`:
+    its probability draw (0–100; None: it had no chance to fail); `group`: the inclusion group it lost."""
 
     book_id: str
     entry: LoreEntry
     key: str | None
     secondary: str | None = None
     recursion: int = 0
+    left_out: LeftOut | None = None
+    roll: float | None = None
+    group: str | None = None
 
     @property
     def why(self) -> str:
         if self.key is None:
             return "constant"
         return f"key {self.key!r}" + (f" with {self.secondary!r}" if self.secondary else "")
+
+    @property
+    def why_not(self) -> str:
+        """Why a hit was left out ("" when it was kept)."""
+        extras = extras_of(self.entry)
+        if self.left_out == "probability":
+            return f"probability: drew {self.roll:.1f} over {extras.probability}"
+        if self.left_out == "group":
+            return f"group {self.group!r}: another entry won"
+        if self.left_out == "delay":
+            return f"delay: the chat has fewer than {extras.delay} messages"
+        return "budget: no room left" if self.left_out == "budget" else ""
+
+
+@dataclass(frozen=True, slots=True)
+class LoreExtras:
+    """What SillyTavern's World Info fields beyond the card spec say of an entry, read from its `extensions`
+    under either spelling (a World Info file's `useProbability`, a card book's `use_probability`…), each with
+    SillyTavern's default when absent or of the wrong type."""
+
+    probability: float = 100.0
+    use_probability: bool = True
+    groups: tuple[str, ...] = ()
+    group_override: bool = False
+    group_weight: float = 100.0
+    exclude_recursion: bool = False
+    prevent_recursion: bool = False
+    delay_until_recursion: int = 0  # 0: any pass; n: only from the n-th recursion pass on
+    delay: int = 0
+
+    @property
+    def chance(self) -> float:
+        """The percentage it activates with once its keys fire (100: it cannot fail)."""
+        return self.probability if self.use_probability else 100.0
+
+
+NO_EXTRAS = LoreExtras()
+_SPELLINGS = {  # LoreExtras field: (World Info spelling, card book spelling)
+    "probability": ("probability", "probability"),
+    "use_probability": ("useProbability", "use_probability"),
+    "groups": ("group", "group"),
+    "group_override": ("groupOverride", "group_override"),
+    "group_weight": ("groupWeight", "group_weight"),
+    "exclude_recursion": ("excludeRecursion", "exclude_recursion"),
+    "prevent_recursion": ("preventRecursion", "prevent_recursion"),
+    "delay_until_recursion": ("delayUntilRecursion", "delay_until_recursion"),
+    "delay": ("delay", "delay"),
+}
+
+
+def extras_of(entry: LoreEntry) -> LoreExtras:
+    """The entry's World Info extras (NO_EXTRAS when its extensions name none)."""
+    ext = entry.extensions
+    if not ext:
+        return NO_EXTRAS
+    found: dict[str, Any] = {}
+    for name, spellings in _SPELLINGS.items():
+        value = next((ext[s] for s in spellings if ext.get(s) is not None), None)
+        if value is not None:
+            found[name] = value
+    if not found:
+        return NO_EXTRAS
+    return LoreExtras(
+        probability=_number(found.get("probability"), 100.0, 0.0, 100.0),
+        use_probability=_flag(found.get("use_probability"), True),
+        groups=tuple(g for g in (p.strip() for p in str(found.get("groups") or "").split(",")) if g),
+        group_override=_flag(found.get("group_override"), False),
+        group_weight=_number(found.get("group_weight"), 100.0, 0.0, 1e9),
+        exclude_recursion=_flag(found.get("exclude_recursion"), False),
+        prevent_recursion=_flag(found.get("prevent_recursion"), False),
+        delay_until_recursion=_level(found.get("delay_until_recursion")),
+        delay=int(_number(found.get("delay"), 0.0, 0.0, 1e9)),
+    )
+
+
+def _level(value: Any) -> int:
+    """`delayUntilRecursion`: true is the first recursion pass, a number the pass it waits for."""
+    return int(value) if isinstance(value, bool) else int(_number(value, 0.0, 0.0, 100.0))
+
+
+def _flag(value: Any, default: bool) -> bool:
+    return value if isinstance(value, bool) else default
+
+
+def _number(value: Any, default: float, low: float, high: float) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value:  # (not NaN)
+        return min(max(float(value), low), high)
+    return default
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +181,16 @@ class LoreBookView:
 
 @dataclass(frozen=True, slots=True)
 class LoreActivation:
-    """What one turn's activation chose: constant entries (by order), the keyword hits kept (at most the books'
-    `max_hits`, in prompt order), how many hits were dropped, and the regex keys that ran out of time."""
+    """What one turn's activation chose: constant entries (by order), the keyword hits kept (in prompt order),
+    the hits left out (each with why: the budget, its probability, its inclusion group, its delay), and the
+    regex keys that ran out of time."""
 
     constants: tuple[LoreHit, ...]
     hits: tuple[LoreHit, ...]
-    not_kept: int
+    left_out: tuple[LoreHit, ...]
     timed_out: tuple[tuple[str, int, str], ...]
+    tokens: int = 0  # what the kept entries cost (the constants too, where they were charged)
+
+    @property
+    def not_kept(self) -> int:
+        return len(self.left_out)

@@ -16,11 +16,11 @@ from operator import attrgetter, itemgetter
 from uuid import UUID
 
 from domain.card.lore import LoreBookView
-from domain.card.rules.lore import activate, constant_entries
+from domain.card.rules.lore import LoreTurn, activate, constant_entries
 from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.tree.rules.compaction import NO_LAYERS, Layers, layers_from
 from domain.values import CardData, NodeView, Prelude, StorySettings
-from projections.context.lore import ConstantLore, LoreShown, constant_lore, lore_block
+from projections.context.lore import ConstantLore, LoreShown, constant_lore, lore_block, lore_budget
 from projections.context.memory_recall import memory_block
 from projections.context.message_builder import Assembly
 from projections.context.recall import recall_block
@@ -90,8 +90,9 @@ def assemble_context(
     or the next episode shown word for word, does not fit), in the last user message. `recorded`: the
     story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked.
     `lore`: the card's books; their constant entries go into the system prompt, the entries whose keys
-    the newest messages of the window name into the last user message (`lore_bodies`: in full, within the
-    `lore_tokens` setting, else by title; `lore_lookup`: the model can look them up with `lorebook_search`).
+    the newest messages of the window name into the last user message, within the lore budget (`lore_budget`
+    percent of the budget, at most `lore_tokens`; `lore_bodies`: in full, else by title; `lore_lookup`: the model
+    can look them up with `lorebook_search`), the draws of their probabilities and groups seeded by the leaf.
     `fixed_prompt`: the system prompt as a client that keeps its own card sent it (the proxy), instead of
     the one built from the card (the card's constant lore is then the client's to send). `clock`: with
     one, the lore's regex keys share one time budget (`domain/card/rules/lore.py`). `resident`: the card
@@ -129,8 +130,11 @@ def assemble_context(
         return layers_tokens(of, load, char, user, texts, epoch, cache)
 
     if lore and ends_with_user:  # scanned on the newest messages, which any fitting of the window keeps
-        scanned = activate(lore, _scanned(window.kept, lore, char, user), char=char, user=user, clock=clock)
-        how = LoreShown(lore_bodies, lore_lookup, settings.lore_tokens, cache.count_raw)
+        how = LoreShown(lore_bodies, lore_lookup, cache.count_raw)
+        spend = lore_budget(settings, budget, how, _filler(char, user), texts, constants=fixed_prompt is None)
+        turn = LoreTurn(str(leaf.id), leaf.depth + 1, settings.lore_min_activations, settings.lore_min_depth)
+        messages = _scanned(window.kept, lore, char, user, everything=settings.lore_min_activations > 0)
+        scanned = activate(lore, messages, char=char, user=user, budget=spend, turn=turn, clock=clock)
         found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
@@ -258,15 +262,22 @@ def _filler(char: str, user: str) -> Callable[[str], str]:
     return lambda text: fill_macros(text, char, user)
 
 
-def _scanned(kept: Sequence[Rendered], lore: Sequence[LoreBookView], char: str, user: str) -> list[str]:
+def _scanned(
+    kept: Sequence[Rendered], lore: Sequence[LoreBookView], char: str, user: str, everything: bool = False
+) -> list[str]:
     """The newest messages of the window, oldest first, as lore scans them ("Name: text"): as many as the
-    deepest scan of the books asks for (each entry takes its own depth of them)."""
-    depth = max(
-        (
-            max([book.scan.scan_depth, *(e.scan_depth or 0 for e in book.entries if e.uid not in book.excluded)])
-            for book in lore
-        ),
-        default=0,
+    deepest scan of the books asks for (each entry takes its own depth of them), or the whole window
+    (`everything`: the minimum of activations may scan deeper)."""
+    depth = (
+        len(kept)
+        if everything
+        else max(
+            (
+                max([book.scan.scan_depth, *(e.scan_depth or 0 for e in book.entries if e.uid not in book.excluded)])
+                for book in lore
+            ),
+            default=0,
+        )
     )
     shown = [item for item in kept if not item[NODE].hidden and item[NODE].text.strip()][-depth:] if depth else []
     return [f"{user if item[NODE].kind == 'user' else char}: {item[TEXT]}" for item in shown]

@@ -1,15 +1,18 @@
 """Lore in the context, as Liyuan places it: constant entries in the system prompt (before or after the
 character, as each entry's position says); the keyword hits of this turn in the last user message — their
 titles, or their full text when the main model cannot look them up (no tools: bring-your-own mode, or
-the setting says so) — with an index of every other title under a character budget."""
+the setting says so) — with an index of every other title under a character budget. What lore may take
+(`lore_budget`): a share of the context's budget and a cap, each entry counted as the context shows it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from domain.card.lore import LoreActivation, LoreBookView, LoreHit
+from domain.card.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit
+from domain.card.rules.lore import LoreBudget
 from domain.texts import ContextTexts
+from domain.values import StorySettings
 from projections.context.records import LoreRef, TailBlock
 
 INDEX_CHARS = 2000
@@ -24,7 +27,10 @@ class ConstantLore:
 
 def ref(hit: LoreHit) -> LoreRef:
     entry = hit.entry
-    return LoreRef(hit.book_id, entry.uid, entry.label, hit.key, hit.secondary, hit.entry.constant)
+    return LoreRef(
+        hit.book_id, entry.uid, entry.label, hit.key, hit.secondary, entry.constant, hit.left_out,
+        hit.why_not or None, None if hit.roll is None else round(hit.roll, 2),
+    )  # fmt: skip
 
 
 def constant_lore(constants: Sequence[LoreHit], fill: Callable[[str], str]) -> ConstantLore:
@@ -37,13 +43,30 @@ def constant_lore(constants: Sequence[LoreHit], fill: Callable[[str], str]) -> C
 
 @dataclass(frozen=True, slots=True)
 class LoreShown:
-    """How this context shows lore: hits in full (within `tokens`, counted by `count`) or by title, and
-    whether the model can look entries up (its index then says how)."""
+    """How this context shows lore: hits in full or by title (each counted by `count`), and whether the model
+    can look entries up (its index then says how)."""
 
     bodies: bool
     lookup: bool
-    tokens: int
     count: Callable[[str], int]
+
+
+def lore_budget(
+    settings: StorySettings, budget: int, shown: LoreShown, fill: Callable[[str], str], texts: ContextTexts,
+    constants: bool,
+) -> LoreBudget:  # fmt: skip
+    """What lore may take in a context of `budget` tokens: `lore_budget` percent of it (at least one token),
+    no more than `lore_tokens` where that is set; a constant entry costs its text, a hit its line as shown.
+    `constants`: the constant entries are charged (the system prompt is changji's, not the client's)."""
+    share = max(round(settings.lore_budget * budget / 100), 1)
+    tokens = min(share, settings.lore_tokens) if settings.lore_tokens else share
+
+    def cost(entry: LoreEntry) -> int:
+        if entry.constant:
+            return shown.count(fill(entry.content.strip()))
+        return shown.count(_entry_line(entry, shown.bodies, fill, texts))
+
+    return LoreBudget(tokens, cost, constants)
 
 
 def lore_block(
@@ -54,17 +77,10 @@ def lore_block(
     fill: Callable[[str], str],
     index_chars: int = INDEX_CHARS,
 ) -> TailBlock | None:
-    """The hits of this turn and the index of the other titles (None: the books have no keyword entries).
-    Hits in full take at most `shown.tokens`; a hit past that goes by title."""
+    """The hits of this turn (the activation kept them within the lore budget) and the index of the other
+    titles, those left out included (None: the books have no keyword entries)."""
     hit_ids = {(h.book_id, h.entry.uid) for h in activation.hits}
-    lines, room = [], shown.tokens
-    for hit in activation.hits:
-        line = _hit_line(hit, shown.bodies, fill, texts)
-        if shown.bodies and (cost := shown.count(line)) > room:
-            line = _hit_line(hit, False, fill, texts)
-        elif shown.bodies:
-            room -= cost
-        lines.append(line)
+    lines = [_entry_line(hit.entry, shown.bodies, fill, texts) for hit in activation.hits]
     others = [
         fill(entry.label)
         for book in books
@@ -85,19 +101,20 @@ def lore_block(
     why = "lore: " + (
         "; ".join(f"{h.entry.label!r} ({h.why})" for h in activation.hits) if activation.hits else "no key matched"
     )
-    if activation.not_kept:
-        why += f"; {activation.not_kept} more hit(s) over the limit"
+    if activation.left_out:
+        why += "; left out: " + "; ".join(f"{h.entry.label!r} ({h.why_not})" for h in activation.left_out)
     if index:
         why += f"; an index of {len(others)} other title(s)"
     if activation.timed_out:
         slow = ", ".join(f"{key!r}" for _, _, key in activation.timed_out)
         why += f"; regex key(s) over the time limit, taken as no match: {slow}"
-    return TailBlock("lore", why, "\n".join(parts), lore=tuple(map(ref, activation.hits)))
+    refs = tuple(map(ref, (*activation.hits, *activation.left_out)))
+    return TailBlock("lore", why, "\n".join(parts), lore=refs)
 
 
-def _hit_line(hit: LoreHit, bodies: bool, fill: Callable[[str], str], texts: ContextTexts) -> str:
-    title = fill(hit.entry.label)
-    return "- " + (texts.labelled(title, fill(hit.entry.content.strip())) if bodies else title)
+def _entry_line(entry: LoreEntry, bodies: bool, fill: Callable[[str], str], texts: ContextTexts) -> str:
+    title = fill(entry.label)
+    return "- " + (texts.labelled(title, fill(entry.content.strip())) if bodies else title)
 
 
 def _index(titles: list[str], heading: str, texts: ContextTexts, budget: int) -> str:

@@ -19,7 +19,8 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class LoreRef:
-    """A lore entry a context holds, and why: the key (and secondary key) that fired it, or constant."""
+    """A lore entry a context holds, and why: the key (and secondary key) that fired it, or constant; or an
+    entry whose key fired and that was left out, and why (`left_out`, `detail`). `roll`: its probability draw."""
 
     book_id: str
     uid: int
@@ -27,6 +28,9 @@ class LoreRef:
     key: str | None
     secondary: str | None
     constant: bool
+    left_out: str | None = None
+    detail: str | None = None
+    roll: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

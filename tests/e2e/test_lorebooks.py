@@ -175,7 +175,7 @@ async def test_lore_in_full_takes_its_room_from_the_window_and_the_context_keeps
     long = " ".join(["The reef has torn the hulls of many boats along this coast."] * 80)
     card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
     await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info([{"key": ["reef"], "content": long}]))
-    settings = {"context_window": 4096, "reply_reserve": 256, "recall_k": 0, "lore_bodies": "full"}
+    settings = {"context_window": 4096, "reply_reserve": 256, "recall_k": 0, "lore_bodies": "full", "lore_budget": 50}
     story = await api.call("POST", "/v1/stories", {"card_id": card["id"], "settings": settings}, 201)
     for i in range(200):
         await api.turn(story["id"], f"Turn {i}: how far to the harbour?", f"Turn {i}: a mile more, past the buoys.")
@@ -192,6 +192,12 @@ async def test_lore_in_full_takes_its_room_from_the_window_and_the_context_keeps
     assert set(lore) == {0, 80}
     shown = [sum(len(b["node_ids"]) for b in c["explain"] if b["what"] == "verbatim") for c in (full, titles)]
     assert shown[0] < shown[1]  # the lore in full took its room out of the window
+    await api.call("PATCH", f"/v1/stories/{story['id']}", {"settings": {**settings, "lore_budget": 25}})
+    short = await api.call("GET", f"/v1/stories/{story['id']}/context")  # a quarter of 3,840 tokens: it does not fit
+    assert "torn the hulls" not in short["messages"][-1]["content"]
+    (block,) = [b for b in short["explain"] if b["what"] == "lore"]
+    assert [(r["title"], r["left_out"]) for r in block["lore"]] == [("reef", "budget")]
+    assert "left out: 'reef' (budget: no room left)" in block["why"]
 
 
 async def test_an_entry_uid_that_is_not_a_plain_number_is_not_found(api: Api) -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.card.lore import LoreActivation, LoreBookView, LoreEntry, LoreScan
-from domain.card.rules.lore import activate, search_lore, search_terms
+from domain.card.rules.lore import LoreBudget, activate, search_lore, search_terms
 
 CHAR, USER = "Seraphina", "Alice"
 
@@ -25,6 +25,11 @@ def book(*entries: LoreEntry, book_id: str = "card", **scan: Any) -> LoreBookVie
 
 def run(books: LoreBookView | list[LoreBookView], *messages: str, **kwargs: Any) -> LoreActivation:
     return activate(books if isinstance(books, list) else [books], messages, char=CHAR, user=USER, **kwargs)
+
+
+def tens(tokens: int, constants: bool = True) -> LoreBudget:
+    """A budget of `tokens` where every entry costs 10."""
+    return LoreBudget(tokens, lambda _: 10, constants)
 
 
 def fired(books: LoreBookView | list[LoreBookView], *messages: str) -> list[int]:
@@ -112,19 +117,22 @@ def test_scan_depth_counts_the_newest_messages(book_depth: int, entry_depth: int
     assert fired(lore, "User: the oldest", *FIVE_BACK) == ([1] if fires else [])
 
 
-def test_constant_entries_always_activate_and_do_not_count_against_max_hits() -> None:
+def test_constant_entries_always_activate_and_are_charged_to_the_budget_first() -> None:
     lore = book(
         entry(1, content="the sky is green", constant=True, order=50),
         entry(2, "forest", constant=True, order=10),
         entry(3, "forest"),
         entry(4, "glade", order=200),
-        max_hits=1,
     )
-    found = run(lore, "User: the forest and the glade")
+    found = run(lore, "User: the forest and the glade", budget=tens(30))
     assert [(h.entry.uid, h.key, h.why) for h in found.constants] == [(2, None, "constant"), (1, None, "constant")]
-    assert [h.entry.uid for h in found.hits] == [3]
-    assert found.not_kept == 1
+    assert [h.entry.uid for h in found.hits] == [4]  # (the higher order first: one hit's room is left)
+    assert [(h.entry.uid, h.left_out) for h in found.left_out] == [(3, "budget")]
+    assert found.tokens == 30
     assert [h.entry.uid for h in run(lore).constants] == [2, 1]
+    uncharged = run(lore, "User: the forest and the glade", budget=tens(20, constants=False))
+    assert [h.entry.uid for h in uncharged.hits] == [3, 4] and uncharged.tokens == 20
+    assert [h.entry.uid for h in run(lore, "User: the forest", budget=tens(20)).hits] == []  # the constants took it
 
 
 def test_constants_are_ordered_across_books() -> None:
@@ -144,22 +152,29 @@ def test_entries_without_keys_never_activate_by_keyword() -> None:
 
 
 @pytest.mark.parametrize(
-    ("orders", "max_hits", "kept", "not_kept"),
+    ("orders", "room", "kept", "not_kept"),
     [
-        ((30, 10, 40, 20), 2, [2, 4], 2),
-        ((30, 10, 40, 20), 3, [2, 4, 1], 1),
+        ((30, 10, 40, 20), 2, [1, 3], 2),
+        ((30, 10, 40, 20), 3, [4, 1, 3], 1),
         ((30, 10, 40, 20), 10, [2, 4, 1, 3], 0),
         ((100, 100, 100), 2, [1, 2], 1),
         ((30, 10), 0, [], 2),
     ],
 )
-def test_max_hits_keeps_the_lowest_orders(
-    orders: tuple[int, ...], max_hits: int, kept: list[int], not_kept: int
+def test_a_short_budget_keeps_the_highest_orders_and_the_prompt_has_them_lowest_first(
+    orders: tuple[int, ...], room: int, kept: list[int], not_kept: int
 ) -> None:
-    lore = book(*(entry(i, "forest", order=order) for i, order in enumerate(orders, 1)), max_hits=max_hits)
-    found = run(lore, "User: the forest")
+    lore = book(*(entry(i, "forest", order=order) for i, order in enumerate(orders, 1)))
+    found = run(lore, "User: the forest", budget=tens(room * 10))
     assert [h.entry.uid for h in found.hits] == kept
-    assert found.not_kept == not_kept
+    assert found.not_kept == not_kept and {h.left_out for h in found.left_out} <= {"budget"}
+
+
+def test_the_first_hit_over_the_budget_ends_the_activation() -> None:
+    """SillyTavern's overflow: a smaller hit after the one that did not fit is left out too."""
+    lore = book(entry(1, "forest", order=30, content="x" * 25), entry(2, "forest", order=20, content="y"))
+    found = run(lore, "User: the forest", budget=LoreBudget(20, lambda e: len(e.content)))
+    assert found.hits == () and [h.entry.uid for h in found.left_out] == [1, 2]
 
 
 def test_hits_go_in_by_order_then_book_then_entry() -> None:
@@ -268,10 +283,10 @@ def test_direct_hits_are_kept_before_recursion_hits() -> None:
         entry(2, "mill", order=1),
         entry(3, "lantern", order=50),
         recursive=True,
-        max_hits=2,
     )
-    found = run(lore, "User: a lantern")
+    found = run(lore, "User: a lantern", budget=tens(20))
     assert ([h.entry.uid for h in found.hits], found.not_kept) == ([3, 1], 1)
+    assert [(h.entry.uid, h.recursion, h.left_out) for h in found.left_out] == [(2, 1, "budget")]
 
 
 def test_duplicate_content_activates_once_and_the_first_book_wins() -> None:
@@ -395,12 +410,14 @@ def test_the_regex_keys_of_an_activation_share_one_time_budget_and_slow_keys_are
         assert again.timed_out == (("s", 1, "/(a+)+$/"),)
 
 
-def test_over_max_hits_the_entry_named_in_the_newest_message_is_kept() -> None:
-    """Names in the greeting and older turns do not crowd out the one the user just named: over `max_hits`,
-    hits in newer messages are kept first, then by order (all within the scan depth)."""
+def test_over_the_budget_the_entry_named_in_the_newest_message_is_kept() -> None:
+    """Names in the greeting and older turns do not crowd out the one the user just named: over the budget,
+    hits in newer messages are kept first, then the higher order (all within the scan depth)."""
     names = ("Rook", "Kiriha", "Ren", "Felix Vance")
-    lore = book(*(entry(i, name, order=i * 10) for i, name in enumerate(names, 1)), max_hits=3, scan_depth=4)
+    lore = book(*(entry(i, name, order=i * 10) for i, name in enumerate(names, 1)), scan_depth=4)
     greeting = "Seraphina: Rook, Kiriha and Ren wait by the door."
-    assert fired(lore, greeting, "Alice: Tell us about Felix Vance.") == [1, 2, 4]  # Felix kept, Ren (order 30) out
-    assert run(lore, greeting, "Alice: Tell us about Felix Vance.").not_kept == 1
-    assert fired(lore, "Alice: Felix Vance?", greeting) == [1, 2, 3]  # (Felix named further back this time)
+    found = run(lore, greeting, "Alice: Tell us about Felix Vance.", budget=tens(30))
+    assert [h.entry.uid for h in found.hits] == [2, 3, 4]  # Felix kept, Rook (the lowest order) out
+    assert [h.entry.uid for h in found.left_out] == [1]
+    named_before = run(lore, "Alice: Felix Vance?", greeting, budget=tens(30))
+    assert [h.entry.uid for h in named_before.hits] == [1, 2, 3]  # (Felix named further back this time)

@@ -1,0 +1,267 @@
+"""Which lore entries a turn's prompt carries, and why the others that fired do not: passes over the newest
+messages (then over the recursion buffer, then deeper for the minimum of activations), each pass's hits
+through inclusion groups, probability and the token budget. Pure functions; the rules are listed in
+`domain/card/rules/lore.py`."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from domain.card.lore import LeftOut, LoreActivation, LoreBookView, LoreEntry, LoreHit
+from domain.card.rules.lore_entries import Candidate, Contents, candidates, fire
+from domain.card.rules.lore_keys import REGEX_BUDGET, REGEX_SECONDS, Matcher, Text
+from domain.macros import fill_macros
+
+
+@dataclass(frozen=True, slots=True)
+class LoreBudget:
+    """The tokens lore may take in a context, and what an entry costs there. `constants`: the constant
+    entries are charged first (they are in the system prompt changji builds)."""
+
+    tokens: int
+    cost: Callable[[LoreEntry], int]
+    constants: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LoreTurn:
+    """What activation knows of the turn: `seed`, the node the context is at (the same node draws the same
+    numbers: a regenerate or a swipe sees the draws its turn saw); `messages`, the chat's length so far (an
+    entry's `delay`; None: no entry is delayed); the minimum of activations, and how deep its scan may go
+    (0: every message given)."""
+
+    seed: str = ""
+    messages: int | None = None
+    min_activations: int = 0
+    min_depth: int = 0
+
+
+def draw(seed: str, what: str) -> float:
+    """A number in [0, 100) drawn for `what` at `seed`: the same for the same two, spread evenly."""
+    digest = hashlib.blake2b(f"{seed}\x1f{what}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 * 100
+
+
+class _ScanTexts:
+    """The scan text for each depth and recursion buffer asked for, built once."""
+
+    def __init__(self, messages: Sequence[str]) -> None:
+        self.messages = list(messages)
+        self._built: dict[tuple[int, int], Text] = {}
+        self.buffer: list[str] = []
+
+    def text(self, depth: int, level: int) -> Text:
+        key = (depth, len(self.buffer) if level else -1)
+        if key not in self._built:
+            window = self.messages[-depth:] if depth > 0 else []
+            self._built[key] = Text.of("\n".join(window + (self.buffer if level else [])))
+        return self._built[key]
+
+
+class _Activation:
+    """One activation's state: the entries still to fire, those kept and left out, the budget used."""
+
+    def __init__(
+        self, books: Sequence[LoreBookView], messages: Sequence[str], matcher: Matcher, budget: LoreBudget | None,
+        turn: LoreTurn, char: str, user: str,
+    ) -> None:  # fmt: skip
+        self.matcher, self.budget, self.turn, self.char, self.user = matcher, budget, turn, char, user
+        self.contents = Contents()
+        found = candidates(books, char, user)
+        constants = sorted((c for c in found if c.entry.constant and self.contents.claim(c.entry)), key=_place)
+        self.constants = tuple(LoreHit(c.book.book_id, c.entry, None) for c in constants)
+        self.pending = [c for c in found if not c.entry.constant and c.prepared.keys]
+        self.kept: list[tuple[Candidate, LoreHit]] = []
+        self.left: list[LoreHit] = []
+        self.taken_groups = {g for c in constants for g in c.extras.groups}
+        self.texts = _ScanTexts(messages)
+        self.used = sum(budget.cost(c.entry) for c in constants) if budget is not None and budget.constants else 0
+        self.overflow = False
+
+    def run(self) -> None:
+        skew = 0
+        while True:
+            level, delayed = 0, self._delay_levels()
+            stage = delayed.pop(0) if delayed else 0  # the recursion stage `delayUntilRecursion` entries wait for
+            while True:
+                if self._scan(level, stage, skew) and not self.overflow:
+                    level += 1
+                elif delayed and not self.overflow:  # nothing more to recurse on: the next stage's entries' turn
+                    level, stage = level + 1, delayed.pop(0)
+                else:
+                    break
+            wanted = self.turn.min_activations
+            if self.overflow or not wanted or len(self.constants) + len(self.kept) >= wanted or not self.pending:
+                return
+            skew += 1  # too few: one message deeper
+            limit = self.turn.min_depth or len(self.texts.messages)
+            if max(c.book.scan.scan_depth for c in self.pending) + skew > limit:
+                return
+
+    def _delay_levels(self) -> list[int]:
+        return sorted({c.extras.delay_until_recursion for c in self.pending} - {0})
+
+    def _scan(self, level: int, stage: int, skew: int) -> bool:
+        """One pass (`level` 0: the messages; later: the messages and the recursion buffer, where entries
+        delayed until a recursion `stage` up to this one take part); whether a recursion pass follows (its hits
+        fed the buffer)."""
+        hits: list[tuple[Candidate, LoreHit]] = []
+        waiting: list[Candidate] = []
+        for candidate in self.pending:
+            if not _may_fire(candidate, level, stage):
+                waiting.append(candidate)
+                continue
+            fired = fire(candidate, self.texts.text(_depth(candidate, skew), level), self.matcher)
+            if fired is None:
+                waiting.append(candidate)
+                continue
+            hit = LoreHit(candidate.book.book_id, candidate.entry, fired[0], fired[1], level)
+            delay = candidate.extras.delay
+            if delay and self.turn.messages is not None and self.turn.messages < delay:
+                self.left.append(replace(hit, left_out="delay"))
+            elif self.contents.claim(candidate.entry):
+                hits.append((candidate, hit))
+        self.pending = waiting
+        kept = self._charged(self._rolled(self._grouped(hits)), skew)
+        self.kept += kept
+        fed = [fill_macros(c.entry.content, self.char, self.user) for c, _ in kept if not c.extras.prevent_recursion]
+        self.texts.buffer += fed
+        return bool(fed) and any(_recurses(c, level + 1) for c in self.pending)
+
+    def _leave(self, candidate: Candidate, hit: LoreHit, why: LeftOut, **more: object) -> None:
+        self.contents.release(candidate.entry)
+        self.left.append(replace(hit, left_out=why, **more))  # type: ignore[arg-type]
+
+    def _grouped(self, hits: list[tuple[Candidate, LoreHit]]) -> list[tuple[Candidate, LoreHit]]:
+        """One entry of each inclusion group: none where the group has one in already; else the
+        `group_override` entry of the highest order, else one drawn by `group_weight`."""
+        out = hits
+        for group in dict.fromkeys(g for c, _ in hits for g in c.extras.groups):
+            members = [(c, h) for c, h in out if group in c.extras.groups]
+            if group in self.taken_groups:
+                winner = None
+            elif any(c.extras.group_override for c, _ in members):
+                winner = max((m for m in members if m[0].extras.group_override), key=lambda m: m[0].entry.order)[0]
+            else:
+                winner = _weighted(members, draw(self.turn.seed, f"group\x1f{group}"))
+            for candidate, hit in members:
+                if candidate is not winner:
+                    self._leave(candidate, hit, "group", group=group)
+            out = [(c, h) for c, h in out if c is winner or group not in c.extras.groups]
+            self.taken_groups.add(group)
+        return out
+
+    def _rolled(self, hits: list[tuple[Candidate, LoreHit]]) -> list[tuple[Candidate, LoreHit]]:
+        out = []
+        for candidate, hit in hits:
+            chance = candidate.extras.chance
+            if chance >= 100:
+                out.append((candidate, hit))
+                continue
+            roll = draw(self.turn.seed, f"{candidate.book.book_id}\x1f{candidate.entry.uid}")
+            if roll < chance:
+                out.append((candidate, replace(hit, roll=roll)))
+            else:
+                self._leave(candidate, hit, "probability", roll=roll)
+        return out
+
+    def _charged(self, hits: list[tuple[Candidate, LoreHit]], skew: int) -> list[tuple[Candidate, LoreHit]]:
+        """The hits within the budget: when not all fit, the hits named in the newest messages first, then
+        the higher `order`; the first that does not fit ends the activation (SillyTavern's overflow)."""
+        if self.budget is None or not hits:
+            return hits
+        costs = {id(c): self.budget.cost(c.entry) for c, _ in hits}
+        if self.used + sum(costs.values()) > self.budget.tokens:
+            back = {id(c): self._messages_back(c, h, skew) for c, h in hits}
+            hits = sorted(hits, key=lambda f: (back[id(f[0])], -f[0].entry.order, f[0].book_index, _place(f[0])))
+        out = []
+        for candidate, hit in hits:
+            if self.overflow or self.used + costs[id(candidate)] > self.budget.tokens:
+                self.overflow = True
+                self._leave(candidate, hit, "budget")
+                continue
+            self.used += costs[id(candidate)]
+            out.append((candidate, hit))
+        return out
+
+    def _messages_back(self, candidate: Candidate, hit: LoreHit, skew: int) -> int:
+        """How many messages back from the newest the hit's key is (its depth when only the buffer, or the
+        messages together, hold it)."""
+        depth = _depth(candidate, skew)
+        key = next((k for k in candidate.prepared.keys if k.written == hit.key), None)
+        if hit.recursion or key is None or depth <= 0:
+            return depth
+        for back, message in enumerate(reversed(self.texts.messages[-depth:])):
+            if self.matcher.matches(key, Text.of(message), candidate.prepared.rule):
+                return back
+        return depth
+
+
+def _place(candidate: Candidate) -> tuple[int, int, int]:
+    return candidate.place
+
+
+def _depth(candidate: Candidate, skew: int) -> int:
+    """The messages an entry scans: its own depth, else its book's, deeper by `skew` (the minimum of
+    activations, which an entry's own depth does not follow)."""
+    if candidate.entry.scan_depth is not None:
+        return candidate.entry.scan_depth
+    return candidate.book.scan.scan_depth + skew
+
+
+def _may_fire(candidate: Candidate, level: int, stage: int) -> bool:
+    """Whether the entry takes part in a pass: recursion passes only in recursive books and within their steps
+    (but those of a stage of delayed entries, which come whether the book recurses or not: SillyTavern's way),
+    `exclude_recursion` entries only in the first, `delay_until_recursion` ones from their stage on."""
+    extras = candidate.extras
+    if level == 0:
+        return not extras.delay_until_recursion
+    if extras.exclude_recursion or extras.delay_until_recursion > stage:
+        return False
+    return bool(extras.delay_until_recursion) or _recurses(candidate, level)
+
+
+def _recurses(candidate: Candidate, level: int) -> bool:
+    return candidate.book.scan.recursive and level <= candidate.book.scan.max_recursion
+
+
+def _weighted(members: Sequence[tuple[Candidate, LoreHit]], roll: float) -> Candidate | None:
+    """The member a draw (0–100) picks, each with a share of the range by its `group_weight`."""
+    total = sum(c.extras.group_weight for c, _ in members)
+    if total <= 0:
+        return members[0][0] if members else None
+    point, reached = roll / 100 * total, 0.0
+    for candidate, _ in members:
+        reached += candidate.extras.group_weight
+        if point < reached:
+            return candidate
+    return members[-1][0]
+
+
+def activate(
+    books: Sequence[LoreBookView],
+    messages: Sequence[str],
+    *,
+    char: str,
+    user: str,
+    budget: LoreBudget | None = None,
+    turn: LoreTurn = LoreTurn(),
+    regex_timeout: float = REGEX_SECONDS,
+    clock: Callable[[], float] | None = None,
+    regex_budget: float = REGEX_BUDGET,
+) -> LoreActivation:
+    """The entries of `books` (in precedence order: the card's book first) that this turn's prompt carries, given
+    the path's messages oldest→newest (each formatted "Name: text"), and the hits left out. `budget`: None, no
+    limit. `clock` (seconds, monotonic): with one, the activation's regex keys share `regex_budget` seconds."""
+    matcher = Matcher(timeout=regex_timeout, clock=clock, budget=regex_budget)
+    run = _Activation(books, messages, matcher, budget, turn, char, user)
+    run.run()
+    return LoreActivation(
+        constants=run.constants,
+        hits=tuple(hit for _, hit in sorted(run.kept, key=lambda f: f[0].place)),
+        left_out=tuple(run.left),
+        timed_out=tuple(matcher.timed_out),
+        tokens=run.used,
+    )
