@@ -118,7 +118,7 @@ class LoreExtras:
 NO_EXTRAS = LoreExtras()
 _SPELLINGS = {  # LoreExtras field: (World Info spelling, card book spelling)
     "probability": ("probability", "probability"),
-    "use_probability": ("useProbability", "use_probability"),
+    "use_probability": ("useProbability", "useProbability"),
     "groups": ("group", "group"),
     "group_override": ("groupOverride", "group_override"),
     "group_weight": ("groupWeight", "group_weight"),

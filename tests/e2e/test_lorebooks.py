@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from domain.card.rules.lore import draw
 from tests.builders import Api
 from tests.scene_support import settled
 from tests.shared_data import cards_dir
@@ -233,3 +234,34 @@ async def test_a_lorebooks_entries_are_listed_a_page_at_a_time_by_uid(api: Api) 
     assert embedded["next_cursor"] is None
     other = await api.card(name="Nobody")
     await api.call("GET", f"/v1/cards/{other['id']}/lorebooks/embedded/entries", status=404)
+
+
+async def test_a_probability_draw_is_the_nodes_the_same_each_read_and_a_branch_draws_its_own(api: Api) -> None:
+    """Draws are seeded by the node the context is at: a context read again (a regenerate) has the same draw,
+    the same words on another branch their own; the explain list shows each draw and what it decided."""
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    entry = {"key": ["reef"], "content": "The reef is sharp.", "comment": "Reef", "probability": 50}
+    book = await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info([entry]))
+    story = await api.call("POST", "/v1/stories", {"card_id": card["id"]}, 201)
+    rolls: dict[str, dict[str, Any]] = {}
+    for _ in range(12):  # the same words, each on a branch of its own from the greeting
+        user = (await api.append(story["id"], "user", "Mind the reef!", parent_id=story["root_id"]))["node"]
+        path = f"/v1/stories/{story['id']}/context?at={user['id']}"
+        first, again = await api.call("GET", path), await api.call("GET", path)
+        assert first == again
+        (ref,) = lore_refs(first)
+        expected = draw(user["id"], f"{book['id']}\x1f0")
+        assert ref["roll"] == round(expected, 2)
+        assert (ref["left_out"] == "probability") == (expected >= 50)
+        assert ("The reef is sharp." in first["messages"][-1]["content"]) == (expected < 50)
+        rolls[user["id"]] = ref
+    assert {r["left_out"] for r in rolls.values()} == {None, "probability"}  # 12 draws: both outcomes (1 in 2,048 not)
+    left = next(r for r in rolls.values() if r["left_out"])
+    assert left["detail"].startswith("probability: drew ") and left["detail"].endswith(" over 50.0")
+
+
+@pytest.mark.parametrize("settings", [{"lore_budget": 0}, {"lore_budget": 101}, {"lore_min_activations": -1}])
+async def test_lore_settings_out_of_range_are_refused_with_the_field(api: Api, settings: dict[str, int]) -> None:
+    card = await api.card()
+    problem = await api.call("POST", "/v1/stories", {"card_id": card["id"], "settings": settings}, 422)
+    assert [e["field"] for e in problem["errors"]] == [f"body.settings.{next(iter(settings))}"]

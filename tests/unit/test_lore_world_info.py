@@ -1,0 +1,249 @@
+"""World Info's rules beyond keys, table-tested as SillyTavern documents them: probability with seeded draws,
+inclusion groups, recursion flags, delay, the minimum of activations and the token budget — each case on a
+book of its own making and on the real lorebooks in shared/data/cards (SillyTavern's Eldoria World Info file,
+Seraphina's card book) and a Chinese one written here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from domain.card.lore import LoreBookView, LoreEntry, LoreScan, extras_of
+from domain.card.rules.lore import LoreBudget, LoreTurn, activate, draw
+from interchange.lorebooks import character_book_entries, read_lorebook
+from tests.shared_data import cards_dir
+
+CHAR, USER = "Seraphina", "Alice"
+
+# each book: its four entries and a word that fires each (in the entries' order)
+Book = tuple[str, LoreScan, tuple[LoreEntry, ...], tuple[str, ...], bool]  # (+ whether it is World Info spelled)
+
+ZH = (
+    LoreEntry(uid=0, keys=("森林", "埃尔多利亚"), title="森林", content="埃尔多利亚是一片有魔力的森林。"),
+    LoreEntry(uid=1, keys=("影牙", "怪兽"), title="影牙", content="影牙是潜伏在林中的怪兽。"),
+    LoreEntry(uid=2, keys=("林间空地", "避难所"), title="空地", content="林间空地是塞拉菲娜守护的避难所。"),
+    LoreEntry(uid=3, keys=("魔法", "力量"), title="魔法", content="塞拉菲娜的魔法来自森林。"),
+)
+
+
+def _books() -> dict[str, Book]:
+    eldoria = read_lorebook(json.loads((cards_dir() / "Eldoria.json").read_text(encoding="utf-8")), name="Eldoria")
+    card = json.loads((cards_dir() / "default_Seraphina.card.json").read_text(encoding="utf-8"))
+    seraphina = character_book_entries(card["data"]["character_book"])
+    english = ("forest", "monster", "glade", "magic")
+    return {
+        "eldoria": ("eldoria", eldoria.scan, tuple(eldoria.entries), english, True),
+        "seraphina": ("seraphina", seraphina.scan, tuple(seraphina.entries), english, False),
+        "zh": ("zh", LoreScan(), ZH, ("森林", "怪兽", "林间空地", "魔法"), True),
+    }
+
+
+BOOKS = _books()
+SOURCES = list(BOOKS)
+CARD_SPELLING = {  # a card book's extensions name these as SillyTavern's card export does
+    "groupOverride": "group_override",
+    "groupWeight": "group_weight",
+    "excludeRecursion": "exclude_recursion",
+    "preventRecursion": "prevent_recursion",
+    "delayUntilRecursion": "delay_until_recursion",
+}
+
+
+def shaped(
+    source: str, changes: dict[int, dict[str, Any]], recursive: bool = False
+) -> tuple[LoreBookView, tuple[str, ...]]:
+    """The source's book with World Info fields set on some of its entries (spelled as the source spells
+    them), and its trigger words. A recursive book's entries say nothing of each other but what `changes`
+    make them say (the real ones name each other's keys)."""
+    book_id, scan, entries, words, world_info = BOOKS[source]
+    out = []
+    for entry in entries:
+        fields = dict(changes.get(entry.uid, {}))
+        content = fields.pop("content", f"entry {entry.uid}" if recursive else entry.content)
+        order = fields.pop("order", entry.order)
+        ext = {(k if world_info else CARD_SPELLING.get(k, k)): v for k, v in fields.items()}
+        out.append(
+            entry.model_copy(update={"extensions": {**entry.extensions, **ext}, "content": content, "order": order})
+        )
+    return LoreBookView(book_id, scan.model_copy(update={"recursive": recursive, "scan_depth": 2}), tuple(out)), words
+
+
+def said(*words: str) -> list[str]:
+    return [f"{USER}: " + " ".join(words)]
+
+
+def kept(found: Any) -> list[int]:
+    return [hit.entry.uid for hit in found.hits]
+
+
+def run(book: LoreBookView, messages: list[str], **kwargs: Any) -> Any:
+    return activate([book], messages, char=CHAR, user=USER, **kwargs)
+
+
+# --- probability -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize(("chance", "kept_share"), [(0, (0.0, 0.0)), (50, (0.4, 0.6)), (100, (1.0, 1.0))])
+def test_probability_0_50_100_over_fixed_seeds(source: str, chance: int, kept_share: tuple[float, float]) -> None:
+    book, words = shaped(source, {0: {"probability": chance, "useProbability": True}})
+    outcomes = [0 in kept(run(book, said(words[0]), turn=LoreTurn(seed=f"node-{i}"))) for i in range(200)]
+    low, high = kept_share
+    assert low <= sum(outcomes) / len(outcomes) <= high
+    found = run(book, said(words[0]), turn=LoreTurn(seed="node-7"))
+    if chance == 100:
+        assert found.left_out == () and found.hits[0].roll is None  # (no draw where it cannot fail)
+    else:
+        roll = draw("node-7", f"{book.book_id}\x1f0")
+        assert (0 in kept(found)) == (roll < chance)
+        (hit,) = found.hits or found.left_out
+        assert hit.roll == roll and (hit.left_out == "probability") == (roll >= chance)
+
+
+def test_the_same_node_draws_the_same_and_another_node_draws_afresh() -> None:
+    book, words = shaped("eldoria", {0: {"probability": 50}})
+    again = [kept(run(book, said(words[0]), turn=LoreTurn(seed="one"))) for _ in range(5)]
+    assert len({tuple(k) for k in again}) == 1  # a regenerate at the same node: the same draw
+    draws = {draw(f"node-{i}", "eldoria\x1f0") for i in range(50)}
+    assert len(draws) == 50 and all(0 <= d < 100 for d in draws)
+
+
+def test_use_probability_off_makes_the_probability_count_for_nothing() -> None:
+    book, words = shaped("eldoria", {0: {"probability": 0, "useProbability": False}})
+    assert kept(run(book, said(words[0]), turn=LoreTurn(seed="x"))) == [0]
+    assert extras_of(book.entries[0]).chance == 100
+
+
+# --- inclusion groups -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_one_entry_of_a_group_by_weight(source: str) -> None:
+    book, words = shaped(
+        source, {0: {"group": "weather", "groupWeight": 100}, 1: {"group": "weather", "groupWeight": 0}}
+    )
+    for i in range(30):
+        found = run(book, said(words[0], words[1]), turn=LoreTurn(seed=f"n{i}"))
+        assert kept(found) == [0]
+        assert [(h.entry.uid, h.left_out, h.group) for h in found.left_out] == [(1, "group", "weather")]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_equal_weights_share_the_wins(source: str) -> None:
+    book, words = shaped(source, {0: {"group": "g"}, 1: {"group": "g"}, 2: {"group": "g"}})
+    wins = [kept(run(book, said(*words[:3]), turn=LoreTurn(seed=f"s{i}"))) for i in range(300)]
+    assert all(len(w) == 1 for w in wins)
+    counts = [sum(w == [uid] for w in wins) for uid in range(3)]
+    assert all(70 <= c <= 130 for c in counts), counts
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_group_override_takes_the_highest_order(source: str) -> None:
+    book, words = shaped(
+        source,
+        {
+            0: {"group": "g", "groupOverride": True, "order": 10},
+            1: {"group": "g", "groupOverride": True, "order": 90},
+            2: {"group": "g", "groupWeight": 1000, "order": 200},
+        },
+    )
+    for i in range(10):
+        assert kept(run(book, said(*words[:3]), turn=LoreTurn(seed=str(i)))) == [1]
+
+
+def test_a_group_that_has_an_entry_in_already_takes_no_more() -> None:
+    book, words = shaped(
+        "eldoria", {0: {"group": "g", "content": "the glade waits"}, 2: {"group": "g"}}, recursive=True
+    )
+    found = run(book, said(words[0]), turn=LoreTurn(seed="a"))
+    assert kept(found) == [0]  # the glade, named by the forest's content, would come by recursion: its group is full
+    assert [(h.entry.uid, h.left_out) for h in found.left_out] == [(2, "group")]
+
+
+def test_an_entry_in_two_groups_and_the_groups_separated_by_commas() -> None:
+    book, words = shaped("zh", {0: {"group": "天气, 地点"}, 1: {"group": "天气"}, 2: {"group": "地点"}})
+    assert extras_of(book.entries[0]).groups == ("天气", "地点")
+    for i in range(20):
+        found = run(book, said(*words[:3]), turn=LoreTurn(seed=str(i)))
+        won = kept(found)
+        assert won in ([0], [1, 2], [1], [2])  # each group has one entry at most
+        assert len(won) + len(found.left_out) == 3
+
+
+# --- recursion flags ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_prevent_recursion_keeps_an_entrys_content_out_of_the_buffer(source: str) -> None:
+    _, _, _, words, _ = BOOKS[source]
+    feeds = {0: {"content": f"see {words[1]}"}}
+    book, _ = shaped(source, feeds, recursive=True)
+    assert kept(run(book, said(words[0]))) == [0, 1]
+    book, _ = shaped(source, {0: {**feeds[0], "preventRecursion": True}}, recursive=True)
+    assert kept(run(book, said(words[0]))) == [0]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_exclude_recursion_fires_on_the_messages_only(source: str) -> None:
+    _, _, _, words, _ = BOOKS[source]
+    book, _ = shaped(source, {0: {"content": f"see {words[1]}"}, 1: {"excludeRecursion": True}}, recursive=True)
+    assert kept(run(book, said(words[0]))) == [0]  # named by the content only: not fired
+    assert kept(run(book, said(words[0], words[1]))) == [0, 1]  # named in the messages
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_delay_until_recursion_waits_for_its_stage(source: str) -> None:
+    """SillyTavern's stages: entries delayed until recursion take part in recursion passes only, those of a
+    later stage once no pass would follow; a pass for the next stage comes even where the book does not
+    recurse (and takes the earlier stages' entries with it)."""
+    _, _, _, words, _ = BOOKS[source]
+    changes = {0: {"content": f"see {words[3]}"}, 1: {"delayUntilRecursion": True}, 2: {"delayUntilRecursion": 2}}
+    book, _ = shaped(source, changes, recursive=False)
+    found = run(book, said(words[1], words[2]))  # no recursion: one forced pass for stage 2, stage 1 with it
+    assert sorted((h.entry.uid, h.recursion) for h in found.hits) == [(1, 1), (2, 1)]
+    book, _ = shaped(source, changes, recursive=True)
+    found = run(book, said(words[0], words[1], words[2]))  # the forest's content recurses: stage 1 first
+    assert sorted((h.entry.uid, h.recursion) for h in found.hits) == [(0, 0), (1, 1), (2, 3), (3, 1)]  # (pass 2: none)
+    assert kept(run(book, said(words[1]))) == [1]  # nothing recursed: the pass forced for stage 2 takes it
+    only_first = run(book, said(words[0]))
+    assert kept(only_first) == [0, 3]
+
+
+# --- delay and the minimum of activations ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize(("messages", "fires"), [(3, False), (4, False), (5, True), (40, True)])
+def test_delay_counts_the_chats_messages(source: str, messages: int, fires: bool) -> None:
+    book, words = shaped(source, {0: {"delay": 5}})
+    found = run(book, said(words[0]), turn=LoreTurn(messages=messages))
+    assert kept(found) == ([0] if fires else [])
+    assert [h.left_out for h in found.left_out] == ([] if fires else ["delay"])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_minimum_of_activations_scans_deeper(source: str) -> None:
+    book, words = shaped(source, {})
+    older = [f"{USER}: {words[2]}", f"{CHAR}: …", f"{USER}: …", f"{CHAR}: …"]  # the glade, 4 messages back
+    assert kept(run(book, older)) == []  # (the book scans 2)
+    assert kept(run(book, older, turn=LoreTurn(min_activations=1))) == [2]
+    assert kept(run(book, older, turn=LoreTurn(min_activations=1, min_depth=3))) == []  # not that deep
+    assert kept(run(book, [*older, f"{USER}: {words[3]}"], turn=LoreTurn(min_activations=1))) == [3]  # one is enough
+
+
+# --- the budget on the real books -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_budget_keeps_the_newest_named_then_the_higher_order(source: str) -> None:
+    book, words = shaped(source, {1: {"order": 150}})
+    cost: Callable[[LoreEntry], int] = lambda _: 10  # noqa: E731
+    messages = [f"{USER}: {words[0]} {words[1]}", f"{CHAR}: …", f"{USER}: {words[2]}"]
+    found = run(LoreBookView(book.book_id, book.scan.model_copy(update={"scan_depth": 3}), book.entries), messages,
+                budget=LoreBudget(20, cost))  # fmt: skip
+    assert kept(found) == [2, 1]  # the newest named; then the higher order; by order in the prompt
+    assert [(h.entry.uid, h.left_out) for h in found.left_out] == [(0, "budget")]
+    assert found.tokens == 20
