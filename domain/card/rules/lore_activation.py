@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from domain.card.lore import LeftOut, LoreActivation, LoreBookView, LoreEntry, LoreHit
-from domain.card.rules.lore_entries import Candidate, Contents, candidates, fire
+from domain.card.rules.lore_entries import Candidate, Contents, allowed, candidates
 from domain.card.rules.lore_keys import REGEX_BUDGET, REGEX_SECONDS, Matcher, Text
 from domain.macros import fill_macros
 
@@ -59,6 +59,14 @@ class _ScanTexts:
             self._built[key] = Text.of("\n".join(window + (self.buffer if level else [])))
         return self._built[key]
 
+    def since(self, start: int) -> Text:
+        """The buffer's contents from the `start`-th on: what a recursion pass's text has that an earlier
+        pass's did not."""
+        key = (-1 - start, len(self.buffer))
+        if key not in self._built:
+            self._built[key] = Text.of("\n".join(self.buffer[start:]))
+        return self._built[key]
+
 
 class _Activation:
     """One activation's state: the entries still to fire, those kept and left out, the budget used."""
@@ -79,6 +87,7 @@ class _Activation:
         self.texts = _ScanTexts(messages)
         self.used = sum(budget.cost(c.entry) for c in constants) if budget is not None and budget.constants else 0
         self.overflow = False
+        self.unmatched: dict[int, tuple[int, int]] = {}  # entry → (depth, buffer length) its primary keys missed
 
     def run(self) -> None:
         skew = 0
@@ -113,7 +122,7 @@ class _Activation:
             if not _may_fire(candidate, level, stage):
                 waiting.append(candidate)
                 continue
-            fired = fire(candidate, self.texts.text(_depth(candidate, skew), level), self.matcher)
+            fired = self._fire(candidate, _depth(candidate, skew), level)
             if fired is None:
                 waiting.append(candidate)
                 continue
@@ -129,6 +138,30 @@ class _Activation:
         fed = [fill_macros(c.entry.content, self.char, self.user) for c, _ in kept if not c.extras.prevent_recursion]
         self.texts.buffer += fed
         return bool(fed) and any(_recurses(c, level + 1) for c in self.pending)
+
+    def _fire(self, candidate: Candidate, depth: int, level: int) -> tuple[str, str | None] | None:
+        """The keys that fired, as `fire` finds them; a recursion pass looks for the primary keys of an entry
+        whose messages held none only in what the buffer gained since (the same answer, a fraction of the text)."""
+        ready, texts = candidate.prepared, self.texts
+        before = self.unmatched.get(id(candidate))
+        fresh = level and before is not None and before[0] == depth and ready.plain
+        text = texts.since(before[1]) if fresh and before is not None else texts.text(depth, level)
+        if ready.plain:  # (none of the keys' texts in it: no key matches, whole word or not)
+            haystack = text.raw if ready.rule.case_sensitive else text.folded
+            if not any(needle in haystack for needle in ready.needles):
+                self.unmatched[id(candidate)] = (depth, len(texts.buffer) if level else 0)
+                return None
+        if fresh and before is not None:
+            if self.matcher.first(ready.keys, text, ready.rule) is None:
+                self.unmatched[id(candidate)] = (depth, len(texts.buffer))
+                return None
+            text = texts.text(depth, level)
+        key = self.matcher.first(ready.keys, text, ready.rule)
+        if key is None:
+            self.unmatched[id(candidate)] = (depth, len(texts.buffer) if level else 0)
+            return None
+        self.unmatched.pop(id(candidate), None)
+        return allowed(candidate, key, text, self.matcher)
 
     def _leave(self, candidate: Candidate, hit: LoreHit, why: LeftOut, **more: object) -> None:
         self.contents.release(candidate.entry)

@@ -22,6 +22,8 @@ class Prepared:
     keys: tuple[Key, ...]
     secondaries: tuple[Key, ...]
     extras: LoreExtras
+    plain: bool  # no primary key is a pattern or holds a line break: a key is never found across two texts joined
+    needles: tuple[str, ...]  # the plain keys' texts as matched (a text that holds none of them fires nothing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,9 @@ def _prepare(book: LoreBookView, char: str, user: str) -> list[Prepared]:
         keys = tuple(k for key in entry.keys if (k := key_of(key, rule, char, user)) is not None)
         secondaries = tuple(k for key in entry.secondary_keys if (k := key_of(key, rule, char, user)) is not None)
         depth = book.scan.scan_depth if entry.scan_depth is None else entry.scan_depth
-        out.append(Prepared(index, entry, rule, depth, keys, secondaries, extras_of(entry)))
+        plain = all(k.pattern is None and "\n" not in k.needle for k in keys)
+        needles = tuple(k.needle for k in keys if k.pattern is None and k.needle)
+        out.append(Prepared(index, entry, rule, depth, keys, secondaries, extras_of(entry), plain, needles))
     return out
 
 
@@ -105,11 +109,15 @@ def candidates(books: Sequence[LoreBookView], char: str, user: str) -> list[Cand
 
 def fire(candidate: Candidate, text: Text, matcher: Matcher) -> tuple[str, str | None] | None:
     """The primary key that fired and the secondary key that allowed it, or None."""
+    key = matcher.first(candidate.prepared.keys, text, candidate.prepared.rule)
+    return None if key is None else allowed(candidate, key, text, matcher)
+
+
+def allowed(candidate: Candidate, key: str, text: Text, matcher: Matcher) -> tuple[str, str | None] | None:
+    """The primary key that fired and the secondary key that allowed it, or None: the entry's secondary keys
+    under its logic, once its primary `key` is in the text."""
     ready = candidate.prepared
     rule, entry = ready.rule, ready.entry
-    key = matcher.first(ready.keys, text, rule)
-    if key is None:
-        return None
     if not entry.selective or not ready.secondaries:
         return key, None
     by_key = {k.written: k for k in ready.secondaries}
