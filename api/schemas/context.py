@@ -22,10 +22,12 @@ class LoreRefModel(BaseModel):
     key: str | None = Field(description="the key that fired it (None: a constant entry)")
     secondary: str | None = Field(description="the secondary key that satisfied its logic, if any")
     constant: bool
-    left_out: Literal["budget", "probability", "group", "delay"] | None = Field(
+    left_out: Literal["budget", "probability", "group", "delay", "cooldown"] | None = Field(
         None, description="its key fired but it is not in the context: the lore budget was spent, its probability"
-        " draw failed, another entry of its inclusion group won, or the chat is shorter than its delay",
+        " draw failed, another entry of its inclusion group won, the chat is shorter than its delay, or it is"
+        " cooling down",
     )  # fmt: skip
+    sticky: bool = Field(False, description="in because it is sticky (it came in a few messages ago), keys or not")
     detail: str | None = Field(None, description="why it was left out, in words")
     roll: float | None = Field(
         None, description="its probability draw (0–100; kept when below the entry's probability), where it had one"

@@ -57,7 +57,7 @@ class LoreScan(BaseModel):
     max_recursion: int = Field(3, ge=0, le=20)
 
 
-LeftOut = Literal["budget", "probability", "group", "delay"]
+LeftOut = Literal["budget", "probability", "group", "delay", "cooldown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +73,12 @@ class LoreHit:
     left_out: LeftOut | None = None
     roll: float | None = None
     group: str | None = None
+    sticky: bool = False  # in by a sticky timer, keys or not
 
     @property
     def why(self) -> str:
+        if self.sticky:
+            return "sticky"
         if self.key is None:
             return "constant"
         return f"key {self.key!r}" + (f" with {self.secondary!r}" if self.secondary else "")
@@ -90,6 +93,8 @@ class LoreHit:
             return f"group {self.group!r}: another entry won"
         if self.left_out == "delay":
             return f"delay: the chat has fewer than {extras.delay} messages"
+        if self.left_out == "cooldown":
+            return f"cooldown: {extras.cooldown} messages after it was last in"
         return "budget: no room left" if self.left_out == "budget" else ""
 
 
@@ -108,6 +113,8 @@ class LoreExtras:
     prevent_recursion: bool = False
     delay_until_recursion: int = 0  # 0: any pass; n: only from the n-th recursion pass on
     delay: int = 0
+    sticky: int = 0
+    cooldown: int = 0
 
     @property
     def chance(self) -> float:
@@ -126,6 +133,8 @@ _SPELLINGS = {  # LoreExtras field: (World Info spelling, card book spelling)
     "prevent_recursion": ("preventRecursion", "prevent_recursion"),
     "delay_until_recursion": ("delayUntilRecursion", "delay_until_recursion"),
     "delay": ("delay", "delay"),
+    "sticky": ("sticky", "sticky"),
+    "cooldown": ("cooldown", "cooldown"),
 }
 
 
@@ -151,6 +160,8 @@ def extras_of(entry: LoreEntry) -> LoreExtras:
         prevent_recursion=_flag(found.get("prevent_recursion"), False),
         delay_until_recursion=_level(found.get("delay_until_recursion")),
         delay=int(_number(found.get("delay"), 0.0, 0.0, 1e9)),
+        sticky=int(_number(found.get("sticky"), 0.0, 0.0, 1e9)),
+        cooldown=int(_number(found.get("cooldown"), 0.0, 0.0, 1e9)),
     )
 
 

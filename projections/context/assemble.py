@@ -16,11 +16,11 @@ from operator import attrgetter, itemgetter
 from uuid import UUID
 
 from domain.card.lore import LoreBookView
-from domain.card.rules.lore import LoreTurn, activate, constant_entries
+from domain.card.rules.lore import constant_entries
 from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.tree.rules.compaction import NO_LAYERS, Layers, layers_from
 from domain.values import CardData, NodeView, Prelude, StorySettings
-from projections.context.lore import ConstantLore, LoreShown, constant_lore, lore_block, lore_budget
+from projections.context.lore import ConstantLore, LoreShown, activated, constant_lore, lore_block, lore_budget
 from projections.context.memory_recall import memory_block
 from projections.context.message_builder import Assembly
 from projections.context.recall import recall_block
@@ -36,7 +36,6 @@ from projections.context.window import (
     TEXT,
     TOKENS,
     RenderCache,
-    Rendered,
     Summarized,
     Verbatim,
     Window,
@@ -132,9 +131,7 @@ def assemble_context(
     if lore and ends_with_user:  # scanned on the newest messages, which any fitting of the window keeps
         how = LoreShown(lore_bodies, lore_lookup, cache.count_raw)
         spend = lore_budget(settings, budget, how, _filler(char, user), texts, constants=fixed_prompt is None)
-        turn = LoreTurn(str(leaf.id), leaf.depth + 1, settings.lore_min_activations, settings.lore_min_depth)
-        messages = _scanned(window.kept, lore, char, user, everything=settings.lore_min_activations > 0)
-        scanned = activate(lore, messages, char=char, user=user, budget=spend, turn=turn, clock=clock)
+        scanned = activated(lore, window.kept, settings, spend, char, user, clock)
         found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
@@ -260,27 +257,6 @@ def _system_prompt(card: CardData, user: str, texts: ContextTexts, constants: Co
 
 def _filler(char: str, user: str) -> Callable[[str], str]:
     return lambda text: fill_macros(text, char, user)
-
-
-def _scanned(
-    kept: Sequence[Rendered], lore: Sequence[LoreBookView], char: str, user: str, everything: bool = False
-) -> list[str]:
-    """The newest messages of the window, oldest first, as lore scans them ("Name: text"): as many as the
-    deepest scan of the books asks for (each entry takes its own depth of them), or the whole window
-    (`everything`: the minimum of activations may scan deeper)."""
-    depth = (
-        len(kept)
-        if everything
-        else max(
-            (
-                max([book.scan.scan_depth, *(e.scan_depth or 0 for e in book.entries if e.uid not in book.excluded)])
-                for book in lore
-            ),
-            default=0,
-        )
-    )
-    shown = [item for item in kept if not item[NODE].hidden and item[NODE].text.strip()][-depth:] if depth else []
-    return [f"{user if item[NODE].kind == 'user' else char}: {item[TEXT]}" for item in shown]
 
 
 def leaves_turns_out(

@@ -10,10 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from domain.card.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit
-from domain.card.rules.lore import LoreBudget
+from domain.card.rules.lore import LoreBudget, LoreTurn, activate
+from domain.card.rules.lore_timers import PastTurn, durations, horizon, timed_turn
 from domain.texts import ContextTexts
 from domain.values import StorySettings
 from projections.context.records import LoreRef, TailBlock
+from projections.context.window import NODE, TEXT, Rendered
 
 INDEX_CHARS = 2000
 
@@ -29,7 +31,7 @@ def ref(hit: LoreHit) -> LoreRef:
     entry = hit.entry
     return LoreRef(
         hit.book_id, entry.uid, entry.label, hit.key, hit.secondary, entry.constant, hit.left_out,
-        hit.why_not or None, None if hit.roll is None else round(hit.roll, 2),
+        hit.why_not or None, None if hit.roll is None else round(hit.roll, 2), hit.sticky,
     )  # fmt: skip
 
 
@@ -49,6 +51,69 @@ class LoreShown:
     bodies: bool
     lookup: bool
     count: Callable[[str], int]
+
+
+def activated(
+    lore: Sequence[LoreBookView], kept: Sequence[Rendered], settings: StorySettings, spend: LoreBudget, char: str,
+    user: str, clock: Callable[[], float] | None,
+) -> LoreActivation:  # fmt: skip
+    """The lore activation at the window's last node (the user's words): over its newest messages, its draws
+    seeded by that node, with the sticky and cooldown timers the turns of the window before it leave."""
+    leaf = kept[-1][NODE]
+    everything = settings.lore_min_activations > 0
+    turn = LoreTurn(str(leaf.id), leaf.depth + 1, settings.lore_min_activations, settings.lore_min_depth)
+
+    def run(messages: Sequence[str], asked: LoreTurn) -> LoreActivation:
+        return activate(lore, messages, char=char, user=user, budget=spend, turn=asked, clock=clock)
+
+    timed = durations(lore)
+    if timed:
+        oldest = leaf.depth + 1 - 2 * horizon(timed)  # (the fold reaches no further back)
+        past = [
+            PastTurn(str(node.id), node.depth + 1, tuple(_scanned(kept[: i + 1], lore, char, user, everything)))
+            for i, item in enumerate(kept[:-1])
+            if (node := item[NODE]).kind == "user" and not node.hidden and node.depth + 1 > oldest
+        ]
+        books = tuple((_Same(book.entries), book.book_id, book.excluded) for book in lore)
+        signature = (books, spend.tokens, spend.constants, char, user, everything, settings.lore_min_depth)
+        turn = timed_turn(turn, past, timed, run, signature)
+    return run(_scanned(kept, lore, char, user, everything), turn)
+
+
+class _Same:
+    """An object compared by identity (a book's entries, which its version's view keeps)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+def _scanned(
+    kept: Sequence[Rendered], lore: Sequence[LoreBookView], char: str, user: str, everything: bool = False
+) -> list[str]:
+    """The newest messages of the window, oldest first, as lore scans them ("Name: text"): as many as the
+    deepest scan of the books asks for (each entry takes its own depth of them), or the whole window
+    (`everything`: the minimum of activations may scan deeper)."""
+    depth = (
+        len(kept)
+        if everything
+        else max(
+            (
+                max([book.scan.scan_depth, *(e.scan_depth or 0 for e in book.entries if e.uid not in book.excluded)])
+                for book in lore
+            ),
+            default=0,
+        )
+    )
+    shown = [item for item in kept if not item[NODE].hidden and item[NODE].text.strip()][-depth:] if depth else []
+    return [f"{user if item[NODE].kind == 'user' else char}: {item[TEXT]}" for item in shown]
 
 
 def lore_budget(

@@ -31,6 +31,7 @@ class LoreRef:
     left_out: str | None = None
     detail: str | None = None
     roll: float | None = None
+    sticky: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,3 +265,34 @@ async def test_lore_settings_out_of_range_are_refused_with_the_field(api: Api, s
     card = await api.card()
     problem = await api.call("POST", "/v1/stories", {"card_id": card["id"], "settings": settings}, 422)
     assert [e["field"] for e in problem["errors"]] == [f"body.settings.{next(iter(settings))}"]
+
+
+async def test_sticky_and_cooldown_follow_the_path_and_a_branch_has_its_own(api: Api) -> None:
+    """Timed effects are a projection of the path: a sticky entry named a turn ago is in without its key, a
+    cooling one is out though named; on a branch where neither came in, neither timer runs."""
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    entries = [
+        {"key": ["reef"], "content": "The reef is sharp.", "comment": "Reef", "sticky": 3, "scanDepth": 1},
+        {"key": ["fog"], "content": "Fog hides the coast.", "comment": "Fog", "cooldown": 4, "scanDepth": 1},
+    ]
+    await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info(entries))
+    story = await api.call("POST", "/v1/stories", {"card_id": card["id"]}, 201)
+    await api.turn(story["id"], "Mind the reef, the fog is thick.", "Aye.")
+    words = (await api.append(story["id"], "user", "What now? The fog again."))["node"]
+    context = await api.call("GET", f"/v1/stories/{story['id']}/context?at={words['id']}")
+    refs = {r["title"]: r for r in lore_refs(context)}
+    assert (refs["Reef"]["sticky"], refs["Reef"]["key"], refs["Reef"]["left_out"]) == (True, None, None)
+    assert (
+        refs["Fog"]["left_out"] == "cooldown" and refs["Fog"]["detail"] == "cooldown: 4 messages after it was last in"
+    )
+    assert "The reef is sharp." in context["messages"][-1]["content"]
+    assert "Fog hides the coast." not in context["messages"][-1]["content"]
+    assert "'Reef' (sticky)" in next(b["why"] for b in context["explain"] if b["what"] == "lore")
+
+    first = (await api.append(story["id"], "user", "Nothing here.", parent_id=story["root_id"]))["node"]
+    reply = (await api.append(story["id"], "reply", "Aye.", parent_id=first["id"]))["node"]
+    branch = (await api.append(story["id"], "user", "What now? The fog again.", parent_id=reply["id"]))["node"]
+    other = await api.call("GET", f"/v1/stories/{story['id']}/context?at={branch['id']}")
+    refs = {r["title"]: r for r in lore_refs(other)}
+    assert "Reef" not in refs and (refs["Fog"]["left_out"], refs["Fog"]["key"]) == (None, "fog")
+    assert await api.call("GET", f"/v1/stories/{story['id']}/context?at={words['id']}") == context  # (the first again)

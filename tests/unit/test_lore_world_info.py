@@ -13,6 +13,7 @@ import pytest
 
 from domain.card.lore import LoreBookView, LoreEntry, LoreScan, extras_of
 from domain.card.rules.lore import LoreBudget, LoreTurn, activate, draw
+from domain.card.rules.lore_timers import PastTurn, durations, timed_turn
 from interchange.lorebooks import character_book_entries, read_lorebook
 from tests.shared_data import cards_dir
 
@@ -247,3 +248,75 @@ def test_the_budget_keeps_the_newest_named_then_the_higher_order(source: str) ->
     assert kept(found) == [2, 1]  # the newest named; then the higher order; by order in the prompt
     assert [(h.entry.uid, h.left_out) for h in found.left_out] == [(0, "budget")]
     assert found.tokens == 20
+
+
+# --- timed effects: sticky, cooldown and delay over several turns --------------------------------------
+
+
+def played(book: LoreBookView, words: list[str], uid: int = 0, signature: object | None = None) -> list[str]:
+    """Each turn of a chat (the greeting, then user words and a reply a turn: the user's words of turn t at
+    message 2t) as the context sees the entry `uid`: "in" by its keys, "sticky", or why it is out ("-": its
+    keys did not fire). `signature`: the folds' (a new one, none kept, unless given)."""
+    signature = object() if signature is None else signature
+    chat = [f"{CHAR}: the greeting"]
+    past: list[PastTurn] = []
+    timed = durations([book])
+    out = []
+    for t, said_now in enumerate(words, 1):
+        chat.append(f"{USER}: {said_now}")
+        seed = f"turn {t}"
+
+        def run(messages: Any, turn: LoreTurn) -> Any:
+            return activate([book], messages, char=CHAR, user=USER, turn=turn)
+
+        turn = timed_turn(LoreTurn(seed=seed, messages=len(chat)), past, timed, run, signature)
+        found = run(chat[-book.scan.scan_depth :], turn)
+        hit = next((h for h in (*found.hits, *found.left_out) if h.entry.uid == uid), None)
+        out.append("-" if hit is None else hit.left_out or ("sticky" if hit.sticky else "in"))
+        past.append(PastTurn(seed, len(chat), tuple(chat[-book.scan.scan_depth :])))
+        chat.append(f"{CHAR}: …")
+    return out
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize(
+    ("fields", "named", "seen"),
+    [
+        ({"sticky": 3}, [1, 0, 0], ["in", "sticky", "-"]),  # 3 messages: the next turn, not the one after
+        ({"sticky": 2}, [1, 0], ["in", "-"]),  # 2 messages end before the next user's words
+        ({"sticky": 5}, [1, 0, 0, 0], ["in", "sticky", "sticky", "-"]),
+        ({"cooldown": 4}, [1, 1, 1, 1, 1], ["in", "cooldown", "in", "cooldown", "in"]),
+        ({"sticky": 3, "cooldown": 4}, [1] * 7, ["in", "sticky", "cooldown", "cooldown", "in", "sticky", "cooldown"]),
+        ({"delay": 5}, [1, 1, 1], ["delay", "delay", "in"]),
+    ],
+)
+def test_timed_effects_over_several_turns(
+    source: str, fields: dict[str, int], named: list[int], seen: list[str]
+) -> None:
+    book, words = shaped(source, {0: fields})
+    book = LoreBookView(book.book_id, book.scan.model_copy(update={"scan_depth": 1}), book.entries)
+    chat = [words[0] if n else "nothing here" for n in named]
+    assert played(book, chat) == seen
+
+
+def test_a_sticky_entry_wins_its_group_and_skips_its_draw() -> None:
+    book, words = shaped(
+        "eldoria", {0: {"sticky": 3, "group": "g", "probability": 0, "useProbability": False}, 1: {"group": "g"}}
+    )
+    book = LoreBookView(book.book_id, book.scan.model_copy(update={"scan_depth": 1}), book.entries)
+    assert played(book, [words[0], words[1]]) == ["in", "sticky"]
+    assert played(book, [words[0], words[1]], uid=1) == ["-", "group"]
+
+
+def test_a_turn_read_again_sees_the_same_timers_and_another_start_folds_the_same() -> None:
+    book, words = shaped("zh", {0: {"sticky": 3, "cooldown": 4}})
+    book = LoreBookView(book.book_id, book.scan.model_copy(update={"scan_depth": 1}), book.entries)
+    chat = [words[0]] * 9
+    kept = object()
+    first = played(book, chat, signature=kept)
+    assert played(book, chat, signature=kept) == first  # the folds kept by the first run give a fresh fold's
+    assert (
+        played(book, chat)
+        == first
+        == ["in", "sticky", "cooldown", "cooldown", "in", "sticky", "cooldown", "cooldown", "in"]
+    )

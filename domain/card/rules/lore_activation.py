@@ -30,12 +30,14 @@ class LoreTurn:
     """What activation knows of the turn: `seed`, the node the context is at (the same node draws the same
     numbers: a regenerate or a swipe sees the draws its turn saw); `messages`, the chat's length so far (an
     entry's `delay`; None: no entry is delayed); the minimum of activations, and how deep its scan may go
-    (0: every message given)."""
+    (0: every message given); the timers at work (`lore_timers.py`)."""
 
     seed: str = ""
     messages: int | None = None
     min_activations: int = 0
     min_depth: int = 0
+    sticky: frozenset[tuple[str, int]] = frozenset()  # (book, uid) of the entries a sticky timer keeps in
+    cooling: frozenset[tuple[str, int]] = frozenset()  # those a cooldown keeps out
 
 
 def draw(seed: str, what: str) -> float:
@@ -80,7 +82,7 @@ class _Activation:
         found = candidates(books, char, user)
         constants = sorted((c for c in found if c.entry.constant and self.contents.claim(c.entry)), key=_place)
         self.constants = tuple(LoreHit(c.book.book_id, c.entry, None) for c in constants)
-        self.pending = [c for c in found if not c.entry.constant and c.prepared.keys]
+        self.pending = [c for c in found if not c.entry.constant and (c.prepared.keys or _key(c) in turn.sticky)]
         self.kept: list[tuple[Candidate, LoreHit]] = []
         self.left: list[LoreHit] = []
         self.taken_groups = {g for c in constants for g in c.extras.groups}
@@ -119,17 +121,23 @@ class _Activation:
         hits: list[tuple[Candidate, LoreHit]] = []
         waiting: list[Candidate] = []
         for candidate in self.pending:
-            if not _may_fire(candidate, level, stage):
+            sticky = _key(candidate) in self.turn.sticky
+            if sticky and level == 0:  # kept in by its timer: no key, no draw, no recursion flag asked
+                hit = LoreHit(candidate.book.book_id, candidate.entry, None, None, level, sticky=True)
+            elif not sticky and _may_fire(candidate, level, stage):
+                fired = self._fire(candidate, _depth(candidate, skew), level)
+                if fired is None:
+                    waiting.append(candidate)
+                    continue
+                hit = LoreHit(candidate.book.book_id, candidate.entry, fired[0], fired[1], level)
+            else:
                 waiting.append(candidate)
                 continue
-            fired = self._fire(candidate, _depth(candidate, skew), level)
-            if fired is None:
-                waiting.append(candidate)
-                continue
-            hit = LoreHit(candidate.book.book_id, candidate.entry, fired[0], fired[1], level)
             delay = candidate.extras.delay
             if delay and self.turn.messages is not None and self.turn.messages < delay:
                 self.left.append(replace(hit, left_out="delay"))
+            elif not sticky and _key(candidate) in self.turn.cooling:
+                self.left.append(replace(hit, left_out="cooldown"))
             elif self.contents.claim(candidate.entry):
                 hits.append((candidate, hit))
         self.pending = waiting
@@ -173,6 +181,14 @@ class _Activation:
         out = hits
         for group in dict.fromkeys(g for c, _ in hits for g in c.extras.groups):
             members = [(c, h) for c, h in out if group in c.extras.groups]
+            stuck = [c for c, h in members if h.sticky]
+            if stuck:  # sticky members stay, the others go
+                for candidate, hit in members:
+                    if not hit.sticky:
+                        self._leave(candidate, hit, "group", group=group)
+                out = [(c, h) for c, h in out if h.sticky or group not in c.extras.groups]
+                self.taken_groups.add(group)
+                continue
             if group in self.taken_groups:
                 winner = None
             elif any(c.extras.group_override for c, _ in members):
@@ -190,7 +206,7 @@ class _Activation:
         out = []
         for candidate, hit in hits:
             chance = candidate.extras.chance
-            if chance >= 100:
+            if chance >= 100 or hit.sticky:
                 out.append((candidate, hit))
                 continue
             roll = draw(self.turn.seed, f"{candidate.book.book_id}\x1f{candidate.entry.uid}")
@@ -208,7 +224,9 @@ class _Activation:
         costs = {id(c): self.budget.cost(c.entry) for c, _ in hits}
         if self.used + sum(costs.values()) > self.budget.tokens:
             back = {id(c): self._messages_back(c, h, skew) for c, h in hits}
-            hits = sorted(hits, key=lambda f: (back[id(f[0])], -f[0].entry.order, f[0].book_index, _place(f[0])))
+            hits = sorted(
+                hits, key=lambda f: (not f[1].sticky, back[id(f[0])], -f[0].entry.order, f[0].book_index, _place(f[0]))
+            )
         out = []
         for candidate, hit in hits:
             if self.overflow or self.used + costs[id(candidate)] > self.budget.tokens:
@@ -230,6 +248,10 @@ class _Activation:
             if self.matcher.matches(key, Text.of(message), candidate.prepared.rule):
                 return back
         return depth
+
+
+def _key(candidate: Candidate) -> tuple[str, int]:
+    return candidate.book.book_id, candidate.entry.uid
 
 
 def _place(candidate: Candidate) -> tuple[int, int, int]:

@@ -36,7 +36,7 @@ async def test_engine_context_names_hits_by_title_and_the_byo_view_gives_them_in
     assert block is not None
     assert block["lore"] == [
         {"book_id": "embedded", "uid": 1, "title": "The Grey Tower", "key": "Grey Tower", "secondary": None,
-         "constant": False, "left_out": None, "detail": None, "roll": None},
+         "constant": False, "left_out": None, "detail": None, "roll": None, "sticky": False},
     ]  # fmt: skip
     assert "'The Grey Tower' (key 'Grey Tower')" in block["why"]
     system = byo["explain"][0]
