@@ -115,6 +115,18 @@ class LoreExtras:
     delay: int = 0
     sticky: int = 0
     cooldown: int = 0
+    placement: int = -1  # SillyTavern's position number where the entry has one (-1: none, read `position`)
+    depth: int = 4
+    role: int = 0  # 0 system, 1 user, 2 assistant
+
+    @property
+    def at_depth(self) -> tuple[int, Role] | None:
+        """Where an entry placed in the chat goes: (messages from the end, role), for SillyTavern's @depth
+        (4) and its author's note top and bottom (2, 3: where the note goes, 4 messages up, as a system
+        text); None for the other positions."""
+        if self.placement == 4:
+            return self.depth, ROLES[self.role] if 0 <= self.role < len(ROLES) else "system"
+        return (AUTHORS_NOTE_DEPTH, "system") if self.placement in (2, 3) else None
 
     @property
     def chance(self) -> float:
@@ -123,6 +135,9 @@ class LoreExtras:
 
 
 NO_EXTRAS = LoreExtras()
+Role = Literal["system", "user", "assistant"]
+ROLES: tuple[Role, ...] = ("system", "user", "assistant")
+AUTHORS_NOTE_DEPTH = 4
 _SPELLINGS = {  # LoreExtras field: (World Info spelling, card book spelling)
     "probability": ("probability", "probability"),
     "use_probability": ("useProbability", "useProbability"),
@@ -135,6 +150,9 @@ _SPELLINGS = {  # LoreExtras field: (World Info spelling, card book spelling)
     "delay": ("delay", "delay"),
     "sticky": ("sticky", "sticky"),
     "cooldown": ("cooldown", "cooldown"),
+    "placement": ("position", "position"),
+    "depth": ("depth", "depth"),
+    "role": ("role", "role"),
 }
 
 
@@ -162,6 +180,9 @@ def extras_of(entry: LoreEntry) -> LoreExtras:
         delay=int(_number(found.get("delay"), 0.0, 0.0, 1e9)),
         sticky=int(_number(found.get("sticky"), 0.0, 0.0, 1e9)),
         cooldown=int(_number(found.get("cooldown"), 0.0, 0.0, 1e9)),
+        placement=int(_number(found.get("placement"), -1.0, -1.0, 100.0)),
+        depth=int(_number(found.get("depth"), 4.0, 0.0, 1000.0)),
+        role=int(_number(found.get("role"), 0.0, 0.0, 2.0)),
     )
 
 

@@ -20,11 +20,19 @@ from domain.card.rules.lore import constant_entries
 from domain.texts import CONTEXT_TEXTS, ContextTexts
 from domain.tree.rules.compaction import NO_LAYERS, Layers, layers_from
 from domain.values import CardData, NodeView, Prelude, StorySettings
-from projections.context.lore import ConstantLore, LoreShown, activated, constant_lore, lore_block, lore_budget
+from projections.context.lore import (
+    ConstantLore,
+    LoreShown,
+    activated,
+    constant_lore,
+    depth_blocks,
+    lore_block,
+    lore_budget,
+)
 from projections.context.memory_recall import memory_block
 from projections.context.message_builder import Assembly
 from projections.context.recall import recall_block
-from projections.context.records import Context, ExplainBlock, TailBlock
+from projections.context.records import Context, DepthBlock, ExplainBlock, TailBlock
 from projections.context.resident import Resident, resident_tokens, with_resident
 from projections.context.scene import tail_blocks
 from projections.context.summary_fit import CountedSummary, counted_summaries, layers_tokens, shortened
@@ -128,10 +136,12 @@ def assemble_context(
         assert load is not None
         return layers_tokens(of, load, char, user, texts, epoch, cache)
 
+    in_chat: list[DepthBlock] = []
     if lore and ends_with_user:  # scanned on the newest messages, which any fitting of the window keeps
         how = LoreShown(lore_bodies, lore_lookup, cache.count_raw)
         spend = lore_budget(settings, budget, how, _filler(char, user), texts, constants=fixed_prompt is None)
         scanned = activated(lore, window.kept, settings, spend, char, user, clock)
+        in_chat = depth_blocks(scanned, _filler(char, user))
         found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
@@ -149,6 +159,7 @@ def assemble_context(
         if recalled is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), recalled)
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
+    scene_tokens += sum(cache.count_raw(block.text) for block in in_chat)
     recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
     share = settings.recall_tokens if recalling else 0
     fitted, unfolding = (window, layers), settings.fill_window and window.cut_at is None and load is not None
@@ -220,6 +231,7 @@ def assemble_context(
     assembly.add_summaries(summaries)
     if ends_with_user:
         assembly.add_leaf(tails, window.kept[-1])  # the leaf's turn is always kept, and the leaf ends it
+        assembly.add_in_chat(in_chat)
     if constants is not None and constants.refs:
         assembly.explain[0] = replace(assembly.explain[0], lore=constants.refs)
     return replace(

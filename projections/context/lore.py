@@ -1,20 +1,22 @@
 """Lore in the context, as Liyuan places it: constant entries in the system prompt (before or after the
 character, as each entry's position says); the keyword hits of this turn in the last user message — their
 titles, or their full text when the main model cannot look them up (no tools: bring-your-own mode, or
-the setting says so) — with an index of every other title under a character budget. What lore may take
-(`lore_budget`): a share of the context's budget and a cap, each entry counted as the context shows it."""
+the setting says so) — with an index of every other title under a character budget; entries SillyTavern
+places in the chat (@depth, the author's note positions) in full at their depth (`depth_blocks`, placed by
+`message_builder.Assembly.add_in_chat`). What lore may take (`lore_budget`): a share of the context's budget
+and a cap, each entry counted as the context shows it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from domain.card.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit
+from domain.card.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit, extras_of
 from domain.card.rules.lore import LoreBudget, LoreTurn, activate
 from domain.card.rules.lore_timers import PastTurn, durations, horizon, timed_turn
 from domain.texts import ContextTexts
 from domain.values import StorySettings
-from projections.context.records import LoreRef, TailBlock
+from projections.context.records import DepthBlock, LoreRef, TailBlock
 from projections.context.window import NODE, TEXT, Rendered
 
 INDEX_CHARS = 2000
@@ -36,6 +38,8 @@ def ref(hit: LoreHit) -> LoreRef:
 
 
 def constant_lore(constants: Sequence[LoreHit], fill: Callable[[str], str]) -> ConstantLore:
+    """The constant entries of the system prompt (those placed in the chat go there instead)."""
+    constants = [h for h in constants if extras_of(h.entry).at_depth is None]
     before = [fill(h.entry.content.strip()) for h in constants if h.entry.position == "before_char"]
     after = [fill(h.entry.content.strip()) for h in constants if h.entry.position == "after_char"]
     return ConstantLore(
@@ -127,7 +131,7 @@ def lore_budget(
     tokens = min(share, settings.lore_tokens) if settings.lore_tokens else share
 
     def cost(entry: LoreEntry) -> int:
-        if entry.constant:
+        if entry.constant or extras_of(entry).at_depth is not None:
             return shown.count(fill(entry.content.strip()))
         return shown.count(_entry_line(entry, shown.bodies, fill, texts))
 
@@ -145,7 +149,8 @@ def lore_block(
     """The hits of this turn (the activation kept them within the lore budget) and the index of the other
     titles, those left out included (None: the books have no keyword entries)."""
     hit_ids = {(h.book_id, h.entry.uid) for h in activation.hits}
-    lines = [_entry_line(hit.entry, shown.bodies, fill, texts) for hit in activation.hits]
+    here = [hit for hit in activation.hits if extras_of(hit.entry).at_depth is None]  # (the others: in the chat)
+    lines = [_entry_line(hit.entry, shown.bodies, fill, texts) for hit in here]
     others = [
         fill(entry.label)
         for book in books
@@ -163,9 +168,9 @@ def lore_block(
         parts.append(index)
     if not parts:
         return None
-    why = "lore: " + (
-        "; ".join(f"{h.entry.label!r} ({h.why})" for h in activation.hits) if activation.hits else "no key matched"
-    )
+    why = "lore: " + ("; ".join(f"{h.entry.label!r} ({h.why})" for h in here) if here else "no key matched")
+    if len(here) < len(activation.hits):
+        why += f"; {len(activation.hits) - len(here)} placed in the chat"
     if activation.left_out:
         why += "; left out: " + "; ".join(f"{h.entry.label!r} ({h.why_not})" for h in activation.left_out)
     if index:
@@ -173,8 +178,27 @@ def lore_block(
     if activation.timed_out:
         slow = ", ".join(f"{key!r}" for _, _, key in activation.timed_out)
         why += f"; regex key(s) over the time limit, taken as no match: {slow}"
-    refs = tuple(map(ref, (*activation.hits, *activation.left_out)))
+    refs = tuple(map(ref, (*here, *activation.left_out)))
     return TailBlock("lore", why, "\n".join(parts), lore=refs)
+
+
+def depth_blocks(activation: LoreActivation, fill: Callable[[str], str]) -> list[DepthBlock]:
+    """The entries placed in the chat (SillyTavern's @depth, and its author's note positions), constant or
+    hit, in full: one block per depth and role, its entries by `order` (lower first)."""
+    placed: dict[tuple[int, str], list[LoreHit]] = {}
+    for hit in (*activation.constants, *activation.hits):
+        where = extras_of(hit.entry).at_depth
+        if where is not None and hit.entry.content.strip():
+            placed.setdefault(where, []).append(hit)
+    blocks = []
+    for (depth, role), hits in placed.items():
+        hits.sort(key=lambda h: h.entry.order)
+        text = "\n".join(fill(h.entry.content.strip()) for h in hits)
+        why = f"lore placed {depth} message(s) from the end as {role} text: " + "; ".join(
+            f"{h.entry.label!r} ({h.why})" for h in hits
+        )
+        blocks.append(DepthBlock(depth, role, text, why, tuple(map(ref, hits))))
+    return blocks
 
 
 def _entry_line(entry: LoreEntry, bodies: bool, fill: Callable[[str], str], texts: ContextTexts) -> str:

@@ -1,6 +1,6 @@
 """The messages of a context and its explain list, built block by block in order: the system prompt, the
 summary layers, the greeting and the verbatim path (alternating, or merged where a front end's roles
-repeat), and the blocks before the user's words in the last user message."""
+repeat), the blocks before the user's words in the last user message, and lore placed in the chat."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from uuid import UUID
 
 from domain.tree.rules.compaction import Layers
 from domain.values import NodeView
-from projections.context.records import Context, ExplainBlock, Message, TailBlock
+from projections.context.records import Context, DepthBlock, ExplainBlock, Message, TailBlock
 from projections.context.summary_fit import CountedSummary
 from projections.context.window import (
     MESSAGE,
@@ -27,15 +27,17 @@ _NODE, _TEXT, _TOKENS, _MESSAGE = itemgetter(NODE), itemgetter(TEXT), itemgetter
 
 
 SUMMARY_KINDS = frozenset({"prelude", "digest", "episode", "anchors", "resident"})
+SIDE_ORDER = {"assistant": 0, "user": 1, "system": 2}  # lore at one depth, as SillyTavern orders it
 
 
-def shifted(block: ExplainBlock, by: int) -> ExplainBlock:
-    """A block of message 1 after `by` characters were put before it there."""
+def shifted(block: ExplainBlock, by: int, message: int = 1, at: int = 0) -> ExplainBlock:
+    """A block after `by` characters were put into `message` at offset `at` (its span moves where it starts or
+    ends in that message, from there on)."""
     if block.span is None or block.message_index is None:
         return block
     start, end = block.span
-    start += by if block.message_index == 1 else 0
-    end += by if block.end_message == 1 else 0
+    start += by if block.message_index == message and start >= at else 0
+    end += by if block.end_message == message and end > at else 0
     return replace(block, span=(start, end))
 
 
@@ -217,6 +219,42 @@ class Assembly:
                 "user", "the user's words, last", (node.id,), len(words), tokens, last, span=span, end_message=last
             )
         )
+
+    def add_in_chat(self, blocks: list[DepthBlock]) -> None:
+        """Lore placed in the chat, each block `depth` messages from the end (0: after the last): at the start
+        of the message there when it is of the block's side (a reply for assistant texts, a user message for
+        the others), else at the end of the one before it, else at the start of the next one of its side —
+        roles keep alternating, and the system prompt stays as it is."""
+        fronts: dict[tuple[int, int], int] = {}  # (message, depth) → where the next block at its start goes
+        for block in sorted(blocks, key=lambda b: (-b.depth, SIDE_ORDER.get(b.role, 2))):
+            count = len(self.messages)
+            side = "assistant" if block.role == "assistant" else "user"
+            point = min(max(count - block.depth, 1), count)  # before message `point`
+            after = next((i for i in range(point, count) if self.messages[i].role == side), None)
+            before = next((i for i in range(point - 1, 0, -1) if self.messages[i].role == side), None)
+            if after == point or (after is not None and before is None):
+                at, front = after, True
+            elif before is not None:
+                at, front = before, False
+            else:  # (no message of its side at all: the last one)
+                at, front = count - 1, False
+            message = self.messages[at]
+            if front:  # (after the blocks of the same depth put there before it: assistant, user, system)
+                offset = fronts.get((at, block.depth), 0)
+                content = message.content
+                self.messages[at] = Message(message.role, content[:offset] + block.text + "\n\n" + content[offset:])
+                self.explain = [shifted(b, len(block.text) + 2, at, offset) for b in self.explain]
+                span = (offset, offset + len(block.text))
+                fronts[at, block.depth] = span[1] + 2
+            else:
+                self.messages[at] = Message(message.role, message.content + "\n\n" + block.text)
+                span = (len(message.content) + 2, len(message.content) + 2 + len(block.text))
+            self.explain.append(
+                ExplainBlock(
+                    "lore_in_chat", block.why, (), len(block.text), self.cache.count_raw(block.text), at, span=span,
+                    end_message=at, lore=block.lore,
+                )
+            )  # fmt: skip
 
     def context(
         self, leaf: NodeView, used: int, cut_at: NodeView | None, layers: Layers, kept: tuple[Rendered, ...]

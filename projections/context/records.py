@@ -80,6 +80,18 @@ class TailBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class DepthBlock:
+    """Lore placed in the chat: `depth` messages from the end, in a message of `role`'s side (system and user
+    texts in a user message, assistant texts in a reply)."""
+
+    depth: int
+    role: str
+    text: str
+    why: str
+    lore: tuple[LoreRef, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Context:
     messages: tuple[Message, ...]
     explain: tuple[ExplainBlock, ...]

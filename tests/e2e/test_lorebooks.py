@@ -296,3 +296,49 @@ async def test_sticky_and_cooldown_follow_the_path_and_a_branch_has_its_own(api:
     refs = {r["title"]: r for r in lore_refs(other)}
     assert "Reef" not in refs and (refs["Fog"]["left_out"], refs["Fog"]["key"]) == (None, "fog")
     assert await api.call("GET", f"/v1/stories/{story['id']}/context?at={words['id']}") == context  # (the first again)
+
+
+async def test_entries_placed_in_the_chat_go_at_their_depth_on_their_side_and_roles_still_alternate(api: Api) -> None:
+    """SillyTavern's @depth (with its role) and author's note positions: in the assembled messages, not the
+    system prompt nor the lore block; the explain list points at each, and the tokens still add up."""
+    card = await api.card(name="Mira", description="A ferry pilot.", first_mes="The ferry waits.")
+    entries = [
+        {"key": ["reef"], "content": "[Mira speaks of reefs warily.]", "comment": "Wary", "position": 4, "depth": 2,
+         "role": 2},
+        {"key": ["reef"], "content": "[Answer in two sentences.]", "comment": "Short", "position": 4, "depth": 0},
+        {"key": [], "content": "[The sea is calm today.]", "comment": "Calm", "constant": True, "position": 4,
+         "depth": 4, "role": 1},
+        {"key": ["reef"], "content": "[Note: the tide is low.]", "comment": "Tide", "position": 2},
+        {"key": ["reef"], "content": "Reefs line the north shore.", "comment": "Reefs"},
+        {"key": ["reef"], "content": "[S1]", "comment": "S1", "position": 4, "depth": 1, "role": 0},
+        {"key": ["reef"], "content": "[U1]", "comment": "U1", "position": 4, "depth": 1, "role": 1},
+    ]  # fmt: skip
+    await api.send("POST", f"/v1/cards/{card['id']}/lorebooks", world_info(entries))
+    story = await api.call("POST", "/v1/stories", {"card_id": card["id"], "settings": {"lore_bodies": "full"}}, 201)
+    await api.turn(story["id"], "Hello there.", "Welcome aboard.")
+    await api.turn(story["id"], "Is it far?", "Not far.")
+    await api.append(story["id"], "user", "Mind the reef!")
+    context = await api.call("GET", f"/v1/stories/{story['id']}/context")
+    messages = [(m["role"], m["content"]) for m in context["messages"]]
+    roles = [role for role, _ in messages]
+    assert roles == ["system", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert messages[5][1].startswith("[Mira speaks of reefs warily.]\n\nNot far.")  # 2 from the end: the reply
+    assert messages[-1][1].endswith("Mind the reef!\n\n[Answer in two sentences.]")  # 0: after the words
+    assert messages[-1][1].startswith("[U1]\n\n[S1]\n\n")  # 1: the last message's start, user before system
+    assert messages[2][1] == "Hello there.\n\n[The sea is calm today.]\n\n[Note: the tide is low.]"  # 4 up: user, system
+    assert "calm today" not in messages[0][1]  # (not the system prompt)
+    lore = next(b for b in context["explain"] if b["what"] == "lore")
+    assert [r["title"] for r in lore["lore"]] == ["Reefs"] and "5 placed in the chat" in lore["why"]
+    placed = [b for b in context["explain"] if b["what"] == "lore_in_chat"]
+    assert sorted(r["title"] for b in placed for r in b["lore"]) == ["Calm", "S1", "Short", "Tide", "U1", "Wary"]
+    for block in context["explain"]:  # every span still points at its text
+        if block["span"] is not None and block["message_index"] == block["end_message"]:
+            start, end = block["span"]
+            assert end - start == block["chars"], block
+    for block in placed:
+        start, end = block["span"]
+        assert messages[block["message_index"]][1][start:end].startswith("[")
+    user_words = next(b for b in context["explain"] if b["what"] == "user")
+    start, end = user_words["span"]
+    assert messages[user_words["message_index"]][1][start:end] == "Mind the reef!"
+    assert context["tokens"] == sum(block["tokens"] for block in context["explain"])
