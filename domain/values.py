@@ -72,7 +72,7 @@ class StorySettings(BaseModel):
         " world_info_budget)",
     )  # fmt: skip
     lore_tokens: int = Field(
-        1536, ge=0, le=1_000_000, description="the most tokens lore entries take in a context, whatever the share"
+        0, ge=0, le=1_000_000, description="the most tokens lore entries take in a context, whatever the share"
         " (SillyTavern's budget cap); 0 = the share alone",
     )  # fmt: skip
     lore_min_activations: int = Field(

@@ -131,7 +131,8 @@ def _take_chunk(relayed: Relayed, chunk: Mapping[str, Any]) -> None:
 
 
 def _says_something(chunk: Mapping[str, Any]) -> bool:
-    """Whether a stream chunk carries words, a tool call, an end or the usage (not a role alone)."""
+    """Whether a stream chunk carries anything but a role and empty words: words, a tool call, reasoning, an
+    end, the usage (a reasoning model's thinking goes on to the front end as it comes)."""
     if isinstance(chunk.get("usage"), dict):
         return True
     choices = chunk.get("choices")
@@ -139,7 +140,7 @@ def _says_something(chunk: Mapping[str, Any]) -> bool:
         if not isinstance(choice, dict):
             continue
         delta: Mapping[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
-        if choice.get("finish_reason") or delta.get("content") or delta.get("tool_calls") or delta.get("refusal"):
+        if choice.get("finish_reason") or any(value for name, value in delta.items() if name != "role"):
             return True
     return False
 

@@ -7,10 +7,10 @@ Books of 0, 100, 1,000 and 5,000 entries (--quick: up to 1,000; --smoke: all fou
 30-turn story), each entry two or three keys drawn from the MemoryBank turn texts' words (Chinese and
 English), one in twenty a regular expression, one in fifty constant, selective logic mixed, and World Info's
 rules at work: one entry in ten with a probability of 50, one in eight in one of twenty inclusion groups,
-one in thirty `preventRecursion` (the book not recursive, as a World Info file is imported); scanned against the newest four messages of a
-story (the default scan depth) under the default lore budget (25 % of a 28,672-token budget, at most 1,536
-tokens, entries counted as the context shows them in full), each sample at a node of its own (fresh draws),
-as a context at a fresh user node does. Figures:
+one in thirty `preventRecursion` (the book not recursive, as a World Info file is imported); scanned against
+the newest four messages of a story (the default scan depth) under the default lore budget (25 % of a
+28,672-token budget, entries counted as the context shows them in full), each sample at a node of its own
+(fresh draws), as a context at a fresh user node does. Figures:
 
 - `activate_<n>_ms`: median time of `domain.card.rules.lore.activate` over the book (200 samples; goal at
   1,000 entries: 10 ms); `activate_1000_recursive_ms`: the same book recursive (3 steps), where each hit's

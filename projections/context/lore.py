@@ -70,7 +70,7 @@ def activated(
     def run(messages: Sequence[str], asked: LoreTurn) -> LoreActivation:
         return activate(lore, messages, char=char, user=user, budget=spend, turn=asked, clock=clock)
 
-    timed = durations(lore)
+    timed = _durations(lore)
     if timed:
         oldest = leaf.depth + 1 - 2 * horizon(timed)  # (the fold reaches no further back)
         past = [
@@ -79,9 +79,22 @@ def activated(
             if (node := item[NODE]).kind == "user" and not node.hidden and node.depth + 1 > oldest
         ]
         books = tuple((_Same(book.entries), book.book_id, book.excluded) for book in lore)
-        signature = (books, spend.tokens, spend.constants, char, user, everything, settings.lore_min_depth)
+        signature = (books, spend.tokens, spend.constants, spend.key, char, user, turn.min_activations, turn.min_depth)
         turn = timed_turn(turn, past, timed, run, signature)
     return run(_scanned(kept, lore, char, user, everything), turn)
+
+
+_DURATIONS: dict[tuple[object, ...], dict[tuple[str, int], tuple[int, int]]] = {}
+
+
+def _durations(lore: Sequence[LoreBookView]) -> dict[tuple[str, int], tuple[int, int]]:
+    """The books' timed entries, kept per set of book versions (read once, not at every context)."""
+    key = tuple((_Same(book.entries), book.book_id, book.excluded) for book in lore)
+    if key not in _DURATIONS:
+        if len(_DURATIONS) >= 1024:
+            _DURATIONS.clear()
+        _DURATIONS[key] = durations(lore)
+    return _DURATIONS[key]
 
 
 class _Same:
@@ -135,7 +148,7 @@ def lore_budget(
             return shown.count(fill(entry.content.strip()))
         return shown.count(_entry_line(entry, shown.bodies, fill, texts))
 
-    return LoreBudget(tokens, cost, constants)
+    return LoreBudget(tokens, cost, constants, (shown.bodies, shown.count, texts.language, fill("{{char}}{{user}}")))
 
 
 def lore_block(

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from domain.card.lore import LoreBookView, LoreEntry, LoreScan, extras_of
 from domain.card.rules.lore import LoreBudget, LoreTurn, activate, draw
@@ -320,3 +322,53 @@ def test_a_turn_read_again_sees_the_same_timers_and_another_start_folds_the_same
         == first
         == ["in", "sticky", "cooldown", "cooldown", "in", "sticky", "cooldown", "cooldown", "in"]
     )
+
+
+WORDS = ("reef", "fog", "tide", "gull", "mast", "雾", "灯塔")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=2),
+            st.lists(st.sampled_from(WORDS), max_size=2),
+            st.sampled_from(["and_any", "not_all", "not_any", "and_all"]),
+            st.one_of(st.none(), st.integers(0, 6)),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    said=st.lists(st.lists(st.sampled_from((*WORDS, "calm")), max_size=3), min_size=1, max_size=12),
+    wanted=st.integers(1, 5),
+    depth=st.integers(0, 3),
+    limit=st.integers(0, 14),
+)
+def test_the_minimum_of_activations_fires_what_scanning_each_depth_in_turn_fires(
+    entries: list[tuple[list[str], list[str], str, int | None, bool]],
+    said: list[list[str]],
+    wanted: int,
+    depth: int,
+    limit: int,
+) -> None:
+    """The passes of the minimum go straight to the next depth whose text may fire an entry: the same as
+    scanning each depth in turn, keeping what each fired, until enough are in."""
+    lore = [
+        LoreEntry(
+            uid=i, keys=tuple(f"/{k}/" if regex else k for k in keys), secondary_keys=tuple(secondary), logic=logic,
+            scan_depth=own, content=f"entry {i}",
+        )
+        for i, (keys, secondary, logic, own, regex) in enumerate(entries)
+    ]  # fmt: skip
+    messages = [f"{USER}: " + " ".join(words) for words in said]
+    book = LoreBookView("b", LoreScan(scan_depth=depth), lore)
+    found = {h.entry.uid for h in run(book, messages, turn=LoreTurn(min_activations=wanted, min_depth=limit)).hits}
+    expected: set[int] = set()
+    top = min(limit or len(messages), len(messages))
+    for deeper in range(depth, max(top, depth) + 1):
+        at = LoreBookView("b", LoreScan(scan_depth=deeper), lore)
+        expected |= {h.entry.uid for h in run(at, messages).hits}
+        if len(expected) >= wanted:
+            break
+    assert found == expected

@@ -7,7 +7,7 @@ import { get } from "./api.js";
 import { attempt, Loading, Problem, short, useLoad } from "./ui.js";
 
 const LAYERS = {
-  system: "system", instructions: "instructions", lore: "lore", resident: "memory", memory: "memory",
+  system: "system", instructions: "instructions", lore: "lore", lore_in_chat: "lore", resident: "memory", memory: "memory",
   digest: "digest", episode: "episode", anchors: "anchors", recall: "recall", verbatim: "verbatim",
   greeting: "greeting", user: "verbatim", prelude: "memory", scene: "scene", roster: "scene", cut: "cut", hidden: "cut",
   "client block": "client", "client after": "client", prefill: "client",
@@ -27,6 +27,8 @@ register({
     context_covers: "depths {a}–{b}",
     context_scores: "recall scores",
     context_lore: "lore entries",
+    context_lore_left_out: "left out",
+    context_lore_sticky: "sticky",
     context_memory: "card memory",
     context_free: "free",
     context_refresh: "Refresh",
@@ -48,6 +50,8 @@ register({
     context_covers: "深度 {a}–{b}",
     context_scores: "召回分数",
     context_lore: "世界书条目",
+    context_lore_left_out: "未放入",
+    context_lore_sticky: "粘滞",
     context_memory: "角色卡记忆",
     context_free: "空余",
     context_refresh: "刷新",
@@ -92,6 +96,8 @@ function NodeList({ ids }) {
   </div>`;
 }
 
+const loreName = (l) => `${l.title}${l.sticky ? ` (${t("context_lore_sticky")})` : l.key ? ` (${l.key})` : ""}`;
+
 function Block({ context, block, index, open, onToggle }) {
   const kind = layer(block.what);
   return html`<li class=${`block layer-${kind}`} data-testid="context-block" data-what=${block.what}>
@@ -107,8 +113,11 @@ function Block({ context, block, index, open, onToggle }) {
           ${block.scores && block.scores.length
             ? html`<p data-testid="recall-scores"><span class="muted">${t("context_scores")}:</span> ${block.scores.map((s) => s.toFixed(3)).join(", ")}</p>`
             : null}
-          ${block.lore && block.lore.length
-            ? html`<p><span class="muted">${t("context_lore")}:</span> ${block.lore.map((l) => `${l.title}${l.key ? ` (${l.key})` : ""}`).join(" · ")}</p>`
+          ${block.lore && block.lore.some((l) => !l.left_out)
+            ? html`<p><span class="muted">${t("context_lore")}:</span> ${block.lore.filter((l) => !l.left_out).map(loreName).join(" · ")}</p>`
+            : null}
+          ${block.lore && block.lore.some((l) => l.left_out)
+            ? html`<p data-testid="lore-left-out"><span class="muted">${t("context_lore_left_out")}:</span> ${block.lore.filter((l) => l.left_out).map((l) => `${l.title} (${l.detail || l.left_out})`).join(" · ")}</p>`
             : null}
           ${block.memory && block.memory.length
             ? html`<p><span class="muted">${t("context_memory")}:</span> ${block.memory.map((m) => m.key).join(" · ")}</p>`

@@ -6,6 +6,7 @@ through inclusion groups, probability and the token budget. Pure functions; the 
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -23,6 +24,7 @@ class LoreBudget:
     tokens: int
     cost: Callable[[LoreEntry], int]
     constants: bool = True
+    key: object = None  # what `cost` depends on, for what is kept per budget (hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,7 @@ class _ScanTexts:
     def __init__(self, messages: Sequence[str]) -> None:
         self.messages = list(messages)
         self._built: dict[tuple[int, int], Text] = {}
+        self._whole: tuple[Text, list[int]] | None = None
         self.buffer: list[str] = []
 
     def text(self, depth: int, level: int) -> Text:
@@ -60,6 +63,17 @@ class _ScanTexts:
             window = self.messages[-depth:] if depth > 0 else []
             self._built[key] = Text.of("\n".join(window + (self.buffer if level else [])))
         return self._built[key]
+
+    def whole(self) -> tuple[Text, list[int]]:
+        """Every message joined, and where each starts in it."""
+        if self._whole is None:
+            starts, at = [], 0
+            for message in self.messages:
+                starts.append(at)
+                at += len(message) + 1
+            starts.append(at)
+            self._whole = (Text.of("\n".join(self.messages)), starts)
+        return self._whole
 
     def since(self, start: int) -> Text:
         """The buffer's contents from the `start`-th on: what a recursion pass's text has that an earlier
@@ -90,6 +104,7 @@ class _Activation:
         self.used = sum(budget.cost(c.entry) for c in constants) if budget is not None and budget.constants else 0
         self.overflow = False
         self.unmatched: dict[int, tuple[int, int]] = {}  # entry → (depth, buffer length) its primary keys missed
+        self.reach: dict[int, int] = {}  # entry → the least scan depth that may fire it (the minimum's passes)
 
     def run(self) -> None:
         skew = 0
@@ -106,10 +121,53 @@ class _Activation:
             wanted = self.turn.min_activations
             if self.overflow or not wanted or len(self.constants) + len(self.kept) >= wanted or not self.pending:
                 return
-            skew += 1  # too few: one message deeper
-            limit = self.turn.min_depth or len(self.texts.messages)
-            if max(c.book.scan.scan_depth for c in self.pending) + skew > limit:
+            deeper = self._deeper(skew)  # too few: deeper, as far as the next message that can fire an entry
+            if deeper is None:
                 return
+            skew = deeper
+
+    def _deeper(self, skew: int) -> int | None:
+        """The least skew past `skew` at which a pending entry's scan text holds one of its keys' texts (the
+        passes between would fire nothing: their texts hold none), within the chat and `min_depth`; None when
+        there is none. An entry with a scan depth of its own does not go deeper (SillyTavern's way)."""
+        messages = len(self.texts.messages)
+        limit = min(self.turn.min_depth or messages, messages)
+        least = None
+        for candidate in self.pending:
+            if candidate.entry.scan_depth is not None or candidate.extras.delay_until_recursion:
+                continue
+            base = candidate.book.scan.scan_depth
+            reach = self.reach.get(id(candidate))
+            if reach is None or reach <= base + skew:
+                reach = self._reach(candidate, base + skew)
+                self.reach[id(candidate)] = reach
+            if reach <= limit and (least is None or reach - base < least):
+                least = reach - base
+        return least
+
+    def _reach(self, candidate: Candidate, depth: int) -> int:
+        """The least scan depth past `depth` whose text may fire the entry: where the newest of its keys' texts
+        lies in the messages older than `depth` (plain keys); the next depth for patterns and for an entry
+        whose key is in already but not its secondary keys; past the chat when none is there."""
+        ready, messages = candidate.prepared, len(self.texts.messages)
+        if not ready.plain or (id(candidate) not in self.unmatched and ready.secondaries):
+            return depth + 1
+        whole, starts = self.texts.whole()
+        haystack = whole.raw if ready.rule.case_sensitive else whole.folded
+        if depth >= messages:
+            return messages + 1
+        end = starts[messages - depth] - 1  # (the messages older than the newest `depth`, without the line break)
+        found = max((haystack.rfind(needle, 0, end) for needle in ready.needles), default=-1)
+        if found < 0:
+            return messages + 1
+        return messages - (bisect_right(starts, found) - 1)
+
+    def _deeper_text(self, candidate: Candidate, skew: int) -> bool:
+        """Whether a pass of the minimum of activations at `skew` scans a text for the entry that may fire it."""
+        if candidate.entry.scan_depth is not None:
+            return False
+        reach = self.reach.get(id(candidate))
+        return reach is None or reach <= candidate.book.scan.scan_depth + skew
 
     def _delay_levels(self) -> list[int]:
         return sorted({c.extras.delay_until_recursion for c in self.pending} - {0})
@@ -122,6 +180,9 @@ class _Activation:
         waiting: list[Candidate] = []
         for candidate in self.pending:
             sticky = _key(candidate) in self.turn.sticky
+            if level == 0 and skew and not self._deeper_text(candidate, skew):  # (the same text as before: no fire)
+                waiting.append(candidate)
+                continue
             if sticky and level == 0:  # kept in by its timer: no key, no draw, no recursion flag asked
                 hit = LoreHit(candidate.book.book_id, candidate.entry, None, None, level, sticky=True)
             elif not sticky and _may_fire(candidate, level, stage):
@@ -242,7 +303,9 @@ class _Activation:
         messages together, hold it)."""
         depth = _depth(candidate, skew)
         key = next((k for k in candidate.prepared.keys if k.written == hit.key), None)
-        if hit.recursion or key is None or depth <= 0:
+        if hit.recursion:  # (a recursion pass's hits: all alike, by order)
+            return 0
+        if key is None or depth <= 0:
             return depth
         for back, message in enumerate(reversed(self.texts.messages[-depth:])):
             if self.matcher.matches(key, Text.of(message), candidate.prepared.rule):

@@ -10,14 +10,17 @@ cooling one stays out. When a sticky timer ends (looked at when the next turn is
 cooldown starts one then, at work at once.
 
 What changji decides: the timers are folded, from no timer at all, over the turns the context's window holds
-(a user's words and the messages before them, scanned as at that turn, its draws seeded by its node) from a
-start that depends on the chat's length alone: the last multiple of the horizon (twice the longest sticky
-plus cooldown of the books) at least one horizon back. So a context is the same whenever it is read, and
-the folds of the turns since that start are kept and go on one turn at a time. The entries are those of the
-books as they are now (an edit of a book changes the timers it gives, as it changes what fires)."""
+(a user's words and the messages before them, scanned as at that turn, its draws seeded by its node) since
+the last multiple of the horizon (twice the longest sticky plus cooldown of the books) at least one horizon
+back — or since the window's oldest turn, where the window starts later. The entries are those of the books
+as they are now (an edit of a book changes the timers it gives, as it changes what fires). A fold is kept
+under a digest of everything it read (the books and budget, its start, and each turn's node, length and
+scanned messages, in order), so a kept fold is the one a fresh fold would give: a context is the same
+whenever it is read, and the next turn folds one turn more."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -108,7 +111,18 @@ def started(
 
 
 Run = Callable[[Sequence[str], LoreTurn], LoreActivation]
-_AFTER: dict[tuple[object, int, str, int], LoreTimers] = {}  # (signature, start, node, length) → timers after it
+
+
+def _digest(before: bytes, step: PastTurn) -> bytes:
+    """What a fold has read, one turn more."""
+    hashed = hashlib.blake2b(before, digest_size=16)
+    for part in (step.seed, str(step.length), *step.messages):
+        hashed.update(part.encode())
+        hashed.update(b"\x1f")
+    return hashed.digest()
+
+
+_AFTER: dict[tuple[object, bytes], LoreTimers] = {}  # (signature, digest of the turns folded) → timers after them
 _AFTER_MAX = 4096
 
 
@@ -127,19 +141,24 @@ def timed_turn(
     length, reach = turn.messages, horizon(timed)
     start = (length - reach) // reach * reach if length > reach else 0
     within = [p for p in past if start < p.length < length]
+    digests, digest = [], str(start).encode()
+    for step in within:
+        digest = _digest(digest, step)
+        digests.append(digest)
     timers, begin = NO_TIMERS, 0
     for i in range(len(within) - 1, -1, -1):  # the newest fold kept, to go on from
-        kept = _AFTER.get((signature, start, within[i].seed, within[i].length))
+        kept = _AFTER.get((signature, digests[i]))
         if kept is not None:
             timers, begin = kept, i + 1
             break
-    for step in within[begin:]:
+    for i in range(begin, len(within)):
+        step = within[i]
         timers = checked(timers, step.length, timed)
         sticky, cooling = timers.at(step.length)
         asked = replace(turn, seed=step.seed, messages=step.length, sticky=sticky, cooling=cooling)
         timers = started(timers, run(step.messages, asked), step.length, timed)
         if len(_AFTER) >= _AFTER_MAX:
             del _AFTER[next(iter(_AFTER))]
-        _AFTER[signature, start, step.seed, step.length] = timers
+        _AFTER[signature, digests[i]] = timers
     sticky, cooling = checked(timers, length, timed).at(length)
     return replace(turn, sticky=sticky, cooling=cooling)
