@@ -79,7 +79,8 @@ def activated(
             if (node := item[NODE]).kind == "user" and not node.hidden and node.depth + 1 > oldest
         ]
         books = tuple((_Same(book.entries), book.book_id, book.excluded) for book in lore)
-        signature = (books, spend.tokens, spend.constants, spend.key, char, user, turn.min_activations, turn.min_depth)
+        costs = spend.key if spend.key is not None else spend.cost  # (a budget that names no key: its function)
+        signature = (books, spend.tokens, spend.constants, costs, char, user, turn.min_activations, turn.min_depth)
         turn = timed_turn(turn, past, timed, run, signature)
     return run(_scanned(kept, lore, char, user, everything), turn)
 
