@@ -109,6 +109,7 @@ class LoreExtras:
     groups: tuple[str, ...] = ()
     group_override: bool = False
     group_weight: float = 100.0
+    group_scoring: bool = False
     exclude_recursion: bool = False
     prevent_recursion: bool = False
     delay_until_recursion: int = 0  # 0: any pass; n: only from the n-th recursion pass on
@@ -144,6 +145,7 @@ _SPELLINGS = {  # LoreExtras field: (World Info spelling, card book spelling)
     "groups": ("group", "group"),
     "group_override": ("groupOverride", "group_override"),
     "group_weight": ("groupWeight", "group_weight"),
+    "group_scoring": ("useGroupScoring", "use_group_scoring"),
     "exclude_recursion": ("excludeRecursion", "exclude_recursion"),
     "prevent_recursion": ("preventRecursion", "prevent_recursion"),
     "delay_until_recursion": ("delayUntilRecursion", "delay_until_recursion"),
@@ -174,6 +176,7 @@ def extras_of(entry: LoreEntry) -> LoreExtras:
         groups=tuple(g for g in (p.strip() for p in str(found.get("groups") or "").split(",")) if g),
         group_override=_flag(found.get("group_override"), False),
         group_weight=_number(found.get("group_weight"), 100.0, 0.0, 1e9),
+        group_scoring=_flag(found.get("group_scoring"), False),
         exclude_recursion=_flag(found.get("exclude_recursion"), False),
         prevent_recursion=_flag(found.get("prevent_recursion"), False),
         delay_until_recursion=_level(found.get("delay_until_recursion")),

@@ -325,7 +325,8 @@ async def test_entries_placed_in_the_chat_go_at_their_depth_on_their_side_and_ro
     assert messages[5][1].startswith("[Mira speaks of reefs warily.]\n\nNot far.")  # 2 from the end: the reply
     assert messages[-1][1].endswith("Mind the reef!\n\n[Answer in two sentences.]")  # 0: after the words
     assert messages[-1][1].startswith("[U1]\n\n[S1]\n\n")  # 1: the last message's start, user before system
-    assert messages[2][1] == "Hello there.\n\n[The sea is calm today.]\n\n[Note: the tide is low.]"  # 4 up: user, system
+    calm_then_tide = "Hello there.\n\n[The sea is calm today.]\n\n[Note: the tide is low.]"
+    assert messages[2][1] == calm_then_tide  # 4 up: at the end of the user's message, user texts before system
     assert "calm today" not in messages[0][1]  # (not the system prompt)
     lore = next(b for b in context["explain"] if b["what"] == "lore")
     assert [r["title"] for r in lore["lore"]] == ["Reefs"] and "5 placed in the chat" in lore["why"]

@@ -372,3 +372,16 @@ def test_the_minimum_of_activations_fires_what_scanning_each_depth_in_turn_fires
         if len(expected) >= wanted:
             break
     assert found == expected
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_group_scoring_keeps_the_members_that_match_the_most_keys(source: str) -> None:
+    _, _, entries, words, _ = BOOKS[source]
+    second = next(k for k in entries[1].keys if k != words[1])  # (another of the monster's keys)
+    book, _ = shaped(source, {0: {"group": "g", "useGroupScoring": True}, 1: {"group": "g", "useGroupScoring": True}})
+    for i in range(20):  # the monster matches two of its keys, the forest one: the monster always
+        found = run(book, said(words[0], words[1], second), turn=LoreTurn(seed=str(i)))
+        assert kept(found) == [1] and [(h.entry.uid, h.left_out) for h in found.left_out] == [(0, "group")]
+    unscored, _ = shaped(source, {0: {"group": "g"}, 1: {"group": "g"}})
+    wins = {tuple(kept(run(unscored, said(words[0], words[1], second), turn=LoreTurn(seed=str(i))))) for i in range(40)}
+    assert wins == {(0,), (1,)}  # (without scoring, the draw decides)

@@ -38,7 +38,10 @@ and search scoring (liyuan.md §8). The decisions where those leave room, or whe
   constant one included; else the `groupOverride` member of the highest `order`; else one drawn by
   `groupWeight`, 100 by default); probability (`useProbability` and `probability` below 100: kept when the
   draw, 0–100, is below it); and the token budget (below). A hit left out by any of them is out for the
-  turn, and the explain list says why; sticky and cooldown are not applied yet.
+  turn, and the explain list says why. Group scoring (`useGroupScoring`, per entry) keeps, among the
+  members that score, those that match the most keys, before the rest. Sticky and cooldown timers
+  (`lore_timers.py`): a sticky entry is in whatever its keys, draw and recursion flags say (not past its
+  delay, its group's other sticky members or the budget, where it goes first); a cooling one is out.
 * Draws are not random: each is a hash of the node the context is at (`LoreTurn.seed`) and of the entry (or
   the group), spread evenly over 0–100. So a context is the same every time it is read, a regenerate or a
   swipe at the same node sees the same draws, and the next turn draws afresh. The explain list shows each
@@ -62,8 +65,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from domain.card.lore import LoreActivation, LoreBookView, LoreEntry, LoreHit
-from domain.card.rules.lore_activation import LoreBudget, LoreTurn, activate, draw
+from domain.card.rules.lore_activation import activate
 from domain.card.rules.lore_entries import Contents, candidates
+from domain.card.rules.lore_inputs import LoreBudget, LoreTurn, draw
 from domain.card.rules.lore_keys import CJK, CJK_PIECES, LETTERS_AND_DIGITS
 from domain.macros import fill_macros
 

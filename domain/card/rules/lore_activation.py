@@ -5,47 +5,15 @@ through inclusion groups, probability and the token budget. Pure functions; the 
 
 from __future__ import annotations
 
-import hashlib
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from domain.card.lore import LeftOut, LoreActivation, LoreBookView, LoreEntry, LoreHit
+from domain.card.lore import LeftOut, LoreActivation, LoreBookView, LoreHit
 from domain.card.rules.lore_entries import Candidate, Contents, allowed, candidates
+from domain.card.rules.lore_inputs import LoreBudget, LoreTurn, draw
 from domain.card.rules.lore_keys import REGEX_BUDGET, REGEX_SECONDS, Matcher, Text
 from domain.macros import fill_macros
-
-
-@dataclass(frozen=True, slots=True)
-class LoreBudget:
-    """The tokens lore may take in a context, and what an entry costs there. `constants`: the constant
-    entries are charged first (they are in the system prompt changji builds)."""
-
-    tokens: int
-    cost: Callable[[LoreEntry], int]
-    constants: bool = True
-    key: object = None  # what `cost` depends on, for what is kept per budget (hashable)
-
-
-@dataclass(frozen=True, slots=True)
-class LoreTurn:
-    """What activation knows of the turn: `seed`, the node the context is at (the same node draws the same
-    numbers: a regenerate or a swipe sees the draws its turn saw); `messages`, the chat's length so far (an
-    entry's `delay`; None: no entry is delayed); the minimum of activations, and how deep its scan may go
-    (0: every message given); the timers at work (`lore_timers.py`)."""
-
-    seed: str = ""
-    messages: int | None = None
-    min_activations: int = 0
-    min_depth: int = 0
-    sticky: frozenset[tuple[str, int]] = frozenset()  # (book, uid) of the entries a sticky timer keeps in
-    cooling: frozenset[tuple[str, int]] = frozenset()  # those a cooldown keeps out
-
-
-def draw(seed: str, what: str) -> float:
-    """A number in [0, 100) drawn for `what` at `seed`: the same for the same two, spread evenly."""
-    digest = hashlib.blake2b(f"{seed}\x1f{what}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64 * 100
 
 
 class _ScanTexts:
@@ -202,7 +170,7 @@ class _Activation:
             elif self.contents.claim(candidate.entry):
                 hits.append((candidate, hit))
         self.pending = waiting
-        kept = self._charged(self._rolled(self._grouped(hits)), skew)
+        kept = self._charged(self._rolled(self._grouped(hits, skew)), skew)
         self.kept += kept
         fed = [fill_macros(c.entry.content, self.char, self.user) for c, _ in kept if not c.extras.prevent_recursion]
         self.texts.buffer += fed
@@ -236,9 +204,23 @@ class _Activation:
         self.contents.release(candidate.entry)
         self.left.append(replace(hit, left_out=why, **more))  # type: ignore[arg-type]
 
-    def _grouped(self, hits: list[tuple[Candidate, LoreHit]]) -> list[tuple[Candidate, LoreHit]]:
-        """One entry of each inclusion group: none where the group has one in already; else the
-        `group_override` entry of the highest order, else one drawn by `group_weight`."""
+    def _score(self, candidate: Candidate, hit: LoreHit, skew: int) -> int:
+        """An entry's group score (SillyTavern's): its primary keys found, with its secondary keys found under
+        AND_ANY, or all of them under AND_ALL when all are."""
+        ready = candidate.prepared
+        text = self.texts.text(_depth(candidate, skew), hit.recursion)
+        found = sum(self.matcher.matches(k, text, ready.rule) for k in ready.keys)
+        if not candidate.entry.selective or not ready.secondaries or candidate.entry.logic in ("not_all", "not_any"):
+            return found
+        secondary = sum(self.matcher.matches(k, text, ready.rule) for k in ready.secondaries)
+        if candidate.entry.logic == "and_all":
+            return found + (secondary if secondary == len(ready.secondaries) else 0)
+        return found + secondary
+
+    def _grouped(self, hits: list[tuple[Candidate, LoreHit]], skew: int) -> list[tuple[Candidate, LoreHit]]:
+        """One entry of each inclusion group: the sticky ones where it has any; else, among those that score
+        (`useGroupScoring`), only those that match the most keys; none where the group has one in already;
+        else the `group_override` entry of the highest order, else one drawn by `group_weight`."""
         out = hits
         for group in dict.fromkeys(g for c, _ in hits for g in c.extras.groups):
             members = [(c, h) for c, h in out if group in c.extras.groups]
@@ -250,6 +232,14 @@ class _Activation:
                 out = [(c, h) for c, h in out if h.sticky or group not in c.extras.groups]
                 self.taken_groups.add(group)
                 continue
+            if any(c.extras.group_scoring for c, _ in members):  # the members that match fewer keys go first
+                scores = {id(c): self._score(c, h, skew) for c, h in members}
+                best = max(scores.values())
+                for candidate, hit in members:
+                    if candidate.extras.group_scoring and scores[id(candidate)] < best:
+                        self._leave(candidate, hit, "group", group=group)
+                members = [(c, h) for c, h in members if not c.extras.group_scoring or scores[id(c)] == best]
+                out = [(c, h) for c, h in out if group not in c.extras.groups or any(c is m for m, _ in members)]
             if group in self.taken_groups:
                 winner = None
             elif any(c.extras.group_override for c, _ in members):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from domain.card.lore import LoreActivation, LoreBookView, extras_of
-from domain.card.rules.lore_activation import LoreTurn
+from domain.card.rules.lore_inputs import LoreTurn
 
 Key = tuple[str, int]  # (book, uid)
 
