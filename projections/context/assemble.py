@@ -141,7 +141,7 @@ def assemble_context(
         how = LoreShown(lore_bodies, lore_lookup, cache.count_raw)
         spend = lore_budget(settings, budget, how, _filler(char, user), texts, constants=fixed_prompt is None)
         scanned = activated(lore, window.kept, settings, spend, char, user, clock)
-        in_chat = depth_blocks(scanned, _filler(char, user))
+        in_chat = depth_blocks(scanned, _filler(char, user), constants=fixed_prompt is None)
         found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
             tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)

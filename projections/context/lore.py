@@ -20,6 +20,7 @@ from projections.context.records import DepthBlock, LoreRef, TailBlock
 from projections.context.window import NODE, TEXT, Rendered
 
 INDEX_CHARS = 2000
+_NOTE_PLACE = {2: 0, 4: 1, 3: 2}  # the author's note's top, @depth, its bottom
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ def ref(hit: LoreHit) -> LoreRef:
 
 def constant_lore(constants: Sequence[LoreHit], fill: Callable[[str], str]) -> ConstantLore:
     """The constant entries of the system prompt (those placed in the chat go there instead)."""
-    constants = [h for h in constants if extras_of(h.entry).at_depth is None]
+    constants = [h for h in constants if not in_chat(h)]
     before = [fill(h.entry.content.strip()) for h in constants if h.entry.position == "before_char"]
     after = [fill(h.entry.content.strip()) for h in constants if h.entry.position == "after_char"]
     return ConstantLore(
@@ -163,7 +164,7 @@ def lore_block(
     """The hits of this turn (the activation kept them within the lore budget) and the index of the other
     titles, those left out included (None: the books have no keyword entries)."""
     hit_ids = {(h.book_id, h.entry.uid) for h in activation.hits}
-    here = [hit for hit in activation.hits if extras_of(hit.entry).at_depth is None]  # (the others: in the chat)
+    here = [hit for hit in activation.hits if not in_chat(hit)]  # (the others: in the chat)
     lines = [_entry_line(hit.entry, shown.bodies, fill, texts) for hit in here]
     others = [
         fill(entry.label)
@@ -182,9 +183,11 @@ def lore_block(
         parts.append(index)
     if not parts:
         return None
-    why = "lore: " + ("; ".join(f"{h.entry.label!r} ({h.why})" for h in here) if here else "no key matched")
-    if len(here) < len(activation.hits):
-        why += f"; {len(activation.hits) - len(here)} placed in the chat"
+    placed = len(activation.hits) - len(here)
+    listed = "; ".join(f"{h.entry.label!r} ({h.why})" for h in here)
+    why = "lore: " + (listed if here else "nothing here" if placed else "no key matched")
+    if placed:
+        why += f"; {placed} placed in the chat"
     if activation.left_out:
         why += "; left out: " + "; ".join(f"{h.entry.label!r} ({h.why_not})" for h in activation.left_out)
     if index:
@@ -196,17 +199,23 @@ def lore_block(
     return TailBlock("lore", why, "\n".join(parts), lore=refs)
 
 
-def depth_blocks(activation: LoreActivation, fill: Callable[[str], str]) -> list[DepthBlock]:
-    """The entries placed in the chat (SillyTavern's @depth, and its author's note positions), constant or
-    hit, in full: one block per depth and role, its entries by `order` (lower first)."""
+def in_chat(hit: LoreHit) -> bool:
+    """Whether an entry goes in the chat rather than the system prompt or the lore block."""
+    return extras_of(hit.entry).at_depth is not None and bool(hit.entry.content.strip())
+
+
+def depth_blocks(activation: LoreActivation, fill: Callable[[str], str], constants: bool = True) -> list[DepthBlock]:
+    """The entries placed in the chat (SillyTavern's @depth, and its author's note positions), constant (where
+    the system prompt is changji's: `constants`) or hit, in full: one block per depth and role, its entries
+    by `order` (lower first; the author's note's top ones before @depth's, its bottom ones after)."""
     placed: dict[tuple[int, str], list[LoreHit]] = {}
-    for hit in (*activation.constants, *activation.hits):
+    for hit in (*(activation.constants if constants else ()), *activation.hits):
         where = extras_of(hit.entry).at_depth
-        if where is not None and hit.entry.content.strip():
+        if where is not None and in_chat(hit):
             placed.setdefault(where, []).append(hit)
     blocks = []
     for (depth, role), hits in placed.items():
-        hits.sort(key=lambda h: h.entry.order)
+        hits.sort(key=lambda h: (_NOTE_PLACE.get(extras_of(h.entry).placement, 1), h.entry.order))
         text = "\n".join(fill(h.entry.content.strip()) for h in hits)
         why = f"lore placed {depth} message(s) from the end as {role} text: " + "; ".join(
             f"{h.entry.label!r} ({h.why})" for h in hits

@@ -36,8 +36,9 @@ def shifted(block: ExplainBlock, by: int, message: int = 1, at: int = 0) -> Expl
     if block.span is None or block.message_index is None:
         return block
     start, end = block.span
-    start += by if block.message_index == message and start >= at else 0
-    end += by if block.end_message == message and end > at else 0
+    moved = block.message_index == message and start >= at
+    start += by if moved else 0
+    end += by if block.end_message == message and (end > at or (moved and end == at)) else 0
     return replace(block, span=(start, end))
 
 
@@ -225,7 +226,7 @@ class Assembly:
         of the message there when it is of the block's side (a reply for assistant texts, a user message for
         the others), else at the end of the one before it, else at the start of the next one of its side —
         roles keep alternating, and the system prompt stays as it is."""
-        fronts: dict[tuple[int, int], int] = {}  # (message, depth) → where the next block at its start goes
+        fronts: dict[int, int] = {}  # message → where the next block at its start goes (after the deeper ones)
         for block in sorted(blocks, key=lambda b: (-b.depth, SIDE_ORDER.get(b.role, 2))):
             count = len(self.messages)
             side = "assistant" if block.role == "assistant" else "user"
@@ -239,22 +240,30 @@ class Assembly:
             else:  # (no message of its side at all: the last one)
                 at, front = count - 1, False
             message = self.messages[at]
-            if front:  # (after the blocks of the same depth put there before it: assistant, user, system)
-                offset = fronts.get((at, block.depth), 0)
+            if front:  # (after the blocks put there before it: the deeper first, then assistant, user, system)
+                offset = fronts.get(at, self._after_summaries(at))
                 content = message.content
                 self.messages[at] = Message(message.role, content[:offset] + block.text + "\n\n" + content[offset:])
                 self.explain = [shifted(b, len(block.text) + 2, at, offset) for b in self.explain]
                 span = (offset, offset + len(block.text))
-                fronts[at, block.depth] = span[1] + 2
+                fronts[at] = span[1] + 2
             else:
                 self.messages[at] = Message(message.role, message.content + "\n\n" + block.text)
                 span = (len(message.content) + 2, len(message.content) + 2 + len(block.text))
+            why = (
+                block.why if message.role == side else f"{block.why} (no {side} message there: in the {message.role}'s)"
+            )
             self.explain.append(
                 ExplainBlock(
-                    "lore_in_chat", block.why, (), len(block.text), self.cache.count_raw(block.text), at, span=span,
+                    "lore_in_chat", why, (), len(block.text), self.cache.count_raw(block.text), at, span=span,
                     end_message=at, lore=block.lore,
                 )
             )  # fmt: skip
+
+    def _after_summaries(self, message: int) -> int:
+        """Where a message's own text starts: after the summary layers it opens with (message 1)."""
+        ends = [b.span[1] for b in self.explain if b.what in SUMMARY_KINDS and b.message_index == message and b.span]
+        return max(ends) + 2 if ends else 0
 
     def context(
         self, leaf: NodeView, used: int, cut_at: NodeView | None, layers: Layers, kept: tuple[Rendered, ...]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from domain.card.lore import LoreBookView, LoreEntry, LoreScan, extras_of
 from domain.card.rules.lore import LoreBudget, LoreTurn, activate, draw
+from domain.card.rules.lore_activation import _Activation
 from domain.card.rules.lore_timers import PastTurn, durations, timed_turn
 from interchange.lorebooks import character_book_entries, read_lorebook
 from tests.shared_data import cards_dir
@@ -324,7 +325,48 @@ def test_a_turn_read_again_sees_the_same_timers_and_another_start_folds_the_same
     )
 
 
-WORDS = ("reef", "fog", "tide", "gull", "mast", "雾", "灯塔")
+WORDS = ("reef", "fog", "tide", "gull", "mast", "Straße", "雾", "灯塔")
+
+
+def step_by_step(run: Any, skew: int) -> int | None:
+    """The minimum of activations one message deeper at a time, while any pending entry can go deeper."""
+    messages = len(run.texts.messages)
+    limit = min(run.turn.min_depth or messages, messages)
+    deeper = [c.book.scan.scan_depth + skew + 1 for c in run.pending if c.entry.scan_depth is None]
+    return skew + 1 if deeper and min(deeper) <= limit else None
+
+
+def both_ways(book: LoreBookView, messages: list[str], turn: LoreTurn) -> tuple[list[int], list[int]]:
+    """The kept hits with the minimum's shortcut, and going one message deeper at a time."""
+    fast = [h.entry.uid for h in run(book, messages, turn=turn).hits]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Activation, "_deeper", step_by_step)
+        patch.setattr(_Activation, "_deeper_text", lambda *_: True)
+        return fast, [h.entry.uid for h in run(book, messages, turn=turn).hits]
+
+
+def test_the_minimums_shortcut_counts_folded_text_where_folding_makes_it_longer() -> None:
+    book = LoreBookView("b", LoreScan(scan_depth=1), [LoreEntry(uid=0, keys=("dragon",), content="d")])
+    fast, slow = both_ways(
+        book, [f"{USER}: " + "Straße " * 10 + "dragon", f"{USER}: hello"], LoreTurn(min_activations=1)
+    )
+    assert fast == slow == [0]
+
+
+def test_delayed_stages_come_once_and_the_minimums_recursion_passes_take_them_deeper() -> None:
+    """SillyTavern's stages are passed once: later, an entry delayed until recursion comes in a recursion pass
+    that the minimum's deeper passes start, at their depth."""
+    entries = [
+        LoreEntry(uid=1, keys=("zzz",), content="z", extensions={"delayUntilRecursion": 1}),
+        LoreEntry(uid=2, keys=("wolf",), content="w", extensions={"delayUntilRecursion": 2}),
+        LoreEntry(uid=3, keys=("moon",), content="m"),
+    ]
+    book = LoreBookView("b", LoreScan(scan_depth=1, recursive=True), entries)
+    messages = [f"{USER}: moon", f"{USER}: wolf", f"{USER}: a", f"{USER}: b"]
+    fast, slow = both_ways(book, messages, LoreTurn(min_activations=1))
+    assert fast == slow == [2, 3]  # the moon, four back, and the wolf in the recursion pass it starts
+    fast, slow = both_ways(book, [*messages[1::-1], *messages[2:]], LoreTurn(min_activations=1))
+    assert fast == slow == [3]  # the moon three back is enough: the wolf, four back, is not reached
 
 
 @settings(max_examples=300, deadline=None)
@@ -336,42 +378,41 @@ WORDS = ("reef", "fog", "tide", "gull", "mast", "雾", "灯塔")
             st.sampled_from(["and_any", "not_all", "not_any", "and_all"]),
             st.one_of(st.none(), st.integers(0, 6)),
             st.booleans(),
+            st.sampled_from([0, 0, 0, 1, 2]),
+            st.booleans(),
         ),
         min_size=1,
         max_size=6,
     ),
-    said=st.lists(st.lists(st.sampled_from((*WORDS, "calm")), max_size=3), min_size=1, max_size=12),
+    said=st.lists(st.lists(st.sampled_from((*WORDS, "calm", "STRASSE")), max_size=3), min_size=1, max_size=12),
     wanted=st.integers(1, 5),
     depth=st.integers(0, 3),
     limit=st.integers(0, 14),
+    recursive=st.booleans(),
 )
-def test_the_minimum_of_activations_fires_what_scanning_each_depth_in_turn_fires(
-    entries: list[tuple[list[str], list[str], str, int | None, bool]],
+def test_the_minimum_of_activations_fires_what_going_one_message_deeper_at_a_time_fires(
+    entries: list[tuple[list[str], list[str], str, int | None, bool, int, bool]],
     said: list[list[str]],
     wanted: int,
     depth: int,
     limit: int,
+    recursive: bool,
 ) -> None:
-    """The passes of the minimum go straight to the next depth whose text may fire an entry: the same as
-    scanning each depth in turn, keeping what each fired, until enough are in."""
+    """The passes of the minimum go straight to the next depth whose text may fire an entry: what they fire is
+    what going one message deeper at a time fires (recursion, delayed stages, case folding included)."""
     lore = [
         LoreEntry(
             uid=i, keys=tuple(f"/{k}/" if regex else k for k in keys), secondary_keys=tuple(secondary), logic=logic,
-            scan_depth=own, content=f"entry {i}",
+            scan_depth=own, content=f"entry {i} {' '.join(keys)}", case_sensitive=sensitive,
+            extensions={"delayUntilRecursion": stage} if stage else {},
         )
-        for i, (keys, secondary, logic, own, regex) in enumerate(entries)
+        for i, (keys, secondary, logic, own, regex, stage, sensitive) in enumerate(entries)
     ]  # fmt: skip
     messages = [f"{USER}: " + " ".join(words) for words in said]
-    book = LoreBookView("b", LoreScan(scan_depth=depth), lore)
-    found = {h.entry.uid for h in run(book, messages, turn=LoreTurn(min_activations=wanted, min_depth=limit)).hits}
-    expected: set[int] = set()
-    top = min(limit or len(messages), len(messages))
-    for deeper in range(depth, max(top, depth) + 1):
-        at = LoreBookView("b", LoreScan(scan_depth=deeper), lore)
-        expected |= {h.entry.uid for h in run(at, messages).hits}
-        if len(expected) >= wanted:
-            break
-    assert found == expected
+    book = LoreBookView("b", LoreScan(scan_depth=depth, recursive=recursive), lore)
+    turn = LoreTurn(min_activations=wanted, min_depth=limit)
+    fast, slow = both_ways(book, messages, turn)
+    assert fast == slow, (entries, said, wanted, depth, limit, recursive)
 
 
 @pytest.mark.parametrize("source", SOURCES)

@@ -30,7 +30,9 @@ and search scoring (liyuan.md §8). The decisions where those leave room, or whe
   last pass's kept hits fed the recursion buffer and some book is `recursive` within its `max_recursion` steps:
   the content of every kept hit (from any book) but those marked `preventRecursion` is the buffer, and a
   recursion pass scans an entry's messages plus the buffer. `excludeRecursion` entries take part in the first
-  pass only; `delayUntilRecursion` entries (true, or the pass number) only from that recursion pass on.
+  pass only; `delayUntilRecursion` entries (true, or the stage number) only in recursion passes, from their
+  stage on: the lowest stage is the first recursion's, and once no pass would follow, the next stage's pass
+  comes whether the book recurses or not (each stage once, as SillyTavern passes them).
   Constant entries do not feed the buffer (they are in every prompt, so they would trigger the same entries
   every turn).
 * Each pass's hits go, in turn, through: `delay` (an entry fires only once the chat has that many messages);
@@ -54,7 +56,9 @@ and search scoring (liyuan.md §8). The decisions where those leave room, or whe
   activation, as SillyTavern's overflow does. The kept hits go into the prompt by `order` (lower first),
   book position, entry position. `max_hits`, which older lorebooks carry, is not read.
 * Minimum activations (`lore_min_activations`): while fewer entries are in, the scan goes one message deeper
-  and scans again, up to `lore_min_depth` messages (0: all those given).
+  and scans again (straight to the next depth whose text holds a key's text: the passes between fire
+  nothing), each entry's scan up to `lore_min_depth` messages (0: all those given); an entry with a scan depth
+  of its own does not go deeper.
 * Duplicates: an entry whose trimmed content equals one already activated (a constant, or a hit of an earlier book
   or pass) does not activate again; the first book wins. Empty content is never a duplicate.
 * Search (`search_lore`) also finds constant entries and skips duplicate content the same way.

@@ -22,7 +22,7 @@ class _ScanTexts:
     def __init__(self, messages: Sequence[str]) -> None:
         self.messages = list(messages)
         self._built: dict[tuple[int, int], Text] = {}
-        self._whole: tuple[Text, list[int]] | None = None
+        self._whole: tuple[Text, list[int], list[int]] | None = None
         self.buffer: list[str] = []
 
     def text(self, depth: int, level: int) -> Text:
@@ -32,15 +32,19 @@ class _ScanTexts:
             self._built[key] = Text.of("\n".join(window + (self.buffer if level else [])))
         return self._built[key]
 
-    def whole(self) -> tuple[Text, list[int]]:
-        """Every message joined, and where each starts in it."""
+    def whole(self) -> tuple[Text, list[int], list[int]]:
+        """Every message joined, and where each starts in it, as written and case-folded (folding can make a
+        text longer: "ß" is "ss")."""
         if self._whole is None:
-            starts, at = [], 0
+            starts, folded, at, at_folded = [], [], 0, 0
             for message in self.messages:
                 starts.append(at)
+                folded.append(at_folded)
                 at += len(message) + 1
+                at_folded += len(message.casefold()) + 1
             starts.append(at)
-            self._whole = (Text.of("\n".join(self.messages)), starts)
+            folded.append(at_folded)
+            self._whole = (Text.of("\n".join(self.messages)), starts, folded)
         return self._whole
 
     def since(self, start: int) -> Text:
@@ -75,10 +79,10 @@ class _Activation:
         self.reach: dict[int, int] = {}  # entry → the least scan depth that may fire it (the minimum's passes)
 
     def run(self) -> None:
-        skew = 0
+        skew, delayed = 0, self._delay_levels()  # (the stages come once, the minimum's deeper passes or not)
+        stage = delayed.pop(0) if delayed else 0  # the recursion stage `delayUntilRecursion` entries wait for
         while True:
-            level, delayed = 0, self._delay_levels()
-            stage = delayed.pop(0) if delayed else 0  # the recursion stage `delayUntilRecursion` entries wait for
+            level = 0
             while True:
                 if self._scan(level, stage, skew) and not self.overflow:
                     level += 1
@@ -96,13 +100,14 @@ class _Activation:
 
     def _deeper(self, skew: int) -> int | None:
         """The least skew past `skew` at which a pending entry's scan text holds one of its keys' texts (the
-        passes between would fire nothing: their texts hold none), within the chat and `min_depth`; None when
-        there is none. An entry with a scan depth of its own does not go deeper (SillyTavern's way)."""
+        passes between would fire nothing: their texts hold none), each entry's scan within the chat and
+        `min_depth` (several books may scan to several depths); None when there is none. An entry with a scan
+        depth of its own does not go deeper (SillyTavern's way)."""
         messages = len(self.texts.messages)
         limit = min(self.turn.min_depth or messages, messages)
         least = None
         for candidate in self.pending:
-            if candidate.entry.scan_depth is not None or candidate.extras.delay_until_recursion:
+            if candidate.entry.scan_depth is not None:
                 continue
             base = candidate.book.scan.scan_depth
             reach = self.reach.get(id(candidate))
@@ -120,8 +125,9 @@ class _Activation:
         ready, messages = candidate.prepared, len(self.texts.messages)
         if not ready.plain or (id(candidate) not in self.unmatched and ready.secondaries):
             return depth + 1
-        whole, starts = self.texts.whole()
-        haystack = whole.raw if ready.rule.case_sensitive else whole.folded
+        whole, raw_starts, folded_starts = self.texts.whole()
+        sensitive = ready.rule.case_sensitive
+        haystack, starts = (whole.raw, raw_starts) if sensitive else (whole.folded, folded_starts)
         if depth >= messages:
             return messages + 1
         end = starts[messages - depth] - 1  # (the messages older than the newest `depth`, without the line break)
