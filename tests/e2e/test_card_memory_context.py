@@ -67,7 +67,9 @@ async def test_a_quiet_story_is_recapped_and_merged_by_itself_and_a_new_story_ca
     assert opening["role"] == "user" and opening["content"].startswith("【前情提要】")
     assert "油快用完了" in opening["content"]
     (block,) = [b for b in context["explain"] if b["what"] == "resident"]
-    assert block["message_index"] == 1 and f"v{memory['version']}" in block["why"]
+    later = await api.call("GET", f"/v1/cards/{card['id']}/memory")  # (the sweep may merge again meanwhile)
+    assert memory["version"] <= block["version"] <= later["version"]
+    assert block["message_index"] == 1 and f"v{block['version']}" in block["why"]
     start, end = block["span"]
     assert "油快用完了" in opening["content"][start:end]
     roles = [m["role"] for m in context["messages"]]
