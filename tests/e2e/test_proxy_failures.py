@@ -225,16 +225,21 @@ async def engine_without_retries(make_engine: MakeEngine) -> Api:
     return await make_engine(max_retries=0, embedder="none")
 
 
+async def two_turns(api: Api, fake: FakeModelServer) -> str:
+    """A story of STORY's two turns, played through the proxy; its id."""
+    fake.script(Text("r1"), Text("r2"))
+    await ask(api, chat("u1"), stream=False)
+    _, _, headers = await ask(api, chat(*STORY[:3]), stream=False)
+    return str(headers["X-Changji-Story"])
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize("kind", list(REQUESTS))
 async def test_a_request_the_upstream_fails_adds_nothing_and_then_goes_on_as_if_it_had_not_failed(
     fake: FakeModelServer, engine_without_retries: Api, kind: str, stream: bool
 ) -> None:
     api = engine_without_retries
-    fake.script(Text("r1"), Text("r2"))
-    await ask(api, chat("u1"), stream=False)
-    _, _, headers = await ask(api, chat(*STORY[:3]), stream=False)
-    story = headers["X-Changji-Story"]
+    story = await two_turns(api, fake)
     before, asked = await tree(api, story), len(fake.requests)
     fake.script(Status(503))
     status, answer, headers = await ask(api, chat(*REQUESTS[kind]), stream)
@@ -274,10 +279,7 @@ async def test_a_stream_that_breaks_off_after_its_role_alone_records_nothing_and
     fake: FakeModelServer, engine_without_retries: Api
 ) -> None:
     api = engine_without_retries
-    fake.script(Text("r1"), Text("r2"))
-    await ask(api, chat("u1"), stream=False)
-    _, _, headers = await ask(api, chat(*STORY[:3]), stream=False)
-    story = headers["X-Changji-Story"]
+    story = await two_turns(api, fake)
     before = await tree(api, story)
     fake.script(Drop([]))  # the role chunk, then the connection cut
     status, answer, headers = await ask(api, chat(*STORY, "u3"), stream=True)
