@@ -22,15 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from domain.card.lore import LoreEntry, LoreScan
-from interchange.lorebook_fields import (
-    CARD_ENTRY_FIELDS,
-    CARD_EXT_MAPPED,
-    CARD_EXT_TO_WI,
-    LOGICS,
-    WI_TO_CARD_EXT,
-    is_int,
-)
+from domain.card.lore import WI_TO_CARD_EXT, LoreEntry, LoreScan
+from interchange.lorebook_fields import CARD_ENTRY_FIELDS, CARD_EXT_MAPPED, CARD_EXT_TO_WI, LOGICS, is_int
 from interchange.lorebooks import ImportedLorebook
 
 

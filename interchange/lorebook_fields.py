@@ -1,7 +1,7 @@
 """The fields of lorebook files and their reading. What each format family (SillyTavern World Info, a card's
-`character_book` and the standalone `lorebook_v3`) calls each of `LoreEntry`'s fields, the fields it maps, ST's
-table of extension names across the families, the numbers of the selective logics and the reserved key a card
-entry's unmapped fields are kept under; and a file's objects read field by field by type (`FileObject`), entries
+`character_book` and the standalone `lorebook_v3`) calls each of `LoreEntry`'s fields, the fields it maps (ST's
+table of extension names across the families is `domain.card.lore.WI_TO_CARD_EXT`, which activation reads
+too), the numbers of the selective logics and the reserved key a card entry's unmapped fields are kept under; and a file's objects read field by field by type (`FileObject`), entries
 and scan settings validated into `LoreEntry` and `LoreScan`, every error a `LorebookFormatError` naming the field
 as it is spelled in the file, e.g. "body.entries.3.key". Field facts: shared/reference/sillytavern.md §6.2, §6.3,
 §6.5.
@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeGuard
 
 from pydantic import ValidationError
 
-from domain.card.lore import LoreEntry, LoreScan, SelectiveLogic
+from domain.card.lore import WI_TO_CARD_EXT, LoreEntry, LoreScan, SelectiveLogic
 
 LorebookFormat = Literal["world_info", "character_book", "lorebook_v3"]
 
@@ -31,18 +31,6 @@ CARD_MAPPED = frozenset(
     | {"position", "case_sensitive", "use_regex", "extensions"}
 )
 CARD_EXT_MAPPED = frozenset({"selectiveLogic", "case_sensitive", "match_whole_words", "scan_depth", "position"})
-WI_TO_CARD_EXT = {
-    "excludeRecursion": "exclude_recursion",
-    "preventRecursion": "prevent_recursion",
-    "delayUntilRecursion": "delay_until_recursion",
-    "displayIndex": "display_index",
-    "groupOverride": "group_override",
-    "groupWeight": "group_weight",
-    "useGroupScoring": "use_group_scoring",
-    "automationId": "automation_id",
-    **{name: name for name in ("probability", "useProbability", "depth", "group", "role", "vectorized")},
-    **{name: name for name in ("sticky", "cooldown", "delay")},
-}
 CARD_EXT_TO_WI = {card: wi for wi, card in WI_TO_CARD_EXT.items()}
 WI_NAMES = {
     "keys": "key",

@@ -139,23 +139,36 @@ NO_EXTRAS = LoreExtras()
 Role = Literal["system", "user", "assistant"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant")
 AUTHORS_NOTE_DEPTH = 4
-_SPELLINGS = {  # LoreExtras field: (World Info spelling, card book spelling)
-    "probability": ("probability", "probability"),
-    "use_probability": ("useProbability", "useProbability"),
-    "groups": ("group", "group"),
-    "group_override": ("groupOverride", "group_override"),
-    "group_weight": ("groupWeight", "group_weight"),
-    "group_scoring": ("useGroupScoring", "use_group_scoring"),
-    "exclude_recursion": ("excludeRecursion", "exclude_recursion"),
-    "prevent_recursion": ("preventRecursion", "prevent_recursion"),
-    "delay_until_recursion": ("delayUntilRecursion", "delay_until_recursion"),
-    "delay": ("delay", "delay"),
-    "sticky": ("sticky", "sticky"),
-    "cooldown": ("cooldown", "cooldown"),
-    "placement": ("position", "position"),
-    "depth": ("depth", "depth"),
-    "role": ("role", "role"),
+WI_TO_CARD_EXT = {  # SillyTavern's World Info field names, and what a card book's `extensions` calls them
+    "excludeRecursion": "exclude_recursion",
+    "preventRecursion": "prevent_recursion",
+    "delayUntilRecursion": "delay_until_recursion",
+    "displayIndex": "display_index",
+    "groupOverride": "group_override",
+    "groupWeight": "group_weight",
+    "useGroupScoring": "use_group_scoring",
+    "automationId": "automation_id",
+    **{name: name for name in ("probability", "useProbability", "depth", "group", "role", "vectorized")},
+    **{name: name for name in ("sticky", "cooldown", "delay")},
 }
+_WORLD_INFO_NAMES = {  # LoreExtras field: its World Info name (a card book's: `WI_TO_CARD_EXT`, else the same)
+    "probability": "probability",
+    "use_probability": "useProbability",
+    "groups": "group",
+    "group_override": "groupOverride",
+    "group_weight": "groupWeight",
+    "group_scoring": "useGroupScoring",
+    "exclude_recursion": "excludeRecursion",
+    "prevent_recursion": "preventRecursion",
+    "delay_until_recursion": "delayUntilRecursion",
+    "delay": "delay",
+    "sticky": "sticky",
+    "cooldown": "cooldown",
+    "placement": "position",
+    "depth": "depth",
+    "role": "role",
+}
+_SPELLINGS = {field: (wi, WI_TO_CARD_EXT.get(wi, wi)) for field, wi in _WORLD_INFO_NAMES.items()}
 
 
 def extras_of(entry: LoreEntry) -> LoreExtras:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.card.lore import LoreBookView, LoreEntry, LoreScan, extras_of
+from domain.card.lore import WI_TO_CARD_EXT, LoreBookView, LoreEntry, LoreScan, extras_of
 from domain.card.rules.lore import LoreBudget, LoreTurn, activate, draw
 from domain.card.rules.lore_activation import _Activation
 from domain.card.rules.lore_timers import PastTurn, durations, timed_turn
@@ -47,13 +47,6 @@ def _books() -> dict[str, Book]:
 
 BOOKS = _books()
 SOURCES = list(BOOKS)
-CARD_SPELLING = {  # a card book's extensions name these as SillyTavern's card export does
-    "groupOverride": "group_override",
-    "groupWeight": "group_weight",
-    "excludeRecursion": "exclude_recursion",
-    "preventRecursion": "prevent_recursion",
-    "delayUntilRecursion": "delay_until_recursion",
-}
 
 
 def shaped(
@@ -68,7 +61,7 @@ def shaped(
         fields = dict(changes.get(entry.uid, {}))
         content = fields.pop("content", f"entry {entry.uid}" if recursive else entry.content)
         order = fields.pop("order", entry.order)
-        ext = {(k if world_info else CARD_SPELLING.get(k, k)): v for k, v in fields.items()}
+        ext = {(k if world_info else WI_TO_CARD_EXT.get(k, k)): v for k, v in fields.items()}
         out.append(
             entry.model_copy(update={"extensions": {**entry.extensions, **ext}, "content": content, "order": order})
         )
