@@ -13,6 +13,7 @@ from api import schemas as s
 from api.handlers import (
     cards,
     chats,
+    drift,
     explore,
     jobs,
     lore,
@@ -121,6 +122,7 @@ ROUTES = (
     Route("PUT", "/v1/cards/{card_id}/memory/handbook", memory.edit_handbook, "Rewrite the handbook as text, its items tagged with their stories (what the user adds is kept by later merges)", s.MemoryTextRequest, s.CardMemoryResponse, if_match=True),
     Route("PUT", "/v1/cards/{card_id}/memory/recaps/{story_id}", memory.edit_recap, "Rewrite a story's recap (never rewritten by a later automatic one)", s.RecapTextRequest, s.CardMemoryResponse, if_match=True),
     Route("GET", "/v1/cards/{card_id}/costs", turns.card_costs, "Model calls of all stories of a card", None, s.CostsResponse),
+    Route("GET", "/v1/stories/{story_id}/drift", drift.get_drift, "The drift signals at the leaf's reply or at a node's, and whether the next turn re-anchors the character", None, s.DriftResponse, query=("at",)),
     Route("GET", "/v1/stories/{story_id}/scene", scene.get_scene, "The scene (world state, roster, presence) at the leaf or at a node", None, s.SceneResponse, query=("at",)),
     Route("PATCH", "/v1/stories/{story_id}/scene", scene.edit_scene, "Patch the scene or the roster at the leaf or at a node (the scribe's merge rules; warnings returned)", s.EditSceneRequest, s.EditSceneResponse),
     Route("GET", "/v1/stories/{story_id}/summaries", summaries.get_summaries, "The summary layers (digest, episodes) of the path to the leaf or a node", None, s.SummariesResponse, query=("at",)),

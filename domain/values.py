@@ -8,9 +8,12 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+import regex
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from domain.language import Language, LanguageChoice, resolve_language
+
+BANNED_SECONDS = 0.02  # a banned pattern's time limit per reply searched
 
 NodeKind = Literal["greeting", "user", "reply"]
 Phase = Literal["final", "writing", "waiting", "sealed", "stopped", "withdrawn"]
@@ -108,6 +111,47 @@ class StorySettings(BaseModel):
         10, ge=0, le=100_000, description="a story that changed is recapped into its card's memory after this many"
         " minutes of quiet",
     )  # fmt: skip
+
+    identity_anchor: str = Field(
+        "", max_length=4000, description="who the character is and the iron rules it keeps, word for word in"
+        " re-anchoring blocks, at the head of the digest and in the summarizers' instructions; empty = derived from"
+        " the card's description, personality and post-history instructions",
+    )  # fmt: skip
+    reanchor_turns: int = Field(
+        15, ge=0, le=10_000, description="every this many turns the user's words carry the identity anchor again;"
+        " 0 = off (drift still forces one)",
+    )  # fmt: skip
+    banned_patterns: tuple[str, ...] = Field(
+        (), max_length=50, description="regular expressions no reply should match (each searched for at most"
+        f" {BANNED_SECONDS * 1000:.0f} ms); a match is a drift signal",
+    )  # fmt: skip
+    drift_creep: float = Field(
+        2.2, ge=0, le=100, description="drift: the last replies' median length against the character's first"
+        " replies; 0 = off",
+    )  # fmt: skip
+    drift_repeat: int = Field(
+        2, ge=0, le=1000, description="drift: phrases of the last reply found in at least two of the four replies"
+        " before it; 0 = off",
+    )  # fmt: skip
+    drift_language: float = Field(
+        0.6, ge=0, le=1, description="drift: the share of the last two replies' words not in the card's language;"
+        " 0 = off",
+    )  # fmt: skip
+    drift_echo: float = Field(
+        0.6, ge=0, le=1, description="drift: the share of the user's phrases the reply repeats back; 0 = off"
+    )
+
+    @field_validator("banned_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for i, pattern in enumerate(patterns):
+            if not pattern or len(pattern) > 500:
+                raise ValueError(f"pattern {i}: between 1 and 500 characters")
+            try:
+                regex.compile(pattern)
+            except (regex.error, ValueError, OverflowError, RecursionError) as error:
+                raise ValueError(f"pattern {i} is not a regular expression: {error}") from None
+        return patterns
 
     def merged(self, overrides: dict[str, Any]) -> StorySettings:
         return StorySettings.model_validate({**self.model_dump(), **overrides})

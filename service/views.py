@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.application import Changji
+from domain.card.anchor import identity_anchor
 from domain.card.card import Card
 from domain.card.lore import LoreBookView, LoreEntry
 from domain.card.rules.lore import search_lore
@@ -39,6 +40,7 @@ from projections.read_models.store import ReadModels
 from projections.recall.story_index import Hit
 from service.card_memory_reads import CardMemoryReads
 from service.chat_transfer import chat_file, chat_messages
+from service.drift_reads import DriftReads
 from service.lineages import Lineages, OnPath
 from service.lore import LoreShelf
 from service.recall import Recall
@@ -98,6 +100,7 @@ class StoryViews:
         self.lore = LoreShelf(app)
         self._assembled: dict[UUID, int] = {}  # story → its render epoch at its last context
         self.card_memory = CardMemoryReads(app, store)
+        self.drift = DriftReads(app, store)
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing. Where
@@ -235,6 +238,7 @@ class StoryViews:
             self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
             self.app.render_epoch(story.id), self.app.node, self._summarized(story.id), recall_share,
             self.app.summarized(story.id), self._lore(self.app.card_of(story), story.id, reply_id), fixed_prompt,
+            identity_anchor(self.app.card_of(story).data, settings),
         )  # fmt: skip
         if not over:
             return 0
@@ -303,6 +307,8 @@ class StoryViews:
             time.perf_counter,
             *self.card_memory.of(card, settings, story.id),
             story.prelude,
+            identity_anchor(card.data, settings),
+            self.drift.reanchor(card, settings, story.id, node_of(leaf), saved),
         )
 
     def _memory_reserve(self, card: Card, settings: StorySettings, story_id: UUID) -> int:

@@ -29,6 +29,7 @@ from api.schemas.context import (
     RecallResponse,
     SummariesResponse,
 )
+from api.schemas.drift import DriftResponse, DriftSignalModel
 from api.schemas.lore import (
     LorebookListResponse,
     LorebookResponse,
@@ -133,6 +134,8 @@ __all__ = [
     "DigestModel",
     "DraftResponse",
     "DraftVersionModel",
+    "DriftResponse",
+    "DriftSignalModel",
     "EditSceneRequest",
     "EditSceneResponse",
     "EditSummaryRequest",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -64,6 +64,17 @@ class SettingsOverrides(Strict):
     )
     recap_turns: int | None = Field(None, ge=1, le=100_000)
     recap_quiet_minutes: float | None = Field(None, ge=0, le=100_000)
+    identity_anchor: str | None = Field(
+        None, max_length=4000, description="who the character is and its iron rules (empty: derived from the card)"
+    )
+    reanchor_turns: int | None = Field(None, ge=0, le=10_000)
+    banned_patterns: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
+        None, max_length=50, description="regular expressions no reply should match (a match is a drift signal)"
+    )
+    drift_creep: float | None = Field(None, ge=0, le=100)
+    drift_repeat: int | None = Field(None, ge=0, le=1000)
+    drift_language: float | None = Field(None, ge=0, le=1)
+    drift_echo: float | None = Field(None, ge=0, le=1)
 
     def given(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

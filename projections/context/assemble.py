@@ -81,6 +81,8 @@ def assemble_context(
     resident: Resident | None = None,
     memory_recall: Callable[[str], Sequence[MemoryHit]] | None = None,
     prelude: Prelude | None = None,
+    identity: str = "",
+    reanchor: TailBlock | None = None,
 ) -> Context:
     """Assemble the next-turn context from the path read leaf→root (`upward`, consumed lazily).
 
@@ -105,7 +107,9 @@ def assemble_context(
     one, the lore's regex keys share one time budget (`domain/card/rules/lore.py`). `resident`: the card
     memory's resident summary, after the summary layers where it has room (`resident.py`). `memory_recall`:
     the card memory's passages for the user's words, in the last user message within half the recall
-    share (and an eighth of the budget) — in a new story too, where nothing of its own is outside the window."""
+    share (and an eighth of the budget) — in a new story too, where nothing of its own is outside the window.
+    `identity`: the character's identity anchor, at the head of the digest; `reanchor`: the re-anchoring block
+    (`drift.py`), last before the user's words."""
     char, user = card.name, settings.user_name
     texts = CONTEXT_TEXTS[card.language(settings.language)]
     budget = max(settings.context_window - settings.reply_reserve, 0)
@@ -119,6 +123,8 @@ def assemble_context(
         raise ValueError("a context needs at least the root node")
     ends_with_user = leaf.kind == "user" and not leaf.hidden
     tails = tail_blocks(scene, tail, texts) if ends_with_user else []
+    if reanchor is not None and ends_with_user:
+        tails.append(reanchor)
     fixed = cache.count(system) + (cache.count(tail) if tail and ends_with_user else 0)
     key = WindowKey(budget - fixed, char, user, epoch)
     window = fit_window(Verbatim(leaf, iterator, summarized), key, cache, windows, recorded)
@@ -130,11 +136,11 @@ def assemble_context(
     )
 
     def counted(of: Layers) -> list[CountedSummary]:
-        return counted_summaries(of, load, char, user, texts, cache, prelude) if load else []
+        return counted_summaries(of, load, char, user, texts, cache, prelude, identity) if load else []
 
     def summary_tokens(of: Layers) -> int:
         assert load is not None
-        return layers_tokens(of, load, char, user, texts, epoch, cache)
+        return layers_tokens(of, load, char, user, texts, epoch, cache, identity)
 
     in_chat: list[DepthBlock] = []
     if lore and ends_with_user:  # scanned on the newest messages, which any fitting of the window keeps
@@ -144,7 +150,7 @@ def assemble_context(
         in_chat = depth_blocks(scanned, _filler(char, user), constants=fixed_prompt is None)
         found = lore_block(scanned, lore, texts, how, _filler(char, user))
         if found is not None:
-            tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), found)
+            tails.insert(_before_instructions(tails), found)
     if memory_recall is not None and ends_with_user and settings.recall_k > 0 and settings.recall_tokens > 0:
         alone = window.cut_at is None and window.boundary is None  # nothing of the story's own to recall
         share = min(settings.recall_tokens if alone else settings.recall_tokens // 2, budget // 8)
@@ -157,8 +163,8 @@ def assemble_context(
             _filler(char, user),
         )
         if recalled is not None:
-            tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), recalled)
-    scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")
+            tails.insert(_before_instructions(tails), recalled)
+    scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")  # (+ reanchor)
     scene_tokens += sum(cache.count_raw(block.text) for block in in_chat)
     recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
     share = settings.recall_tokens if recalling else 0
@@ -221,7 +227,7 @@ def assemble_context(
                 block = replace(
                     block, why=f"{block.why}; its share {share} tokens, {spare} of them unused by the window"
                 )
-            tails.insert(next((i for i, b in enumerate(tails) if b.what == "instructions"), len(tails)), block)
+            tails.insert(_before_instructions(tails), block)
             extra += _block_tokens(block, cache)
     assembly = Assembly(cache, budget)
     assembly.open(system, summaries, window.cut_at, layers.covered_depth, window.kept)
@@ -256,6 +262,12 @@ def _days(
     return today.isoformat(), dated
 
 
+def _before_instructions(tails: list[TailBlock]) -> int:
+    """Where a block goes among the tail blocks: before the card's post-history instructions and the
+    re-anchoring block, which end the tail."""
+    return next((i for i, b in enumerate(tails) if b.what in ("instructions", "reanchor")), len(tails))
+
+
 def _block_tokens(block: TailBlock, cache: RenderCache) -> int:
     """A tail block's tokens: as it counted itself, else its text counted."""
     return block.tokens if block.tokens is not None else cache.count_raw(block.text)
@@ -284,6 +296,7 @@ def leaves_turns_out(
     recorded: Summarized = (),
     lore: Sequence[LoreBookView] = (),
     fixed_prompt: str | None = None,
+    identity: str = "",
 ) -> bool:
     """Whether the context at a reply (the path read leaf→root) leaves turns out for the budget, or
     would once `reserve` more tokens are taken (the next turn's recall share): the test a reply's
@@ -306,7 +319,8 @@ def leaves_turns_out(
     layers = layers_from(load(window.boundary.id), load) if window.boundary is not None else NO_LAYERS
     if window.cut_at is not None and window.cut_at.turn > layers.covered_turn:  # whole turns left out
         return True
-    return fixed + layers_tokens(layers, load, char, user, texts, epoch, cache) + window.tokens + reserve > budget
+    summaries = layers_tokens(layers, load, char, user, texts, epoch, cache, identity)
+    return fixed + summaries + window.tokens + reserve > budget
 
 
 def _floor(window: Window) -> int:

@@ -2,7 +2,7 @@
 with its turns), then the anchors (starred nodes inside the summarized part, quoted word for word); before them all, the
 recap of an earlier story the story was started from (`carry_from`).
 They make one user message at the start, opened with 【前情提要】 (in the story's language) and a line
-saying it is established fact."""
+saying it is established fact. The digest opens with the character's identity anchor."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
+from domain.card.anchor import ANCHOR_TEXTS
 from domain.texts import ContextTexts
 from domain.tree.rules.compaction import Layers
 from domain.values import NodeView, Prelude
@@ -33,7 +34,10 @@ def summary_blocks(
     fill: Callable[[str, str, str], str],
     texts: ContextTexts,
     prelude: Prelude | None = None,
+    identity: str = "",
 ) -> list[SummaryBlock]:
+    """The blocks in order; `identity`: the character's identity anchor, word for word at the head of the
+    digest (a fold can drop anything of the story, never who the character is)."""
     blocks: list[SummaryBlock] = []
     if prelude is not None:  # what an earlier story left: before anything of this one
         why = f"carried over: the recap of story {prelude.from_story_id}, read up to its node {prelude.from_node_id}"
@@ -46,7 +50,14 @@ def summary_blocks(
             f"story digest: depths 0–{node.depth}, turns 0–{digest.last_turn} "
             f"({digest.author}{', edited' if digest.edited else ''})"
         )
-        blocks.append(SummaryBlock("digest", why, digest.text(texts.digest_headings), (node.id,), (0, node.depth)))
+        text = digest.text(texts.digest_headings)
+        if identity.strip():
+            heading = ANCHOR_TEXTS[texts.language].heading.format(char=char)
+            text, why = (
+                f"{heading}\n{fill(identity.strip(), char, user)}\n\n{text}",
+                f"{why}, opened by the identity anchor",
+            )
+        blocks.append(SummaryBlock("digest", why, text, (node.id,), (0, node.depth)))
         anchors += digest.anchors
     for node, episode in layers.episodes:
         label = texts.episode_label.format(first=episode.first_turn, last=episode.last_turn)

@@ -33,9 +33,11 @@ def counted_summaries(
     texts: ContextTexts,
     cache: RenderCache,
     prelude: Prelude | None = None,
+    identity: str = "",
 ) -> list[CountedSummary]:
-    """The summary layers' blocks with their tokens (the message's overhead on the first)."""
-    blocks = summary_blocks(layers, load, char, user, fill_macros, texts, prelude)
+    """The summary layers' blocks with their tokens (the message's overhead on the first); `identity`: the
+    identity anchor the digest opens with."""
+    blocks = summary_blocks(layers, load, char, user, fill_macros, texts, prelude, identity)
     return [
         CountedSummary(block, cache.count_raw(block.text) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0))
         for i, block in enumerate(blocks)
@@ -96,15 +98,16 @@ def layers_tokens(
     texts: ContextTexts,
     epoch: int,
     cache: RenderCache,
+    identity: str = "",
 ) -> int:
     """What the layers take, remembered by what they are made of (the render epoch covers the anchors
     they quote): trying episodes one by one, and every reply's budget test, ask for the same layers
     turn after turn."""
-    made_of = (_made_of(layers), char, user, texts.language, epoch)
+    made_of = (_made_of(layers), char, user, texts.language, epoch, identity if layers.digest else "")
     tokens = cache.summaries.get(made_of)
     if tokens is None:
         tokens = cache.summaries[made_of] = sum(
-            s.tokens for s in counted_summaries(layers, load, char, user, texts, cache)
+            s.tokens for s in counted_summaries(layers, load, char, user, texts, cache, identity=identity)
         )
         if len(cache.summaries) > COUNTED_TEXTS:
             del cache.summaries[next(iter(cache.summaries))]

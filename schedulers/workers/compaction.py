@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ParamSpec, Protocol, TypeVar
 from uuid import UUID, uuid4
 
 from domain.application import Changji
+from domain.card.anchor import ANCHOR_TEXTS
 from domain.ports import ChatModel, ModelCallError
 from domain.texts import CONTEXT_TEXTS
 from domain.tree.commands.compaction import CompactionPlan
@@ -25,12 +26,19 @@ from domain.tree.commands.jobs import SideCall
 from domain.tree.jobs import JOBS
 from domain.tree.rules.compaction import episodes_to_fold, summary_chars
 from domain.tree.rules.extractive import EPISODE_CHARS, Line, digest_budget, fold_digest, summarize_episode
-from domain.values import CallPurpose, JobKind, NodeView, SummaryAuthor
+from domain.tree.rules.summary_checks import Failure, check_digest, check_episode, in_english
+from domain.values import DIGEST_SECTIONS, CallPurpose, JobKind, NodeView, SummaryAuthor
 from projections.context.scene import format_state
 from projections.context.system_prompt import fill_macros
 from projections.read_models.scenes import SceneAt
 from schedulers.outcomes import Done, Failed, Outcome
-from schedulers.workers.summary_prompts import SUMMARY_PROMPTS, digest_markdown, digest_system, parse_sections
+from schedulers.workers.summary_prompts import (
+    SUMMARY_PROMPTS,
+    answered_sections,
+    digest_markdown,
+    digest_system,
+    parse_sections,
+)
 from service.executor import W
 
 P = ParamSpec("P")
@@ -38,6 +46,7 @@ T = TypeVar("T")
 
 EPISODE_TOKENS, DIGEST_TOKENS = 1024, 4096
 LATEST_TURNS = 2  # raw turns shown to the digest for 当前场景
+CHECKED_ATTEMPTS = 2  # a side model's summary that fails its checks is asked for once more
 PATH_BATCH = 1000  # nodes a plan's walk reads in bulk per hold of the domain (`CompactWorker._read_path`)
 
 
@@ -89,6 +98,7 @@ class Compacted:
 
     episodes: tuple[Packed, ...] = ()
     digest: tuple[int, UUID] | None = None  # (the last turn it covers, the node it annotates)
+    rejected: tuple[str, ...] = ()  # the side model's summaries that failed their checks twice, and why
 
     @property
     def nothing_due(self) -> bool:
@@ -107,7 +117,7 @@ class Compacted:
             )
         if self.digest is not None:
             done.append(f"digest through turn {self.digest[0]} on {self.digest[1]}")
-        return "; ".join(done) or "nothing due"
+        return "; ".join([*done, *self.rejected]) or "nothing due"
 
 
 def lines_of(nodes: Sequence[NodeView], char: str, user: str) -> list[Line]:
@@ -116,6 +126,26 @@ def lines_of(nodes: Sequence[NodeView], char: str, user: str) -> list[Line]:
         for n in nodes
         if not n.hidden and n.text.strip()
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """The side model's answer to a summary request: its text (None: failed, or rejected twice), the
+    calls it took, the last call's outcome, and the failures of a summary rejected twice."""
+
+    text: str | None = None
+    calls: tuple[SideCall, ...] = ()
+    outcome: str = "ok"
+    rejected: tuple[Failure, ...] = ()
+
+    @property
+    def last(self) -> SideCall | None:
+        return self.calls[-1] if self.calls else None
+
+    @property
+    def note(self) -> str:
+        """What the job says of a summary rejected twice."""
+        return f"failed its checks twice ({in_english(self.rejected)}): the offline summary stands in"
 
 
 class CompactWorker:
@@ -178,28 +208,31 @@ class CompactWorker:
             plan = await runs.load(commands.plan_compaction, node_id, True)
         packed: list[Packed] = []
         digest: tuple[int, UUID] | None = None
+        rejected: list[str] = []
         while True:
             if plan.pack is not None:
                 await self.archive.archive(plan.story_id, plan.pack.nodes)
-                text, author, call = await self._episode(plan, offline)
+                text, author, asked = await self._episode(plan, offline)
                 if text is None:
-                    return Failed(f"the episode summary failed ({call.outcome if call else 'empty'})", call)
-                calls = [call] if call else []
-                await runs.write(commands.record_episode, new_id(), plan.pack, text, author, job_node, calls)
+                    return Failed(f"the episode summary failed ({asked.outcome})", asked.last)
+                await runs.write(commands.record_episode, new_id(), plan.pack, text, author, job_node, asked.calls)
                 packed.append(Packed(plan.pack.first_turn, plan.pack.last_turn, plan.pack.end.id))
+                if asked.rejected:
+                    rejected.append(f"the episode of turns {plan.pack.first_turn}–{plan.pack.last_turn} {asked.note}")
                 plan = await runs.load(commands.plan_compaction, node_id, False)
             folded = episodes_to_fold(plan.layers, plan.settings)
             if folded:
-                sections, author, call = await self._digest(plan, offline)
+                sections, author, asked = await self._digest(plan, offline)
                 if sections is None:
-                    return Failed(f"the digest failed ({call.outcome if call else 'no sections'})", call)
-                calls = [call] if call else []
-                layers, settings = plan.layers, plan.settings
+                    return Failed(f"the digest failed ({asked.outcome})", asked.last)
+                layers, settings, calls = plan.layers, plan.settings, asked.calls
                 await runs.write(commands.record_digest, new_id(), layers, settings, sections, author, job_node, calls)
                 digest = (folded[-1][1].last_turn, folded[-1][0].id)
+                if asked.rejected:
+                    rejected.append(f"the digest through turn {digest[0]} {asked.note}")
                 plan = await runs.load(commands.plan_compaction, node_id, False)
             if plan.pack is None:
-                return Compacted(tuple(packed), digest)
+                return Compacted(tuple(packed), digest, tuple(rejected))
 
     async def _read_path(self, node_id: UUID) -> None:
         """Read in bulk the nodes a plan walks that this process does not hold (a story imported, or
@@ -217,24 +250,30 @@ class CompactWorker:
             if await self.runs.load(self.app.compaction.first_unheld, node_id) is None:
                 return
 
-    async def _episode(self, plan: CompactionPlan, offline: bool) -> tuple[str | None, SummaryAuthor, SideCall | None]:
+    async def _episode(self, plan: CompactionPlan, offline: bool) -> tuple[str | None, SummaryAuthor, Asked]:
         assert plan.pack is not None
         lines = lines_of(plan.pack.nodes, plan.char_name, plan.user_name)
         names = self._names(plan)
         scene = await self._scene(plan.pack.end.id)
         names += self._roster(scene)  # (the offline summary favours sentences that name them)
         if self.model is None:
-            return await self._offline_episode(lines, names, plan), "extractive", None
+            return await self._offline_episode(lines, names, plan), "extractive", Asked()
         prompts = SUMMARY_PROMPTS[plan.language]
         body = "\n\n".join(prompts.said.format(speaker=line.speaker, text=line.text) for line in lines)
         user = prompts.transcript.format(first=plan.pack.first_turn, last=plan.pack.last_turn) + f"\n{body}"
         if scene is not None:
             user += f"\n\n{prompts.ledger}\n{format_state(scene.snapshot, CONTEXT_TEXTS[plan.language])}"
-        messages = [{"role": "system", "content": prompts.episode}, {"role": "user", "content": user}]
-        text, call = await self._call("episode", messages, EPISODE_TOKENS)
-        if text is None and offline:  # the model keeps failing: the offline summary stands in
-            return await self._offline_episode(lines, names, plan), "extractive", call
-        return text, "model", call
+        messages = [
+            {"role": "system", "content": self._anchored(prompts.episode, plan)},
+            {"role": "user", "content": user},
+        ]
+        covered, banned = "\n".join(line.text for line in lines), plan.settings.banned_patterns
+        asked = await self._checked(
+            "episode", messages, EPISODE_TOKENS, lambda text: check_episode(text, covered, banned, plan.language), plan
+        )
+        if asked.text is None and (offline or asked.rejected):  # failing, or failing its checks: offline stands in
+            return await self._offline_episode(lines, names, plan), "extractive", asked
+        return asked.text, "model", asked
 
     async def _offline_episode(self, lines: list[Line], names: list[str], plan: CompactionPlan) -> str:
         """The extractive summary, on a thread: a pack of a long story's backlog (thousands of turns)
@@ -243,9 +282,7 @@ class CompactWorker:
         text = await asyncio.to_thread(summarize_episode, lines, names, chars, language)
         return text or SUMMARY_PROMPTS[language].nothing
 
-    async def _digest(
-        self, plan: CompactionPlan, offline: bool
-    ) -> tuple[dict[str, str] | None, SummaryAuthor, SideCall | None]:
+    async def _digest(self, plan: CompactionPlan, offline: bool) -> tuple[dict[str, str] | None, SummaryAuthor, Asked]:
         folded = episodes_to_fold(plan.layers, plan.settings)
         previous = dict(plan.layers.digest[1].sections) if plan.layers.digest else None
         last_node = folded[-1][0]
@@ -259,7 +296,7 @@ class CompactWorker:
         names = self._names(plan)  # (人物 has a line for each: the card's and the user's, not the roster's)
         fallback = await asyncio.to_thread(fold_digest, previous, episodes, lines, names, scene_text, budget, language)
         if self.model is None:
-            return fallback, "extractive", None
+            return fallback, "extractive", Asked()
         prompts, parts = SUMMARY_PROMPTS[language], []
         if previous:
             parts.append(f"{prompts.previous}\n{digest_markdown(previous, language)}")
@@ -270,14 +307,67 @@ class CompactWorker:
         if scene_text:
             parts.append(f"{prompts.ledger}\n{scene_text}")
         messages = [
-            {"role": "system", "content": digest_system(language, plan.user_name, budget)},
+            {"role": "system", "content": self._anchored(digest_system(language, plan.user_name, budget), plan)},
             {"role": "user", "content": "\n\n".join(parts) + f"\n\n{prompts.ask_digest}"},
         ]
-        text, call = await self._call("digest", messages, DIGEST_TOKENS)
-        sections = parse_sections(text, previous) if text is not None else None
+        latest_text = "\n".join([*(line.text for line in lines), scene_text])
+        sources = "\n".join([*(previous or {}).values(), *(t for _, _, t in episodes), latest_text])
+        known = [*names, *self._roster(scene)]
+        banned, location = plan.settings.banned_patterns, scene.snapshot.location if scene else ""
+
+        def check(text: str) -> list[Failure]:
+            answered = answered_sections(text)
+            if not answered:
+                return [Failure("missing", (("sections", "、".join(DIGEST_SECTIONS)),))]
+            return check_digest(answered, latest_text, sources, known, banned, budget, location)
+
+        asked = await self._checked("digest", messages, DIGEST_TOKENS, check, plan)
+        sections = parse_sections(asked.text, previous) if asked.text is not None else None
         if sections is not None:
-            return sections, "model", call
-        return (fallback, "extractive", call) if offline else (None, "model", call)
+            return sections, "model", asked
+        return (fallback, "extractive", asked) if offline or asked.rejected else (None, "model", asked)
+
+    async def _checked(
+        self,
+        purpose: CallPurpose,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        check: Callable[[str], list[Failure]],
+        plan: CompactionPlan,
+    ) -> Asked:
+        """The side model's summary, checked (`domain/tree/rules/summary_checks.py`): one that fails is
+        asked for again with the reasons, in the story's language; failing twice, none (`rejected` says
+        why, and the offline summary stands in). A call that fails is returned as it failed (to retry)."""
+        prompts, calls = SUMMARY_PROMPTS[plan.language], []
+        rejected: tuple[Failure, ...] = ()
+        separator = "; " if plan.language == "en" else "；"
+        for _ in range(CHECKED_ATTEMPTS):
+            text, call = await self._call(purpose, messages, max_tokens)
+            calls.append(call)
+            if text is None:  # (after a rejection too: the rejection stands, and the offline summary)
+                return Asked(None, tuple(calls), call.outcome, rejected)
+            failures = check(text)
+            if not failures:
+                return Asked(text, tuple(calls))
+            calls[-1], rejected = replace(call, outcome="rejected"), tuple(failures)
+            reasons = separator.join(failure.words(prompts.failures) for failure in failures)
+            messages = [
+                *messages,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": prompts.rejected.format(reasons=reasons)},
+            ]
+        return Asked(None, tuple(calls), "rejected", rejected)
+
+    @staticmethod
+    def _anchored(instructions: str, plan: CompactionPlan) -> str:
+        """The summarizer's instructions with the character's identity anchor after them."""
+        if not plan.anchor.strip():
+            return instructions
+        char = plan.char_name
+        rule = ANCHOR_TEXTS[plan.language].summary_rule.format(
+            char=char, anchor=fill_macros(plan.anchor.strip(), char, plan.user_name)
+        )
+        return f"{instructions}\n\n{rule}"
 
     def _latest_turns(self, node_id: UUID) -> list[NodeView]:
         """The last LATEST_TURNS turns up to a node (root→leaf order), for 当前场景."""

@@ -28,6 +28,8 @@ class SummaryPrompts:
     said: str  # {speaker} {text}
     nothing: str
     guidance: Mapping[str, str]  # per canonical section: what it holds
+    rejected: str  # {reasons}: a summary that failed its checks, asked for again
+    failures: Mapping[str, str]  # per check's failure code: the reason, in words ({length} {most} {sections}…)
 
 
 _ZH = SummaryPrompts(
@@ -60,6 +62,16 @@ _ZH = SummaryPrompts(
         "承诺与伏笔": "所有尚未兑现的承诺、只提过一次的线索、悬而未决的问题，宁多勿少。",
         "事实账": "物品归属、伤势与身体状况、重要数字、时间线（故事里的第几天）。",
         "当前场景": "此刻：哪一天、什么时辰、在哪里、谁在场、正在做什么。必须跟随【最近原文】里最新的场景。",
+    },
+    rejected="这份摘要没有通过检查：{reasons}。请按原来的要求重新写一份完整的摘要，只输出摘要本身。",
+    failures={
+        "short": "太短（{length} 字）",
+        "long": "太长（{length} 字，最多 {most} 字）",
+        "missing": "缺少这些小节：{sections}",
+        "empty": "这些小节是空的：{sections}",
+        "banned": "出现了角色卡禁止的写法（「{pattern}」）",
+        "scene": "「当前场景」没有跟随【最近原文】里最新的场景",
+        "strangers": "「人物」里有原文中没有出现过的名字：{names}",
     },
 )
 
@@ -97,6 +109,17 @@ Rules: when merging the previous digest, lose none of its promises, clues and fa
         "当前场景": "Right now: which day, what hour, where, who is present, what is going on. Must follow the latest "
         "scene in [LATEST TEXT].",
     },
+    rejected="This summary did not pass its checks: {reasons}. Write the whole summary again as first asked, and"
+    " output only the summary.",
+    failures={
+        "short": "too short ({length} characters)",
+        "long": "too long ({length} characters, at most {most})",
+        "missing": "these sections are missing: {sections}",
+        "empty": "these sections are empty: {sections}",
+        "banned": 'a pattern the character card forbids appeared ("{pattern}")',
+        "scene": "Current scene does not follow the latest scene in [LATEST TEXT]",
+        "strangers": "Characters names someone who appears nowhere in the text: {names}",
+    },
 )
 
 SUMMARY_PROMPTS: Mapping[Language, SummaryPrompts] = {"zh": _ZH, "en": _EN}
@@ -122,11 +145,16 @@ _HEADING = re.compile(
 )
 
 
+def answered_sections(text: str) -> dict[str, str]:
+    """The `## ` sections a digest answer has, by canonical name (under either language's headings)."""
+    parts = _HEADING.split(text)
+    return {_CANONICAL[parts[i].casefold()]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+
+
 def parse_sections(text: str, previous: Mapping[str, str] | None) -> dict[str, str] | None:
     """The five `## ` sections of a digest answer, under either language's headings; a missing one keeps
     the previous digest's text. None when the answer has none of them (it is not a digest)."""
-    parts = _HEADING.split(text)
-    found = {_CANONICAL[parts[i].casefold()]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+    found = answered_sections(text)
     if not found:
         return None
     return {name: found.get(name) or (previous or {}).get(name, "") for name in DIGEST_SECTIONS}

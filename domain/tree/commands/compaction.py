@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from domain.aggregates import CommandGroup, Written
+from domain.card.anchor import identity_anchor
 from domain.errors import NodeNotFoundError, SummaryError
 from domain.language import Language
 from domain.tree.commands.base import TreeAggregates
@@ -47,6 +48,7 @@ class CompactionPlan:
     user_name: str
     uncovered_turns: int
     language: Language = "zh"
+    anchor: str = ""  # the character's identity anchor, which the summarizers' instructions carry
 
 
 class CompactionCommands(CommandGroup[TreeAggregates]):
@@ -84,6 +86,7 @@ class CompactionCommands(CommandGroup[TreeAggregates]):
             settings.user_name,
             count_turns(below),
             card.language(settings.language),
+            identity_anchor(card, settings),
         )
 
     def first_unheld(self, node_id: UUID) -> UUID | None:

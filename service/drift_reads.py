@@ -1,0 +1,90 @@
+"""What a context reads of the character's keeping: its identity anchor, the drift on the path, and the
+re-anchoring block they put before the user's words; and the drift report `GET …/drift` answers with.
+Judgements are remembered (`projections/context/drift.py`): the next turn's walks two nodes, and a cold
+path's first depths are read in bulk, one query and one preload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from domain.application import Changji
+from domain.card.anchor import identity_anchor
+from domain.card.card import Card
+from domain.language import Language
+from domain.values import NodeView, StorySettings
+from projections.context.drift import EARLY_DEPTH, DriftAt, DriftCache, drift_at, reanchor_block
+from projections.context.records import TailBlock
+from projections.context.system_prompt import fill_macros
+from projections.read_models.store import ReadModels
+
+
+@dataclass(frozen=True, slots=True)
+class DriftReport:
+    """The drift at a node, with what it means for the next turn: `forced` (a forced re-anchoring comes
+    after the reply judged), `periodic_turn` (the next turn the periodic one comes at, None when off)."""
+
+    at: NodeView
+    drift: DriftAt
+    anchor: str
+    derived: bool
+    every: int
+    next_periodic: int | None
+    language: Language
+
+
+class DriftReads:
+    def __init__(self, app: Changji, store: ReadModels) -> None:
+        self.app, self.store = app, store
+        self.cache = DriftCache()
+
+    def at(self, card: Card, settings: StorySettings, story_id: UUID, node: NodeView) -> DriftAt:
+        language = card.data.language(settings.language)
+        epoch = self.app.render_epoch(story_id)
+        return drift_at(node, self.app.node, settings, language, self.cache, epoch, self._first_nodes)
+
+    def reanchor(
+        self, card: Card, settings: StorySettings, story_id: UUID, leaf: NodeView, saved: UUID
+    ) -> TailBlock | None:
+        """The re-anchoring block of the context at a user leaf (None elsewhere, or when none is due):
+        the drift judged at the last saved node above it (a proxied request's words are not saved yet)."""
+        if leaf.kind != "user" or leaf.hidden:
+            return None
+        every = settings.reanchor_turns
+        periodic = every > 0 and leaf.turn > 0 and leaf.turn % every == 0
+        drift = self.at(card, settings, story_id, self.app.node(saved))
+        if not (periodic or drift.forced):
+            return None
+        char, user = card.data.name, settings.user_name
+        language = card.data.language(settings.language)
+        anchor = identity_anchor(card.data, settings)
+        return reanchor_block(
+            anchor, char, user, language, leaf.turn, every, drift, lambda text: fill_macros(text, char, user)
+        )
+
+    def report_at(self, tenant_id: str, story_id: UUID, at: UUID | None) -> DriftReport:
+        """The drift report at a node of the story (default: its leaf)."""
+        story = self.app.story(tenant_id, story_id)
+        node = self.app.leaf_or(story, at, "at").view
+        return self.report(self.app.card_of(story), self.app.settings(story), story.id, node)
+
+    def report(self, card: Card, settings: StorySettings, story_id: UUID, node: NodeView) -> DriftReport:
+        drift = self.at(card, settings, story_id, node)
+        every = settings.reanchor_turns
+        turn = node.turn + (node.kind != "user")  # the turn whose context the report is for
+        upcoming = None if every <= 0 else max(every, -(-turn // every) * every)
+        written = settings.identity_anchor.strip()
+        return DriftReport(
+            node, drift, identity_anchor(card.data, settings), not written, every, upcoming,
+            card.data.language(settings.language),
+        )  # fmt: skip
+
+    def _first_nodes(self, node_id: UUID) -> list[NodeView] | None:
+        """The nodes of the path's first EARLY_DEPTH depths, root first, read in bulk from the read models
+        (None while the node is not folded there yet: the path is walked instead)."""
+        ancestry = self.store.ancestry(node_id)
+        if ancestry is None:
+            return None
+        ids = [UUID(i) for i, depth in reversed(ancestry) if depth <= EARLY_DEPTH]
+        self.app.preload(ids)
+        return [self.app.node(i) for i in ids]
