@@ -85,7 +85,9 @@ async def test_two_signals_force_a_reanchoring_on_the_next_turn_only_and_on_that
     words = (await api.append(story["id"], "user", "第13问"))["node"]["id"]
     context = await context_at(api, story["id"])
     block = reanchor_of(context)
-    assert block is not None and block["node_ids"] == [drifted] and f"forced by drift at reply {drifted}" in block["why"]
+    assert (
+        block is not None and block["node_ids"] == [drifted] and f"forced by drift at reply {drifted}" in block["why"]
+    )
     text = block_text(context, block)
     assert "换了语言" in text and "出现了角色卡禁止的写法" in text and "用中文回答" in text and "「As an AI」" in text
     roles = [m["role"] for m in context["messages"]]
@@ -114,7 +116,9 @@ async def test_drift_settings_are_validated_on_the_card_and_the_story(api: Api) 
     story = await api.story(card["id"])
     problem = await api.call("PATCH", f"/v1/stories/{story['id']}", {"settings": {"drift_echo": 2}}, status=422)
     assert problem["errors"][0]["field"] == "body.settings.drift_echo"
-    await api.call("PATCH", f"/v1/cards/{card['id']}", {"settings": {"identity_anchor": "沈砚：守塔人，话少，护着{{user}}。"}})
+    await api.call(
+        "PATCH", f"/v1/cards/{card['id']}", {"settings": {"identity_anchor": "沈砚：守塔人，话少，护着{{user}}。"}}
+    )
     drift = await api.call("GET", f"/v1/stories/{story['id']}/drift")
     assert drift["anchor"] == "沈砚：守塔人，话少，护着{{user}}。" and not drift["anchor_derived"]
     assert drift["reply_id"] is None and drift["signals"] == [] and not drift["forced"]
