@@ -1,11 +1,12 @@
 // The scene at the leaf: time, place, who is there and in what state, what is carried, the plot
-// threads, and the roster with first appearances. A user patch is merged by the scribe's rules; its
+// threads, the roster with first appearances, and the drift signals (`drift.js`). A user patch is merged by the scribe's rules; its
 // applied parts and warnings are shown.
 import { useState } from "preact/hooks";
 import { html } from "./html.js";
 import { register, t } from "./i18n.js";
 import { get, patch } from "./api.js";
 import { Loading, notify, Problem, useLoad } from "./ui.js";
+import { Drift } from "./drift.js";
 
 register({
   en: {
@@ -153,6 +154,7 @@ export function Scene({ story }) {
       ? html`<div class="card-box"><h3>${t("scene_flags")}</h3><pre>${JSON.stringify(s.flags, null, 2)}</pre></div>`
       : null}
     <div class="card-box"><h3>${t("scene_roster")}</h3><${Roster} roster=${scene.roster} /></div>
+    <${Drift} story=${story} />
     <${Editor} key=${scene.at + (scene.patches.length ? scene.patches[scene.patches.length - 1].seq : "")} scene=${scene} onPatched=${reload} result=${result} setResult=${setResult} />
   </div>`;
 }

@@ -105,6 +105,22 @@ def test_the_scene_is_edited_and_a_refused_part_is_warned_of(page: Page, server:
     assert (scene["state"]["location"], scene["state"]["time"]) == ("灯塔", "黄昏")
 
 
+def test_the_drift_signals_are_shown_beside_the_scene(page: Page, server: Server) -> None:
+    story = new_story(server, turns=10, banned_patterns=["as an ai"], reanchor_turns=15)
+    english = "As an AI language model, I think the ferry will come soon and the weather is fine today."
+    for words in ("再说一遍？", "你怎么了？"):
+        server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "user", "text": words})
+        server.call("POST", f"/v1/stories/{story['id']}/nodes", {"kind": "reply", "text": english})
+    go(page, server, f"#/stories/{story['id']}/scene")
+    expect(page.get_by_test_id("drift-banned")).to_contain_text("fired")
+    expect(page.get_by_test_id("drift-language")).to_contain_text("fired")
+    expect(page.get_by_test_id("drift-echo")).to_contain_text("quiet")
+    expect(page.get_by_test_id("drift-forced")).to_have_text("The next turn carries a forced re-anchoring")
+    expect(page.get_by_test_id("drift-periodic")).to_contain_text("next at turn 15")
+    page.get_by_test_id("drift-anchor").locator("summary").click()
+    expect(page.get_by_test_id("drift-anchor")).to_contain_text("守灯塔的人。")
+
+
 def test_a_handbook_items_sources_are_opened(page: Page, server: Server) -> None:
     story = new_story(server, turns=2)
     tag = f"[局:{story['id'].replace('-', '')[:8]}]"
