@@ -130,8 +130,8 @@ class StorySettings(BaseModel):
         " replies; 0 = off",
     )  # fmt: skip
     drift_repeat: int = Field(
-        2, ge=0, le=1000, description="drift: phrases of the last reply found in at least two of the four replies"
-        " before it; 0 = off",
+        2, ge=0, le=1000, description="drift: how many phrases of the last reply (five words, eight characters in"
+        " Chinese) found in two or more of the four replies before it make the signal; 0 = off",
     )  # fmt: skip
     drift_language: float = Field(
         0.6, ge=0, le=1, description="drift: the share of the last two replies' words not in the card's language;"
@@ -148,9 +148,11 @@ class StorySettings(BaseModel):
             if not pattern or len(pattern) > 500:
                 raise ValueError(f"pattern {i}: between 1 and 500 characters")
             try:
-                regex.compile(pattern)
+                compiled = regex.compile(pattern, regex.IGNORECASE)
             except (regex.error, ValueError, OverflowError, RecursionError) as error:
                 raise ValueError(f"pattern {i} is not a regular expression: {error}") from None
+            if compiled.search("", timeout=BANNED_SECONDS) is not None:
+                raise ValueError(f"pattern {i} matches empty text (it would be found in every reply)")
         return patterns
 
     def merged(self, overrides: dict[str, Any]) -> StorySettings:

@@ -9,11 +9,14 @@ as a context would judge it (`projections/context/drift.py`, the story defaults 
 - `false_forced_per_100`: forced re-anchorings (two or more signals) per 100 replies (goal: under 1);
 - `detect_<kind>_mean` / `_max`: replies from the first drifted one until its signal fires, over the
   chats with drift injected from their 25th turn (goal: within 5) — `creep` (each reply longer than the
-  one before, padded with the chat's own words: 1.4×, 1.8×, 2.2×… the early median), `repeat` (one
+  one before, cut or padded with the chat's own words: 1.4×, 1.8×, 2.2×… the early median, and at least
+  0.4× of it more than the reply before), `repeat` (one
   phrase added to every reply), `language` (replies from the other language's chats), `forced` (creep
   and repeat together: the turns until a forced re-anchoring);
 - `missed_<kind>`: injected chats where it never fired within 20 replies;
 - `judge_ms_p50`: one turn's judgement as a context makes it (the previous turns remembered);
+- `judge_cold_ms_1k` / `_10k` and their ratio: a judgement with nothing remembered at the leaf of a path
+  of 1k and 10k turns (the path's first depths read in bulk, as the service reads them; goal: flat);
 - `reanchor_tokens_per_100`: tokens the re-anchoring blocks cost per 100 turns on the real chats at the
   default period (15), with a derived anchor of SillyTavern's Seraphina card (cl100k tokens, 4 chars
   per token when tiktoken's data is not there).
@@ -40,11 +43,11 @@ from domain.card.anchor import derived_anchor
 from domain.language import Language
 from domain.tree.rules.drift import EARLY, SIGNALS
 from domain.values import CardData, NodeView, StorySettings
-from projections.context.drift import NO_DRIFT, DriftCache, drift_at, reanchor_block
+from projections.context.drift import EARLY_DEPTH, NO_DRIFT, DriftCache, drift_at, reanchor_block
 
-FULL: dict[str, Any] = {"share": 1.0}
-QUICK: dict[str, Any] = {"share": 0.5}
-SMOKE: dict[str, Any] = {"share": 0.0}
+FULL: dict[str, Any] = {"share": 1.0, "cold": (1000, 10_000)}
+QUICK: dict[str, Any] = {"share": 0.5, "cold": (1000, 10_000)}
+SMOKE: dict[str, Any] = {"share": 0.0, "cold": (100, 1000)}
 KINDS = ("creep", "repeat", "language", "forced")
 INJECT_AT = 25  # the first drifted turn
 WATCH = 20  # replies watched for detection
@@ -55,7 +58,9 @@ PHRASES = {
 FIGURES = figure_keys(
     "false_{signal}_per_100", "detect_{kind}_mean", "detect_{kind}_max", "missed_{kind}",
     signal=(*SIGNALS, "forced"), kind=KINDS,
-) | {"replies", "chats", "judge_ms_p50", "reanchor_tokens_per_100"}  # fmt: skip
+) | {"replies", "chats", "judge_ms_p50", "reanchor_tokens_per_100"} | {
+    "judge_cold_ms_1k", "judge_cold_ms_10k", "judge_cold_10k_vs_1k_ratio",
+}  # fmt: skip
 
 Chat = tuple[Language, list[tuple[str, str]]]  # the language, (user's words, reply) per turn
 
@@ -121,11 +126,12 @@ def injected(kind: str, chat: Chat, other: Sequence[str]) -> list[tuple[str, str
     out = list(turns[:INJECT_AT])
     early = statistics.median(len(r) for _, r in turns[:EARLY]) if turns[:EARLY] else 100
     filler = " ".join(r for _, r in turns)
+    last = 0
     for k, (words, reply) in enumerate(turns[INJECT_AT:]):
-        if kind in ("creep", "forced"):
-            target = int(early * (1.4 + 0.4 * k))
+        if kind in ("creep", "forced"):  # each reply longer than the one before, by 0.4× the early median at least
+            target = last = max(int(early * (1.4 + 0.4 * k)), last + int(early * 0.4))
             start = (k * 997) % max(len(filler) - target, 1)
-            reply = (reply + " " + filler[start : start + target])[: max(target, len(reply))]
+            reply = (reply + " " + filler[start : start + target])[:target]
         if kind in ("repeat", "forced"):
             reply = f"{reply} {PHRASES[language]}"
         if kind == "language":
@@ -191,7 +197,28 @@ def main() -> None:
         figures[f"missed_{kind}"] = missed
         log(f"injected {kind}: detected after {found} replies; missed in {missed}")
     figures["reanchor_tokens_per_100"] = reanchor_cost(replies, periodic_turns, fires["forced"])
+    figures.update(cold_judgements([t for _, turns in chats for t in turns], plan["cold"]))
     emit(figures)
+
+
+def cold_judgements(turns: Sequence[tuple[str, str]], sizes: Sequence[int]) -> dict[str, float]:
+    """A judgement with nothing remembered (a story's first context after a start) at the leaf of paths of
+    `sizes` turns, its first depths read in bulk as the service reads them: the same at every length."""
+    out: dict[str, float] = {}
+    settings = StorySettings()
+    for size, name in zip(sizes, ("1k", "10k"), strict=True):
+        nodes, load = path_of([turns[i % len(turns)] for i in range(size)])
+        head = [n for n in nodes if n.depth <= EARLY_DEPTH]
+        leaf = nodes[-1]
+        timings = []
+        for _ in range(20):
+            started = time.perf_counter()
+            drift_at(leaf, load, settings, "en", DriftCache(), first_nodes=lambda _id, head=head: head)
+            timings.append(time.perf_counter() - started)
+        out[f"judge_cold_ms_{name}"] = statistics.median(timings) * 1000
+    out["judge_cold_10k_vs_1k_ratio"] = out["judge_cold_ms_10k"] / max(out["judge_cold_ms_1k"], 1e-9)
+    log(", ".join(f"{k} {v:.3f}" for k, v in out.items()))
+    return out
 
 
 def reanchor_cost(replies: int, periodic: int, forced: int) -> float:

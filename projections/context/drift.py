@@ -3,8 +3,8 @@
 `drift_at` judges the newest visible reply at or above a node (`domain/tree/rules/drift.py`) from the few
 exchanges that end there and the path's first replies, and counts the replies in a row with two or more
 signals (whether the next turn is forced to re-anchor). It walks up only as far as those need: the first
-replies and each judged reply are remembered (`DriftCache`), so the next turn's judgement walks two nodes
-and a cold one reads the path's first depths once. Hidden replies are not the model's words and are
+replies and each judged reply are remembered (`DriftCache`), so the next turn's judgement walks its few
+exchanges (a dozen nodes), and a cold one reads the path's first depths once. Hidden replies are not the model's words and are
 skipped, as the context skips them.
 
 `reanchor_block` is the block itself: the identity anchor with why it is there — every

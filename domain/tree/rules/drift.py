@@ -154,7 +154,7 @@ def banned(exchange: Exchange, patterns: Sequence[str]) -> Signal:
         except TimeoutError:
             slow.append(i)
             continue
-        if match is not None:
+        if match is not None and match.group(0):
             found.append((i, match.group(0)))
     detail = ", ".join(f"pattern {i} matched {text[:60]!r}" for i, text in found) or "none matched"
     if slow:

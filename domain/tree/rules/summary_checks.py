@@ -19,47 +19,21 @@ from domain.language import Language
 from domain.values import BANNED_SECONDS, DIGEST_SECTIONS
 
 EPISODE_MOST = {"zh": 1500, "en": 3500}  # characters: about three times what the episode prompt asks
-EPISODE_LEAST = 20  # characters, or the covered text's length when that is shorter
+EPISODE_LEAST = 50  # characters, or a fortieth of the covered text's when that is less
 DIGEST_OVER = 1.5  # a digest may run this much over the characters it was asked to keep to
 REQUIRED = ("前情提要", "当前场景")  # sections that may not be empty (the others may have nothing yet)
 SCENE_SHARE = 0.2  # of 当前场景's words, at least this share found in the latest turns (or the scene's ledger)
 _WORD = regex.compile(r"[\p{L}\p{N}]{4,}")
 _HAN_RUN = regex.compile(r"\p{Han}+")
-_ENTRY = re.compile(r"^(?:[-*•·]|\d+[.)、])?\s*(?:\*\*)?([^：:*\n]{1,24}?)(?:\*\*)?\s*[：:]", re.MULTILINE)
-_SPLIT = re.compile(r"[、,，/和与&]|\band\b")
-LABELS = frozenset(  # what an entry of 人物 may open with that is not a name
-    [
-        "性格",
-        "性格要点",
-        "说话习惯",
-        "说话方式",
-        "口癖",
-        "称呼",
-        "关系",
-        "外貌",
-        "身份",
-        "状态",
-        "态度",
-        "近况",
-        "走向",
-        "温度",
-        "备注",
-        "其他",
-        "其它",
-        "personality",
-        "speech",
-        "relationship",
-        "appearance",
-        "status",
-        "role",
-        "attitude",
-        "notes",
-        "other",
-        "address",
-        "manner",
-        "voice",
-    ]
-)
+_ENTRY = re.compile(
+    r"^([ \t]*)(?:[-*•·]|\d+[.)、])?[ \t]*(?:\*\*)?([^：:*\n]{1,24}?)(?:\*\*)?[ \t]*[：:]", re.MULTILINE
+)  # (an indented item is a detail of the entry above it, not a name)
+_SPLIT = re.compile(r"[、,，/&]|\band\b")
+LABELS = (  # what an entry of 人物 may open with that is not a name (the guidance's own words among them)
+    "性格", "说话", "口癖", "称呼", "关系", "外貌", "身份", "状态", "态度", "近况", "走向", "温度", "备注", "其他", "其它",
+    "特点", "喜好", "习惯", "personality", "speech", "speaking", "relationship", "appearance", "status", "role",
+    "attitude", "notes", "other", "address", "manner", "voice", "warmth", "direction", "trait", "likes", "habit",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +67,7 @@ def check_episode(text: str, covered: str, banned: Sequence[str], language: Lang
     """An episode: neither empty nor too long, and no banned pattern."""
     failures = []
     length = len(text.strip())
-    if length < min(EPISODE_LEAST, len(covered.strip())):
+    if length < min(EPISODE_LEAST, len(covered.strip()) // 40):
         failures.append(Failure("short", (("length", length),)))
     if length > EPISODE_MOST[language]:
         failures.append(Failure("long", (("length", length), ("most", EPISODE_MOST[language]))))
@@ -146,7 +120,7 @@ def banned_found(text: str, banned: Sequence[str]) -> list[Failure]:
             found = regex.search(pattern, text, regex.IGNORECASE, timeout=BANNED_SECONDS)
         except (regex.error, TimeoutError):
             continue
-        if found:
+        if found and found.group(0):
             failures.append(Failure("banned", (("pattern", found.group(0)[:60] or str(i)),)))
     return failures
 
@@ -176,9 +150,11 @@ def unknown_names(characters: str, known: Sequence[str], sources: str) -> list[s
     folded_known = [k.casefold() for k in known]
     out = []
     for match in _ENTRY.finditer(characters):
-        for name in _SPLIT.split(match.group(1)):
+        if match.group(1):
+            continue
+        for name in _SPLIT.split(match.group(2)):
             name = name.strip().strip("*#（）()[]【】「」\"' ")
-            if not name or len(name) > 20 or name.casefold() in LABELS:
+            if not name or len(name) > 20 or any(label in name.casefold() for label in LABELS):
                 continue
             folded = name.casefold()
             if folded in folded_sources or any(folded in k or k in folded for k in folded_known):
