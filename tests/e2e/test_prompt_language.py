@@ -7,13 +7,17 @@ import re
 from dataclasses import fields
 from typing import Any
 
+from domain.card.anchor import ANCHOR_TEXTS
 from domain.texts import EN
 from tests.builders import TENANT, Api, MakeClient, api_for
 from tests.scene_support import FAST_JOBS, settled
 from tests.shared_data import cards_dir
 
 HAN = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
-LAYERS = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0, "fill_window": False}
+LAYERS = {
+    "keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0, "fill_window": False,
+    "reanchor_turns": 10,  # (the words are turn 10's: a re-anchoring block, and the digest opened by the anchor)
+}  # fmt: skip
 
 
 async def full_context(api: Api, card_id: str, turns: list[tuple[str, str]], words: str, patch: Any) -> dict[str, Any]:
@@ -46,7 +50,7 @@ async def test_an_english_cards_context_carries_no_chinese(make_client: MakeClie
     patch = {"time": "Day 9, dusk", "location": "the glade", "characters": {"Seraphina": {"status": "tired"}}}
     context = await full_context(api, card["id"], turns, "Tell me again what you promised on day 2.", patch)
     kinds = {block["what"] for block in context["explain"]}
-    assert {"digest", "episode", "scene", "roster", "lore", "recall"} <= kinds, kinds
+    assert {"digest", "episode", "scene", "roster", "lore", "recall", "reanchor"} <= kinds, kinds
     assert context["language"] == "en"
     found = [(i, HAN.findall(m["content"])[:5]) for i, m in enumerate(context["messages"]) if HAN.search(m["content"])]
     assert found == []
@@ -60,11 +64,12 @@ async def test_a_chinese_cards_context_carries_no_english_framing(make_client: M
     turns = [(f"第{i}天：灯塔还亮吗？", f"第{i}天，亮着，我答应你。") for i in range(1, 10)]
     patch = {"time": "第九天黄昏", "location": "灯塔", "characters": {"沈砚": {"status": "疲惫"}}}
     context = await full_context(api, card["id"], turns, "你第二天答应过我什么？灯塔呢？", patch)
-    assert {"digest", "episode", "scene", "roster", "lore", "recall"} <= {b["what"] for b in context["explain"]}
+    kinds = {b["what"] for b in context["explain"]}
+    assert {"digest", "episode", "scene", "roster", "lore", "recall", "reanchor"} <= kinds, kinds
     assert context["language"] == "zh"
     text = "\n".join(m["content"] for m in context["messages"])
-    assert [part for part in framing(EN) if part in text] == []
-    assert "【前情提要】" in text and "【世界状态】" in text and "【设定】" in text
+    assert [part for part in [*framing(EN), *framing(ANCHOR_TEXTS["en"])] if part in text] == []
+    assert "【前情提要】" in text and "【世界状态】" in text and "【设定】" in text and "【身份锚点 · 沈砚】" in text
 
 
 async def test_the_story_setting_chooses_the_language_over_the_cards_text(api: Api) -> None:
