@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -123,7 +123,7 @@ class StorySettings(BaseModel):
     )  # fmt: skip
     banned_patterns: tuple[str, ...] = Field(
         (), max_length=50, description="regular expressions no reply should match (each searched for at most"
-        f" {BANNED_SECONDS * 1000:.0f} ms); a match is a drift signal",
+        f" {BANNED_SECONDS * 1000:.0f} ms); a match of some words is a drift signal (an empty match is none)",
     )  # fmt: skip
     drift_creep: float = Field(
         2.2, ge=0, le=100, description="drift: the last replies' median length against the character's first"
@@ -144,19 +144,23 @@ class StorySettings(BaseModel):
     @field_validator("banned_patterns")
     @classmethod
     def _patterns_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        for i, pattern in enumerate(patterns):
-            if not pattern or len(pattern) > 500:
-                raise ValueError(f"pattern {i}: between 1 and 500 characters")
-            try:
-                compiled = regex.compile(pattern, regex.IGNORECASE)
-            except (regex.error, ValueError, OverflowError, RecursionError) as error:
-                raise ValueError(f"pattern {i} is not a regular expression: {error}") from None
-            if compiled.search("", timeout=BANNED_SECONDS) is not None:
-                raise ValueError(f"pattern {i} matches empty text (it would be found in every reply)")
-        return patterns
+        return tuple(regular_expressions(patterns))
 
     def merged(self, overrides: dict[str, Any]) -> StorySettings:
         return StorySettings.model_validate({**self.model_dump(), **overrides})
+
+
+def regular_expressions(patterns: Sequence[str]) -> Sequence[str]:
+    """The patterns, each checked to be a regular expression of 1–500 characters (ValueError naming the first
+    that is not)."""
+    for i, pattern in enumerate(patterns):
+        if not pattern or len(pattern) > 500:
+            raise ValueError(f"pattern {i}: between 1 and 500 characters")
+        try:
+            regex.compile(pattern, regex.IGNORECASE)
+        except (regex.error, ValueError, OverflowError, RecursionError) as error:
+            raise ValueError(f"pattern {i} is not a regular expression: {error}") from None
+    return patterns
 
 
 class CardData(BaseModel):

@@ -5,6 +5,7 @@ path's first depths are read in bulk, one query and one preload."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -50,17 +51,30 @@ class DriftReads:
         the drift judged at the last saved node above it (a proxied request's words are not saved yet)."""
         if leaf.kind != "user" or leaf.hidden:
             return None
+        return self._block(card, settings, story_id, leaf.turn, self.app.node(saved))
+
+    def upcoming_tokens(
+        self, card: Card, settings: StorySettings, story_id: UUID, reply_id: UUID, count: Callable[[str], int]
+    ) -> int:
+        """The tokens of the re-anchoring block the turn after a reply will carry (0: none due): what the
+        reply's budget test reserves for it."""
+        reply = self.app.node(reply_id)
+        block = self._block(card, settings, story_id, reply.turn + 1, reply)
+        return count(block.text) if block is not None else 0
+
+    def _block(
+        self, card: Card, settings: StorySettings, story_id: UUID, turn: int, above: NodeView
+    ) -> TailBlock | None:
         every = settings.reanchor_turns
-        periodic = every > 0 and leaf.turn > 0 and leaf.turn % every == 0
-        drift = self.at(card, settings, story_id, self.app.node(saved))
+        periodic = every > 0 and turn > 0 and turn % every == 0
+        drift = self.at(card, settings, story_id, above)
         if not (periodic or drift.forced):
             return None
         char, user = card.data.name, settings.user_name
         language = card.data.language(settings.language)
-        anchor = identity_anchor(card.data, settings)
-        return reanchor_block(
-            anchor, char, user, language, leaf.turn, every, drift, lambda text: fill_macros(text, char, user)
-        )
+        anchor = identity_anchor(card.data, settings, rules=False)  # (the card's instructions come just before)
+        fill = lambda text: fill_macros(text, char, user)  # noqa: E731
+        return reanchor_block(anchor, char, user, language, turn, every, drift, fill)
 
     def report_at(self, tenant_id: str, story_id: UUID, at: UUID | None) -> DriftReport:
         """The drift report at a node of the story (default: its leaf)."""

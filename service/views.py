@@ -231,14 +231,15 @@ class StoryViews:
         announce a pack of a turn or two at every reply; the story's own pace packs, and recall reaches
         what the client's budget leaves out.)"""
         story = self.app.story(tenant_id, story_id)
-        settings = self.app.settings(story)
+        settings, card = self.app.settings(story), self.app.card_of(story)
         recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
-        recall_share += self._memory_reserve(self.app.card_of(story), settings, story.id)
+        recall_share += self._memory_reserve(card, settings, story.id)  # (and the next turn's re-anchoring:)
+        recall_share += self.drift.upcoming_tokens(card, settings, story.id, reply_id, self.renders.count_raw)
         over = leaves_turns_out(  # the next turn recalls into its share
-            self.app.card_of(story).data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
+            card.data, settings, walk_up(self.app.node, reply_id), self.renders, self.windows,
             self.app.render_epoch(story.id), self.app.node, self._summarized(story.id), recall_share,
-            self.app.summarized(story.id), self._lore(self.app.card_of(story), story.id, reply_id), fixed_prompt,
-            identity_anchor(self.app.card_of(story).data, settings),
+            self.app.summarized(story.id), self._lore(card, story.id, reply_id), fixed_prompt,
+            identity_anchor(card.data, settings),
         )  # fmt: skip
         if not over:
             return 0
@@ -488,12 +489,9 @@ def event_record(event: Any) -> dict[str, Any]:
     """A stored event as plain data: its type, position in its aggregate, and its own fields."""
     skip = {"originator_id", "originator_version", "timestamp", "originator_topic"}
     return {
-        "type": type(event).__name__,
-        "originator_id": event.originator_id,
-        "version": event.originator_version,
-        "timestamp": event.timestamp,
-        "data": {k: v for k, v in vars(event).items() if k not in skip},
-    }
+        "type": type(event).__name__, "originator_id": event.originator_id, "version": event.originator_version,
+        "timestamp": event.timestamp, "data": {k: v for k, v in vars(event).items() if k not in skip},
+    }  # fmt: skip
 
 
 def _clipped(text: str) -> str:

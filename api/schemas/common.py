@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from domain.values import regular_expressions
 
 MAX_TEXT = 100_000
 
@@ -68,13 +70,18 @@ class SettingsOverrides(Strict):
         None, max_length=4000, description="who the character is and its iron rules (empty: derived from the card)"
     )
     reanchor_turns: int | None = Field(None, ge=0, le=10_000)
-    banned_patterns: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
-        None, max_length=50, description="regular expressions no reply should match (a match is a drift signal)"
-    )
+    banned_patterns: (
+        list[Annotated[str, Field(min_length=1, max_length=500, json_schema_extra={"format": "regex"})]] | None
+    ) = Field(None, max_length=50, description="regular expressions no reply should match (a match is a drift signal)")
     drift_creep: float | None = Field(None, ge=0, le=100)
     drift_repeat: int | None = Field(None, ge=0, le=1000)
     drift_language: float | None = Field(None, ge=0, le=1)
     drift_echo: float | None = Field(None, ge=0, le=1)
+
+    @field_validator("banned_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str] | None) -> list[str] | None:
+        return None if patterns is None else list(regular_expressions(patterns))
 
     def given(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

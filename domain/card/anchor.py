@@ -25,13 +25,14 @@ RULES_CHARS = 400  # of the post-history instructions
 _SENTENCE_END = re.compile(r"[.!?。！？…]['\"”’」』)）]*(?=\s|$)|[。！？…]['\"”’」』)）]*")
 
 
-def identity_anchor(card: CardData, settings: StorySettings) -> str:
-    """The anchor as the creator wrote it (`settings.identity_anchor`), else derived from the card."""
+def identity_anchor(card: CardData, settings: StorySettings, rules: bool = True) -> str:
+    """The anchor as the creator wrote it (`settings.identity_anchor`), else derived from the card (without
+    the post-history instructions when not `rules`: where the context has them just before)."""
     written = settings.identity_anchor.strip()
-    return written if written else derived_anchor(card)
+    return written if written else derived_anchor(card, rules)
 
 
-def derived_anchor(card: CardData) -> str:
+def derived_anchor(card: CardData, rules: bool = True) -> str:
     """The description's opening, the personality (when short) and the post-history instructions."""
     parts = []
     description = _opening(card.description, DESCRIPTION_CHARS)
@@ -40,9 +41,9 @@ def derived_anchor(card: CardData) -> str:
     personality = " ".join(card.personality.split())
     if personality and len(personality) <= PERSONALITY_CHARS:
         parts.append(personality)
-    rules = _opening(card.post_history_instructions, RULES_CHARS)
-    if rules:
-        parts.append(rules)
+    instructions = _opening(card.post_history_instructions, RULES_CHARS) if rules else ""
+    if instructions:
+        parts.append(instructions)
     return "\n".join(parts) if parts else card.name
 
 

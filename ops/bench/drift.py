@@ -15,8 +15,9 @@ as a context would judge it (`projections/context/drift.py`, the story defaults 
   and repeat together: the turns until a forced re-anchoring);
 - `missed_<kind>`: injected chats where it never fired within 20 replies;
 - `judge_ms_p50`: one turn's judgement as a context makes it (the previous turns remembered);
-- `judge_cold_ms_1k` / `_10k` and their ratio: a judgement with nothing remembered at the leaf of a path
-  of 1k and 10k turns (the path's first depths read in bulk, as the service reads them; goal: flat);
+- `judge_cold_ms_1k` / `_10k` and their ratio: a judgement with nothing remembered, as the service makes
+  it, at the leaf of stories of 1k and 10k turns in an SQLite store (the path's first depths found by one
+  query of the read models);
 - `reanchor_tokens_per_100`: tokens the re-anchoring blocks cost per 100 turns on the real chats at the
   default period (15), with a derived anchor of SillyTavern's Seraphina card (cl100k tokens, 4 chars
   per token when tiktoken's data is not there).
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -37,17 +39,20 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
-from _common import DATA_DIRS, emit, figure_keys, locomo, log, parse_args, sized
+from _common import DATA_DIRS, TENANT, build_story, emit, figure_keys, locomo, log, parse_args, sized, sqlite_app, texts
 
 from domain.card.anchor import derived_anchor
 from domain.language import Language
 from domain.tree.rules.drift import EARLY, SIGNALS
 from domain.values import CardData, NodeView, StorySettings
-from projections.context.drift import EARLY_DEPTH, NO_DRIFT, DriftCache, drift_at, reanchor_block
+from projections.context.drift import NO_DRIFT, DriftCache, drift_at, reanchor_block
+from projections.read_models.store import ReadModels
+from projections.runner import ProjectionRunner
+from service.drift_reads import DriftReads
 
 FULL: dict[str, Any] = {"share": 1.0, "cold": (1000, 10_000)}
 QUICK: dict[str, Any] = {"share": 0.5, "cold": (1000, 10_000)}
-SMOKE: dict[str, Any] = {"share": 0.0, "cold": (100, 1000)}
+SMOKE: dict[str, Any] = {"share": 0.0, "cold": (20, 100)}
 KINDS = ("creep", "repeat", "language", "forced")
 INJECT_AT = 25  # the first drifted turn
 WATCH = 20  # replies watched for detection
@@ -197,25 +202,33 @@ def main() -> None:
         figures[f"missed_{kind}"] = missed
         log(f"injected {kind}: detected after {found} replies; missed in {missed}")
     figures["reanchor_tokens_per_100"] = reanchor_cost(replies, periodic_turns, fires["forced"])
-    figures.update(cold_judgements([t for _, turns in chats for t in turns], plan["cold"]))
+    figures.update(cold_judgements(plan["cold"]))
     emit(figures)
 
 
-def cold_judgements(turns: Sequence[tuple[str, str]], sizes: Sequence[int]) -> dict[str, float]:
-    """A judgement with nothing remembered (a story's first context after a start) at the leaf of paths of
-    `sizes` turns, its first depths read in bulk as the service reads them: the same at every length."""
+def cold_judgements(sizes: Sequence[int]) -> dict[str, float]:
+    """A judgement with nothing remembered (a story's first context after a start), as the service makes it
+    (`service/drift_reads.py`: the path's first depths found by one query of the read models), at the leaf
+    of stories of `sizes` turns played into an SQLite event store and folded: flat, or it grows with the path."""
     out: dict[str, float] = {}
-    settings = StorySettings()
-    for size, name in zip(sizes, ("1k", "10k"), strict=True):
-        nodes, load = path_of([turns[i % len(turns)] for i in range(size)])
-        head = [n for n in nodes if n.depth <= EARLY_DEPTH]
-        leaf = nodes[-1]
-        timings = []
-        for _ in range(20):
-            started = time.perf_counter()
-            drift_at(leaf, load, settings, "en", DriftCache(), first_nodes=lambda _id, head=head: head)
-            timings.append(time.perf_counter() - started)
-        out[f"judge_cold_ms_{name}"] = statistics.median(timings) * 1000
+    pool = texts()
+    with tempfile.TemporaryDirectory() as folder:
+        for size, name in zip(sizes, ("1k", "10k"), strict=True):
+            app = sqlite_app(Path(folder) / f"events-{size}.sqlite")
+            built = build_story(app, size, pool)
+            store = ReadModels(Path(folder) / f"read-{size}.sqlite")
+            ProjectionRunner(app, store).catch_up()
+            story = app.story(TENANT, built.story_id)
+            card, settings = app.card_of(story), app.settings(story)
+            assert story.leaf_id is not None
+            leaf = app.node(story.leaf_id)
+            timings = []
+            for _ in range(20):
+                reads = DriftReads(app, store)  # (nothing remembered)
+                started = time.perf_counter()
+                reads.at(card, settings, story.id, leaf)
+                timings.append(time.perf_counter() - started)
+            out[f"judge_cold_ms_{name}"] = statistics.median(timings) * 1000
     out["judge_cold_10k_vs_1k_ratio"] = out["judge_cold_ms_10k"] / max(out["judge_cold_ms_1k"], 1e-9)
     log(", ".join(f"{k} {v:.3f}" for k, v in out.items()))
     return out

@@ -61,7 +61,7 @@ NO_DRIFT = DriftAt(None, (), 0)
 class DriftCache:
     def __init__(self) -> None:
         self.judged: dict[tuple[object, ...], DriftAt] = {}
-        self.early: dict[UUID, tuple[int, ...]] = {}
+        self.early: dict[tuple[UUID, int], tuple[int, ...]] = {}  # (node, render epoch) → the first replies' lengths
 
     def remember(self, key: tuple[object, ...], at: DriftAt) -> DriftAt:
         self.judged[key] = at
@@ -86,7 +86,7 @@ def drift_at(
     reply = next(_replies(node, load), None)
     if reply is None:
         return NO_DRIFT
-    return _judged(reply, load, thresholds, language, cache, epoch, first_nodes, 0)
+    return _judged(reply, load, thresholds, language, cache, epoch, first_nodes, 0)[0]
 
 
 def _judged(
@@ -98,22 +98,29 @@ def _judged(
     epoch: int,
     first_nodes: Callable[[UUID], Sequence[NodeView] | None] | None,
     depth: int,
-) -> DriftAt:
+) -> tuple[DriftAt, bool]:
+    """The judgement at a reply, and whether its run is exact: a run followed back RUN_MOST replies without
+    an end is only known to be at least what was counted, and is not remembered (every process, warm or
+    cold, counts the same)."""
     key = (reply.id, reply.version, epoch, thresholds, language)
     hit = cache.judged.get(key)
     if hit is not None:
-        return hit
+        return hit, True
     recent = _exchanges(reply, load)
-    signals = signals_at(recent, early_lengths(reply, load, cache, first_nodes), language, thresholds)
-    run = 0
+    signals = signals_at(recent, early_lengths(reply, load, cache, first_nodes, epoch), language, thresholds)
+    run, exact = 0, True
     if fired(signals) >= 2:
         before = next(_replies(load(reply.parent_id), load), None) if reply.parent_id is not None else None
-        if before is None or depth >= RUN_MOST:
+        if before is None:
             run = 1
+        elif depth >= RUN_MOST:
+            run, exact = 1, False
         else:
-            previous = _judged(before, load, thresholds, language, cache, epoch, first_nodes, depth + 1)
+            previous, exact = _judged(before, load, thresholds, language, cache, epoch, first_nodes, depth + 1)
             run = min(previous.run + 1, RUN_MOST + 1)
-    return cache.remember(key, DriftAt(reply, signals, run))
+            exact = exact or run == RUN_MOST + 1
+    at = DriftAt(reply, signals, run)
+    return (cache.remember(key, at) if exact else at), exact
 
 
 def _replies(node: NodeView, load: Callable[[UUID], NodeView]) -> Iterator[NodeView]:
@@ -151,33 +158,34 @@ def early_lengths(
     load: Callable[[UUID], NodeView],
     cache: DriftCache,
     first_nodes: Callable[[UUID], Sequence[NodeView] | None] | None = None,
+    epoch: int = 0,
 ) -> tuple[int, ...]:
-    """The lengths of the first EARLY visible replies among the path's first EARLY_DEPTH depths."""
+    """The lengths of the first EARLY visible replies among the path's first EARLY_DEPTH depths (as they
+    render at `epoch`: a hide or a revision changes them)."""
     if node.depth > EARLY_DEPTH:
         walked: list[NodeView] = []
         current: NodeView | None = node
         while current is not None and current.depth > EARLY_DEPTH:
-            known = cache.early.get(current.id)
-            if known is not None:
+            if (current.id, epoch) in cache.early:
                 break
             walked.append(current)
             if len(walked) == 2 * RECENT + 2 and first_nodes is not None:  # a cold path: read its head in bulk
                 first = first_nodes(node.id)
                 if first is not None:
-                    return _remember_early(cache, walked, _lengths(first))
+                    return _remember_early(cache, walked, _lengths(first), epoch)
             current = load(current.parent_id) if current.parent_id is not None else None
         if current is None:
             return ()
-        known = cache.early.get(current.id)
+        known = cache.early.get((current.id, epoch))
         if known is None:
-            known = early_lengths(current, load, cache)
-        return _remember_early(cache, walked, known)
+            known = early_lengths(current, load, cache, epoch=epoch)
+        return _remember_early(cache, walked, known, epoch)
     head: list[NodeView] = []
     current = node
     while current is not None:
         head.append(current)
         current = load(current.parent_id) if current.parent_id is not None else None
-    return _remember_early(cache, [node], _lengths(head[::-1]))
+    return _remember_early(cache, [node], _lengths(head[::-1]), epoch)
 
 
 def _lengths(head: Sequence[NodeView]) -> tuple[int, ...]:
@@ -185,9 +193,11 @@ def _lengths(head: Sequence[NodeView]) -> tuple[int, ...]:
     return tuple(reply_length(n.text) for n in replies)[:EARLY]
 
 
-def _remember_early(cache: DriftCache, nodes: Sequence[NodeView], lengths: tuple[int, ...]) -> tuple[int, ...]:
+def _remember_early(
+    cache: DriftCache, nodes: Sequence[NodeView], lengths: tuple[int, ...], epoch: int
+) -> tuple[int, ...]:
     for n in nodes:
-        cache.early[n.id] = lengths
+        cache.early[(n.id, epoch)] = lengths
     while len(cache.early) > CACHED:
         del cache.early[next(iter(cache.early))]
     return lengths

@@ -26,7 +26,7 @@ from domain.tree.commands.jobs import SideCall
 from domain.tree.jobs import JOBS
 from domain.tree.rules.compaction import episodes_to_fold, summary_chars
 from domain.tree.rules.extractive import EPISODE_CHARS, Line, digest_budget, fold_digest, summarize_episode
-from domain.tree.rules.summary_checks import Failure, check_digest, check_episode, in_english
+from domain.tree.rules.summary_checks import Failure, check_digest, check_episode, in_english, without_banned
 from domain.values import DIGEST_SECTIONS, CallPurpose, JobKind, NodeView, SummaryAuthor
 from projections.context.scene import format_state
 from projections.context.system_prompt import fill_macros
@@ -47,6 +47,7 @@ T = TypeVar("T")
 EPISODE_TOKENS, DIGEST_TOKENS = 1024, 4096
 LATEST_TURNS = 2  # raw turns shown to the digest for 当前场景
 CHECKED_ATTEMPTS = 2  # a side model's summary that fails its checks is asked for once more
+_LIST_SEP = {"zh": "、", "en": ", "}
 PATH_BATCH = 1000  # nodes a plan's walk reads in bulk per hold of the domain (`CompactWorker._read_path`)
 
 
@@ -120,6 +121,11 @@ class Compacted:
         return "; ".join([*done, *self.rejected]) or "nothing due"
 
 
+def _with(error: str, rejected: Sequence[str]) -> str:
+    """A failure's error, with what the same run's checks rejected before it (the job keeps only the error)."""
+    return "; ".join([error, *rejected])
+
+
 def lines_of(nodes: Sequence[NodeView], char: str, user: str) -> list[Line]:
     return [
         Line(user if n.kind == "user" else char, fill_macros(n.text, char, user), n.turn)
@@ -144,8 +150,13 @@ class Asked:
 
     @property
     def note(self) -> str:
-        """What the job says of a summary rejected twice."""
-        return f"failed its checks twice ({in_english(self.rejected)}): the offline summary stands in"
+        """What the job says of a rejected summary: rejected twice, or rejected and then not answered."""
+        if self.outcome == "rejected":
+            return f"failed its checks twice ({in_english(self.rejected)}): the offline summary stands in"
+        return (
+            f"failed its checks ({in_english(self.rejected)}) and the second ask failed ({self.outcome}):"
+            " the offline summary stands in"
+        )
 
 
 class CompactWorker:
@@ -214,7 +225,7 @@ class CompactWorker:
                 await self.archive.archive(plan.story_id, plan.pack.nodes)
                 text, author, asked = await self._episode(plan, offline)
                 if text is None:
-                    return Failed(f"the episode summary failed ({asked.outcome})", asked.last)
+                    return Failed(_with(f"the episode summary failed ({asked.outcome})", rejected), asked.last)
                 await runs.write(commands.record_episode, new_id(), plan.pack, text, author, job_node, asked.calls)
                 packed.append(Packed(plan.pack.first_turn, plan.pack.last_turn, plan.pack.end.id))
                 if asked.rejected:
@@ -224,7 +235,7 @@ class CompactWorker:
             if folded:
                 sections, author, asked = await self._digest(plan, offline)
                 if sections is None:
-                    return Failed(f"the digest failed ({asked.outcome})", asked.last)
+                    return Failed(_with(f"the digest failed ({asked.outcome})", rejected), asked.last)
                 layers, settings, calls = plan.layers, plan.settings, asked.calls
                 await runs.write(commands.record_digest, new_id(), layers, settings, sections, author, job_node, calls)
                 digest = (folded[-1][1].last_turn, folded[-1][0].id)
@@ -256,8 +267,9 @@ class CompactWorker:
         names = self._names(plan)
         scene = await self._scene(plan.pack.end.id)
         names += self._roster(scene)  # (the offline summary favours sentences that name them)
+        banned = plan.settings.banned_patterns  # (the offline summary copies sentences: those that drifted go)
         if self.model is None:
-            return await self._offline_episode(lines, names, plan), "extractive", Asked()
+            return without_banned(await self._offline_episode(lines, names, plan), banned), "extractive", Asked()
         prompts = SUMMARY_PROMPTS[plan.language]
         body = "\n\n".join(prompts.said.format(speaker=line.speaker, text=line.text) for line in lines)
         user = prompts.transcript.format(first=plan.pack.first_turn, last=plan.pack.last_turn) + f"\n{body}"
@@ -267,12 +279,12 @@ class CompactWorker:
             {"role": "system", "content": self._anchored(prompts.episode, plan)},
             {"role": "user", "content": user},
         ]
-        covered, banned = "\n".join(line.text for line in lines), plan.settings.banned_patterns
+        covered = "\n".join(line.text for line in lines)
         asked = await self._checked(
             "episode", messages, EPISODE_TOKENS, lambda text: check_episode(text, covered, banned, plan.language), plan
         )
         if asked.text is None and (offline or asked.rejected):  # failing, or failing its checks: offline stands in
-            return await self._offline_episode(lines, names, plan), "extractive", asked
+            return without_banned(await self._offline_episode(lines, names, plan), banned), "extractive", asked
         return asked.text, "model", asked
 
     async def _offline_episode(self, lines: list[Line], names: list[str], plan: CompactionPlan) -> str:
@@ -295,6 +307,8 @@ class CompactWorker:
         budget = min(digest_budget(plan.settings.episodes_kept), summary_chars(plan.settings))
         names = self._names(plan)  # (人物 has a line for each: the card's and the user's, not the roster's)
         fallback = await asyncio.to_thread(fold_digest, previous, episodes, lines, names, scene_text, budget, language)
+        banned = plan.settings.banned_patterns
+        fallback = {name: without_banned(body, banned) for name, body in fallback.items()}
         if self.model is None:
             return fallback, "extractive", Asked()
         prompts, parts = SUMMARY_PROMPTS[language], []
@@ -311,9 +325,9 @@ class CompactWorker:
             {"role": "user", "content": "\n\n".join(parts) + f"\n\n{prompts.ask_digest}"},
         ]
         latest_text = "\n".join([*(line.text for line in lines), scene_text])
-        sources = "\n".join([*(previous or {}).values(), *(t for _, _, t in episodes), latest_text])
+        sources = "\n".join([*(previous or {}).values(), *(t for _, _, t in episodes), latest_text, plan.anchor])
         known = [*names, *self._roster(scene)]
-        banned, location = plan.settings.banned_patterns, scene.snapshot.location if scene else ""
+        location = scene.snapshot.location if scene else ""
 
         def check(text: str) -> list[Failure]:
             answered = answered_sections(text)
@@ -346,11 +360,14 @@ class CompactWorker:
             calls.append(call)
             if text is None:  # (after a rejection too: the rejection stands, and the offline summary)
                 return Asked(None, tuple(calls), call.outcome, rejected)
-            failures = check(text)
+            failures = await asyncio.to_thread(check, text)  # (regular expressions: off the event loop)
             if not failures:
                 return Asked(text, tuple(calls))
             calls[-1], rejected = replace(call, outcome="rejected"), tuple(failures)
-            reasons = separator.join(failure.words(prompts.failures) for failure in failures)
+            headings = CONTEXT_TEXTS[plan.language].digest_headings
+            reasons = separator.join(
+                failure.words(prompts.failures, headings, _LIST_SEP[plan.language]) for failure in failures
+            )
             messages = [
                 *messages,
                 {"role": "assistant", "content": text},

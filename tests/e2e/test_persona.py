@@ -44,9 +44,9 @@ async def test_every_n_turns_the_users_words_carry_the_identity_anchor(api: Api)
     context = await context_at(api, story["id"])
     block = reanchor_of(context)
     assert block is not None and "every 3 turns (turn 3)" in block["why"]
-    text = block_text(context, block)
-    assert text.startswith("【身份锚点 · 沈砚】\n沈砚是北屿灯塔的守塔人。\n沈砚从不离开灯塔。") and "定期重申" in text
-    last = context["messages"][-1]["content"]
+    text, last = block_text(context, block), context["messages"][-1]["content"]
+    assert text.startswith("【身份锚点 · 沈砚】\n沈砚是北屿灯塔的守塔人。\n（定期重申") and "定期重申" in text
+    assert last.count("沈砚从不离开灯塔。") == 1  # (the card's instructions, just before: not said twice)
     assert last.endswith("第3问：你会走吗？") and last.index(text) + len(text) + 2 == last.index("第3问")
     kinds = [b["what"] for b in context["explain"]]
     assert kinds[-2:] == ["reanchor", "user"] and kinds.index("instructions") < kinds.index("reanchor")
@@ -216,3 +216,30 @@ async def test_a_summary_fixed_on_the_second_ask_is_the_models_and_the_digest_op
     text = block_text(context, digest)
     assert "【身份锚点 · 沈砚】\n沈砚：北屿灯塔的守塔人，话少，从不离开灯塔。\n\n## 前情提要" in text
     assert "opened by the identity anchor" in digest["why"]
+
+
+async def test_a_reply_after_which_the_re_anchoring_would_not_fit_announces_a_pack(make_client: MakeClient) -> None:
+    api = api_for(await make_client(**FAST_JOBS), TENANT)
+    line = "风从北边来，灯塔的玻璃嗡嗡作响，沈砚把油灯挪到窗边，说渡船还要三天。"  # (about 40 tokens)
+    anchor = "{{char}}：北屿灯塔的守塔人，话少，从不离开灯塔，护着{{user}}。" * 48  # (about 1,100 tokens)
+    stories = []
+    for every in (6, 0):  # the same story, re-anchoring at turn 6 or never
+        settings = {
+            "context_window": 1500,
+            "reply_reserve": 0,
+            "pack_turns": 0,
+            "keep_turns": 1,
+            "min_pack_chars": 0,
+            "recall_k": 0,
+        }
+        story = await api.story(**settings, reanchor_turns=every, identity_anchor=anchor, card_memory=False)
+        for i in range(1, 6):
+            await api.turn(story["id"], f"第{i}问：{line}{line}", f"第{i}答：{line}{line}{line}")
+        stories.append(story)
+    anchored, plain = [await settled(api, story["id"]) for story in stories]
+    assert [r["kind"] for r in anchored.values()].count("compact") == 1  # the block is reserved when turn 5 is written
+    assert "compact" not in [r["kind"] for r in plain.values()]
+    await api.append(stories[0]["id"], "user", "第6问")
+    context = await context_at(api, stories[0]["id"])
+    assert reanchor_of(context) is not None and context["tokens"] <= 1500
+    assert context["cut_turns"] == 0 and "episode" in {b["what"] for b in context["explain"]}  # summarized, not cut

@@ -16,6 +16,7 @@ from domain.language import Language
 from domain.tree.rules.drift import (
     FORCE_EVERY,
     RECENT,
+    RUN_MOST,
     SIGNALS,
     Exchange,
     Signal,
@@ -395,3 +396,25 @@ def test_a_forced_block_in_chinese_names_the_signals_in_chinese_with_their_evide
     hints = reanchor_block("x", "C", "U", "zh", 3, 15, replace(drift, signals=signals), str)
     assert hints is not None and "回复越写越长；换了语言" in hints.text
     assert "约 120 字" in hints.text and "用中文回答" in hints.text
+
+
+def test_a_hide_changes_the_early_lengths_of_a_warm_cache_as_of_a_cold_one() -> None:
+    tree = Tree()
+    path = tree.turns(tree.root, [f"{normal(i)} {'y' * i}" for i in range(1, 31)])
+    warm = DriftCache()
+    before = early_lengths(path[-1], tree.load, warm, epoch=0)
+    first = path[1]  # the first reply, hidden: the story's render epoch moves on
+    tree.nodes[first.id] = replace(first, hidden=True, version=first.version + 1)
+    after = early_lengths(path[-1], tree.load, warm, epoch=1)
+    assert after == early_lengths(path[-1], tree.load, DriftCache(), epoch=1) != before
+    assert after[0] == reply_length(path[3].text)
+
+
+def test_a_run_longer_than_it_is_followed_is_counted_the_same_warm_and_cold() -> None:
+    tree, path = story(140, lambda i: i >= 10)
+    warm = DriftCache()
+    top = judge(tree, path[2 * 140 - 1], warm)  # followed back RUN_MOST replies: the top is over, the rest unknown
+    assert top.run == RUN_MOST + 1 and not top.forced
+    for turn in (40, 41, 110):
+        reply = path[2 * turn - 1]
+        assert judge(tree, reply, warm).run == judge(tree, reply).run == turn - 9

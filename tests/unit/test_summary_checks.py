@@ -9,15 +9,18 @@ import time
 import pytest
 
 from domain.language import Language
+from domain.texts import CONTEXT_TEXTS
 from domain.tree.rules.summary_checks import (
     EPISODE_LEAST,
     EPISODE_MOST,
     Failure,
+    banned_found,
     check_digest,
     check_episode,
     in_english,
     scene_share,
     unknown_names,
+    without_banned,
 )
 from domain.values import DIGEST_SECTIONS, StorySettings
 
@@ -129,14 +132,14 @@ def test_a_good_digest_passes(language: Language) -> None:
 @pytest.mark.parametrize(
     ("sections", "expected"),
     [
-        ({"人物": None}, [Failure("missing", (("sections", "人物"),))]),
-        ({"人物": None, "事实账": None}, [Failure("missing", (("sections", "人物、事实账"),))]),
-        ({"当前场景": ""}, [Failure("empty", (("sections", "当前场景"),))]),
-        ({"当前场景": " \n"}, [Failure("empty", (("sections", "当前场景"),))]),
-        ({"前情提要": "", "当前场景": ""}, [Failure("empty", (("sections", "前情提要、当前场景"),))]),
+        ({"人物": None}, [Failure("missing", (("sections", ("人物",)),))]),
+        ({"人物": None, "事实账": None}, [Failure("missing", (("sections", ("人物", "事实账")),))]),
+        ({"当前场景": ""}, [Failure("empty", (("sections", ("当前场景",)),))]),
+        ({"当前场景": " \n"}, [Failure("empty", (("sections", ("当前场景",)),))]),
+        ({"前情提要": "", "当前场景": ""}, [Failure("empty", (("sections", ("前情提要", "当前场景")),))]),
         (
             {"前情提要": None, "当前场景": ""},
-            [Failure("missing", (("sections", "前情提要"),)), Failure("empty", (("sections", "当前场景"),))],
+            [Failure("missing", (("sections", ("前情提要",)),)), Failure("empty", (("sections", ("当前场景",)),))],
         ),
     ],
 )
@@ -230,7 +233,7 @@ def test_unknown_names(people: str, strangers: list[str]) -> None:
 def test_an_invented_name_in_the_digest_fails(language: Language) -> None:
     people = GOOD[language]["人物"] + ("\n- 赵无极：神秘的剑客" if language == "zh" else "\n- **Marcus**: a smith")
     name = "赵无极" if language == "zh" else "Marcus"
-    assert check(language, digest(language, 人物=people)) == [Failure("strangers", (("names", name),))]
+    assert check(language, digest(language, 人物=people)) == [Failure("strangers", (("names", (name,)),))]
     known = check_digest(digest(language, 人物=people), LATEST[language], SOURCES[language], [name], (), 2000)
     assert known == []  # a name the card or the roster knows
 
@@ -242,7 +245,7 @@ def test_an_invented_name_in_the_digest_fails(language: Language) -> None:
         ([Failure("short", (("length", 3),))], "too short: 3 characters"),
         ([Failure("long", (("length", 4000), ("most", 3000)))], "too long: 4000 characters, at most 3000"),
         (
-            [Failure("missing", (("sections", "人物、事实账"),)), Failure("empty", (("sections", "当前场景"),))],
+            [Failure("missing", (("sections", ("人物", "事实账")),)), Failure("empty", (("sections", ("当前场景",)),))],
             "sections missing: 人物、事实账; sections empty: 当前场景",
         ),
         ([Failure("banned", (("pattern", "As an AI"),))], "a banned pattern found (As an AI)"),
@@ -250,7 +253,7 @@ def test_an_invented_name_in_the_digest_fails(language: Language) -> None:
             [Failure("scene", (("share", 0.1),))],
             "当前场景 is not drawn from the latest turns (10% of its words are in them)",
         ),
-        ([Failure("strangers", (("names", "赵无极、Marcus"),))], "人物 names someone in none of the turns summarized: 赵无极、Marcus"),
+        ([Failure("strangers", (("names", ("赵无极", "Marcus")),))], "人物 names someone in none of the turns summarized: 赵无极、Marcus"),
     ],
 )  # fmt: skip
 def test_in_english(failures: list[Failure], english: str) -> None:
@@ -266,7 +269,32 @@ def test_in_english_renders_what_check_digest_found() -> None:
 
 
 @pytest.mark.parametrize("pattern", ["(as an ai)?", "x*", "^"])
-def test_a_banned_pattern_that_matches_empty_text_is_refused(pattern: str) -> None:
-    with pytest.raises(ValueError, match="pattern 0 matches empty text"):
-        StorySettings(banned_patterns=(pattern,))
-    assert StorySettings(banned_patterns=("as an ai",)).banned_patterns == ("as an ai",)
+def test_a_banned_pattern_that_matches_empty_text_finds_only_words(pattern: str) -> None:
+    settings = StorySettings(banned_patterns=(pattern,))
+    assert banned_found("The lamp is lit.", settings.banned_patterns) == []
+    assert banned_found("As an AI, xx.", ("(as an ai)?",)) == [Failure("banned", (("pattern", "As an AI"),))]
+
+
+def test_the_reasons_are_put_in_the_language_they_are_asked_in() -> None:
+    missing = Failure("missing", (("sections", ("承诺与伏笔", "事实账")),))
+    english = CONTEXT_TEXTS["en"].digest_headings
+    assert (
+        missing.words({"missing": "missing: {sections}"}, english, ", ") == "missing: Promises and foreshadowing, Facts"
+    )
+    assert missing.words({"missing": "缺少：{sections}"}) == "缺少：承诺与伏笔、事实账"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (
+            "林舟：第1问。沈砚：作为AI，我无法离开这里。灯还亮着！\n第二行没事。\n作为AI整行。",
+            "林舟：第1问。灯还亮着！\n第二行没事。",
+        ),
+        ("没有禁用的写法。", "没有禁用的写法。"),
+        ("As an AI, I cannot. The lamp is lit.", "The lamp is lit."),
+    ],
+)
+def test_the_offline_summary_loses_the_sentences_a_banned_pattern_is_in(text: str, kept: str) -> None:
+    assert without_banned(text, ("作为AI", "as an ai")).strip() == kept
+    assert banned_found(without_banned(text, ("作为AI", "as an ai")), ("作为AI", "as an ai")) == []

@@ -7,7 +7,7 @@ import { get } from "./api.js";
 import { attempt, Loading, Problem, short, useLoad } from "./ui.js";
 
 const LAYERS = {
-  system: "system", instructions: "instructions", lore: "lore", lore_in_chat: "lore", resident: "memory", memory: "memory",
+  system: "system", instructions: "instructions", reanchor: "instructions", lore: "lore", lore_in_chat: "lore", resident: "memory", memory: "memory",
   digest: "digest", episode: "episode", anchors: "anchors", recall: "recall", verbatim: "verbatim",
   greeting: "greeting", user: "verbatim", prelude: "memory", scene: "scene", roster: "scene", cut: "cut", hidden: "cut",
   "client block": "client", "client after": "client", prefill: "client",

@@ -29,10 +29,14 @@ _ENTRY = re.compile(
     r"^([ \t]*)(?:[-*•·]|\d+[.)、])?[ \t]*(?:\*\*)?([^：:*\n]{1,24}?)(?:\*\*)?[ \t]*[：:]", re.MULTILINE
 )  # (an indented item is a detail of the entry above it, not a name)
 _SPLIT = re.compile(r"[、,，/&]|\band\b")
+_SENTENCE = re.compile(r".*?(?:[。！？!?…]+[”」』\"')）]*|\.(?=\s)|$)\s*")  # a sentence and the space after it
+_ASIDE = re.compile(r"[（(]")  # `老周（守塔人）`: the name before the aside
+_NOT_A_NAME = re.compile(r"(?:the|a|an)\s", re.IGNORECASE)  # `The stranger`: a description
 LABELS = (  # what an entry of 人物 may open with that is not a name (the guidance's own words among them)
     "性格", "说话", "口癖", "称呼", "关系", "外貌", "身份", "状态", "态度", "近况", "走向", "温度", "备注", "其他", "其它",
     "特点", "喜好", "习惯", "personality", "speech", "speaking", "relationship", "appearance", "status", "role",
     "attitude", "notes", "other", "address", "manner", "voice", "warmth", "direction", "trait", "likes", "habit",
+    "时间", "地点", "场景", "目标", "动机", "time", "place", "goal", "motive",
 )  # fmt: skip
 
 
@@ -44,8 +48,14 @@ class Failure:
     code: str
     values: tuple[tuple[str, object], ...] = ()
 
-    def words(self, templates: Mapping[str, str]) -> str:
-        return templates[self.code].format(**dict(self.values))
+    def words(self, templates: Mapping[str, str], headings: Mapping[str, str] | None = None, sep: str = "、") -> str:
+        """In words: the template of its code filled; a list of sections or names joined by `sep`, each
+        section shown under its heading in `headings` (the language's, for a model; canonical, for a job)."""
+        values = {
+            key: sep.join((headings or {}).get(item, item) for item in value) if isinstance(value, tuple) else value
+            for key, value in self.values
+        }
+        return templates[self.code].format(**values)
 
 
 ENGLISH = {
@@ -93,10 +103,10 @@ def check_digest(
     failures = []
     missing = [name for name in DIGEST_SECTIONS if name not in answered]
     if missing:
-        failures.append(Failure("missing", (("sections", "、".join(missing)),)))
+        failures.append(Failure("missing", (("sections", tuple(missing)),)))
     empty = [name for name in REQUIRED if name in answered and not answered[name].strip()]
     if empty:
-        failures.append(Failure("empty", (("sections", "、".join(empty)),)))
+        failures.append(Failure("empty", (("sections", tuple(empty)),)))
     length = sum(len(body.strip()) for body in answered.values())
     if length > budget * DIGEST_OVER:
         failures.append(Failure("long", (("length", length), ("most", int(budget * DIGEST_OVER)))))
@@ -109,8 +119,22 @@ def check_digest(
             failures.append(Failure("scene", (("share", share),)))
     strangers = unknown_names(answered.get("人物", ""), names, sources)
     if strangers:
-        failures.append(Failure("strangers", (("names", "、".join(strangers)),)))
+        failures.append(Failure("strangers", (("names", tuple(strangers)),)))
     return failures
+
+
+def without_banned(text: str, banned: Sequence[str]) -> str:
+    """The text without its lines' sentences in which a banned pattern is found: what the offline summary,
+    which copies sentences from the turns, stores when the turns themselves drifted into them."""
+    if not banned or not banned_found(text, banned):
+        return text
+    kept_lines = []
+    for line in text.splitlines():
+        sentences = _SENTENCE.findall(line)
+        kept = "".join(sentence for sentence in sentences if not banned_found(sentence, banned))
+        if kept.strip() or not line.strip():
+            kept_lines.append(kept.rstrip())
+    return "\n".join(kept_lines)
 
 
 def banned_found(text: str, banned: Sequence[str]) -> list[Failure]:
@@ -152,9 +176,14 @@ def unknown_names(characters: str, known: Sequence[str], sources: str) -> list[s
     for match in _ENTRY.finditer(characters):
         if match.group(1):
             continue
-        for name in _SPLIT.split(match.group(2)):
+        for name in _SPLIT.split(_ASIDE.split(match.group(2), 1)[0]):
             name = name.strip().strip("*#（）()[]【】「」\"' ")
-            if not name or len(name) > 20 or any(label in name.casefold() for label in LABELS):
+            if (
+                not name
+                or len(name) > 20
+                or any(label in name.casefold() for label in LABELS)
+                or _NOT_A_NAME.match(name)
+            ):
                 continue
             folded = name.casefold()
             if folded in folded_sources or any(folded in k or k in folded for k in folded_known):
