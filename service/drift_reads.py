@@ -17,7 +17,7 @@ from domain.values import NodeView, StorySettings
 from projections.context.drift import EARLY_DEPTH, DriftAt, DriftCache, drift_at, reanchor_block
 from projections.context.records import TailBlock
 from projections.context.system_prompt import fill_macros
-from projections.read_models.store import ReadModels
+from service.lineages import Branch, Lineage, Prefix, head
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +35,23 @@ class DriftReport:
 
 
 class DriftReads:
-    def __init__(self, app: Changji, store: ReadModels) -> None:
-        self.app, self.store = app, store
+    def __init__(self, app: Changji, paths: Callable[[UUID, NodeView], Lineage | Branch | Prefix]) -> None:
+        """`paths(story_id, node)`: the path to a node as the story's lineage knows it (`service/lineages.py`,
+        shared with recall: a cold story's costs one query of the read models, once)."""
+        self.app, self.paths = app, paths
         self.cache = DriftCache()
 
     def at(self, card: Card, settings: StorySettings, story_id: UUID, node: NodeView) -> DriftAt:
         language = card.data.language(settings.language)
         epoch = self.app.render_epoch(story_id)
-        return drift_at(node, self.app.node, settings, language, self.cache, epoch, self._first_nodes)
+
+        def first_nodes(node_id: UUID) -> list[NodeView]:
+            """The nodes of the path's first EARLY_DEPTH depths, root first, read in bulk."""
+            ids = [UUID(i) for i in head(self.paths(story_id, self.app.node(node_id)), EARLY_DEPTH)]
+            self.app.preload(ids)
+            return [self.app.node(i) for i in ids]
+
+        return drift_at(node, self.app.node, settings, language, self.cache, epoch, first_nodes)
 
     def reanchor(
         self, card: Card, settings: StorySettings, story_id: UUID, leaf: NodeView, saved: UUID
@@ -92,13 +101,3 @@ class DriftReads:
             node, drift, identity_anchor(card.data, settings), not written, every, upcoming,
             card.data.language(settings.language),
         )  # fmt: skip
-
-    def _first_nodes(self, node_id: UUID) -> list[NodeView] | None:
-        """The nodes of the path's first EARLY_DEPTH depths, root first, read in bulk from the read models
-        (None while the node is not folded there yet: the path is walked instead)."""
-        ancestry = self.store.ancestry(node_id)
-        if ancestry is None:
-            return None
-        ids = [UUID(i) for i, depth in reversed(ancestry) if depth <= EARLY_DEPTH]
-        self.app.preload(ids)
-        return [self.app.node(i) for i in ids]

@@ -150,6 +150,17 @@ class Prefix:
         return depth is not None and depth <= self.depth
 
 
+def head(path: Lineage | Branch | Prefix, depth: int) -> list[str]:
+    """The ids of a path's first nodes, root first, down to `depth` (what a path known by its lineage
+    holds there, without a walk)."""
+    if isinstance(path, Prefix):
+        return path.trunk.ids[: min(path.depth, depth) + 1]
+    if isinstance(path, Branch):
+        own = sorted((d, node_id) for node_id, d in path.own.items() if d <= depth)
+        return path.trunk.ids[: min(path.fork_depth, depth) + 1] + [node_id for _, node_id in own]
+    return path.ids[: depth + 1]
+
+
 class Lineages:
     """The trunks and branches of the most recently used stories."""
 
@@ -163,7 +174,7 @@ class Lineages:
         self.stories, self.branches, self.branch_nodes, self.ancestry = stories, branches, branch_nodes, ancestry
         self._of: OrderedDict[UUID, StoryLineage] = OrderedDict()
 
-    def at(self, story_id: UUID, leaf: NodeView, load: Load) -> OnPath:
+    def at(self, story_id: UUID, leaf: NodeView, load: Load) -> Lineage | Branch | Prefix:
         story = self._of.pop(story_id, None) or StoryLineage(self.branches, self.branch_nodes, self.ancestry)
         self._of[story_id] = story
         if len(self._of) > self.stories:

@@ -100,7 +100,7 @@ class StoryViews:
         self.lore = LoreShelf(app)
         self._assembled: dict[UUID, int] = {}  # story → its render epoch at its last context
         self.card_memory = CardMemoryReads(app, store)
-        self.drift = DriftReads(app, store)
+        self.drift = DriftReads(app, lambda story_id, node: self._lineages.at(story_id, node, self.app.node))
 
     def context(self, tenant_id: str, story_id: UUID, at: UUID | None) -> Context:
         """The context for the next turn at a node (default: the leaf). A read: it writes nothing. Where

@@ -16,8 +16,9 @@ as a context would judge it (`projections/context/drift.py`, the story defaults 
 - `missed_<kind>`: injected chats where it never fired within 20 replies;
 - `judge_ms_p50`: one turn's judgement as a context makes it (the previous turns remembered);
 - `judge_cold_ms_1k` / `_10k` and their ratio: a judgement with nothing remembered, as the service makes
-  it, at the leaf of stories of 1k and 10k turns in an SQLite store (the path's first depths found by one
-  query of the read models);
+  it, at the leaf of stories of 1k and 10k turns in an SQLite store (the path's first depths from the
+  story's lineage, built by one query of the read models, which recall shares); `judge_known_path_*`:
+  the same with the lineage known (recall built it; goal: flat);
 - `reanchor_tokens_per_100`: tokens the re-anchoring blocks cost per 100 turns on the real chats at the
   default period (15), with a derived anchor of SillyTavern's Seraphina card (cl100k tokens, 4 chars
   per token when tiktoken's data is not there).
@@ -35,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -49,6 +51,7 @@ from projections.context.drift import NO_DRIFT, DriftCache, drift_at, reanchor_b
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
 from service.drift_reads import DriftReads
+from service.lineages import Lineages
 
 FULL: dict[str, Any] = {"share": 1.0, "cold": (1000, 10_000)}
 QUICK: dict[str, Any] = {"share": 0.5, "cold": (1000, 10_000)}
@@ -64,7 +67,8 @@ FIGURES = figure_keys(
     "false_{signal}_per_100", "detect_{kind}_mean", "detect_{kind}_max", "missed_{kind}",
     signal=(*SIGNALS, "forced"), kind=KINDS,
 ) | {"replies", "chats", "judge_ms_p50", "reanchor_tokens_per_100"} | {
-    "judge_cold_ms_1k", "judge_cold_ms_10k", "judge_cold_10k_vs_1k_ratio",
+    "judge_cold_ms_1k", "judge_cold_ms_10k", "judge_cold_10k_vs_1k_ratio", "judge_known_path_ms_1k",
+    "judge_known_path_ms_10k", "judge_known_path_10k_vs_1k_ratio",
 }  # fmt: skip
 
 Chat = tuple[Language, list[tuple[str, str]]]  # the language, (user's words, reply) per turn
@@ -208,8 +212,9 @@ def main() -> None:
 
 def cold_judgements(sizes: Sequence[int]) -> dict[str, float]:
     """A judgement with nothing remembered (a story's first context after a start), as the service makes it
-    (`service/drift_reads.py`: the path's first depths found by one query of the read models), at the leaf
-    of stories of `sizes` turns played into an SQLite event store and folded: flat, or it grows with the path."""
+    (`service/drift_reads.py`: the path's first depths from the story's lineage, which a cold story builds with
+    one query of the read models, shared with recall), at the leaf of stories of `sizes` turns played into an
+    SQLite event store and folded; and with the lineage known, nothing else remembered (`judge_known_path_*`)."""
     out: dict[str, float] = {}
     pool = texts()
     with tempfile.TemporaryDirectory() as folder:
@@ -222,14 +227,18 @@ def cold_judgements(sizes: Sequence[int]) -> dict[str, float]:
             card, settings = app.card_of(story), app.settings(story)
             assert story.leaf_id is not None
             leaf = app.node(story.leaf_id)
-            timings = []
+            cold, known = [], []
             for _ in range(20):
-                reads = DriftReads(app, store)  # (nothing remembered)
-                started = time.perf_counter()
-                reads.at(card, settings, story.id, leaf)
-                timings.append(time.perf_counter() - started)
-            out[f"judge_cold_ms_{name}"] = statistics.median(timings) * 1000
+                lineages = Lineages(ancestry=store.ancestry)  # (nothing remembered)
+                for timings in (cold, known):  # then again, the story's lineage known (recall had built it)
+                    reads = DriftReads(app, partial(lineages.at, load=app.node))
+                    started = time.perf_counter()
+                    reads.at(card, settings, story.id, leaf)
+                    timings.append(time.perf_counter() - started)
+            out[f"judge_cold_ms_{name}"] = statistics.median(cold) * 1000
+            out[f"judge_known_path_ms_{name}"] = statistics.median(known) * 1000
     out["judge_cold_10k_vs_1k_ratio"] = out["judge_cold_ms_10k"] / max(out["judge_cold_ms_1k"], 1e-9)
+    out["judge_known_path_10k_vs_1k_ratio"] = out["judge_known_path_ms_10k"] / max(out["judge_known_path_ms_1k"], 1e-9)
     log(", ".join(f"{k} {v:.3f}" for k, v in out.items()))
     return out
 
