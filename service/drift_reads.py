@@ -5,6 +5,7 @@ path's first depths are read in bulk, one query and one preload."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
@@ -18,6 +19,8 @@ from projections.context.drift import EARLY_DEPTH, DriftAt, DriftCache, drift_at
 from projections.context.records import TailBlock
 from projections.context.system_prompt import fill_macros
 from service.lineages import Branch, Lineage, Prefix, head
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +48,16 @@ class DriftReads:
         language = card.data.language(settings.language)
         epoch = self.app.render_epoch(story_id)
 
+        read: list[NodeView] = []
+
         def first_nodes(node_id: UUID) -> list[NodeView]:
-            """The nodes of the path's first EARLY_DEPTH depths, root first, read in bulk."""
-            ids = [UUID(i) for i in head(self.paths(story_id, self.app.node(node_id)), EARLY_DEPTH)]
-            self.app.preload(ids)
-            return [self.app.node(i) for i in ids]
+            """The nodes of the path's first EARLY_DEPTH depths, root first, read in bulk (once: every reply
+            below them a judgement follows back shares them)."""
+            if not read:
+                ids = [UUID(i) for i in head(self.paths(story_id, self.app.node(node_id)), EARLY_DEPTH)]
+                self.app.preload(ids)
+                read.extend(self.app.node(i) for i in ids)
+            return read
 
         return drift_at(node, self.app.node, settings, language, self.cache, epoch, first_nodes)
 
@@ -67,8 +75,12 @@ class DriftReads:
     ) -> int:
         """The tokens of the re-anchoring block the turn after a reply will carry (0: none due): what the
         reply's budget test reserves for it."""
-        reply = self.app.node(reply_id)
-        block = self._block(card, settings, story_id, reply.turn + 1, reply)
+        try:  # (the reply is written: its budget test never fails it)
+            reply = self.app.node(reply_id)
+            block = self._block(card, settings, story_id, reply.turn + 1, reply)
+        except Exception:
+            log.exception("could not judge the drift at %s", reply_id)
+            return 0
         return count(block.text) if block is not None else 0
 
     def _block(

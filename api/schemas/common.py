@@ -72,7 +72,10 @@ class SettingsOverrides(Strict):
     reanchor_turns: int | None = Field(None, ge=0, le=10_000)
     banned_patterns: (
         list[Annotated[str, Field(min_length=1, max_length=500, json_schema_extra={"format": "regex"})]] | None
-    ) = Field(None, max_length=50, description="regular expressions no reply should match (a match is a drift signal)")
+    ) = Field(
+        None, max_length=50, description="regular expressions (as Python's `regex` module reads them, in any case) no"
+        " reply should match: a match of some words is a drift signal",
+    )  # fmt: skip
     drift_creep: float | None = Field(None, ge=0, le=100)
     drift_repeat: int | None = Field(None, ge=0, le=1000)
     drift_language: float | None = Field(None, ge=0, le=1)

@@ -29,6 +29,9 @@ class DriftResponse(BaseModel):
     forced: bool = Field(description="the turn after the reply carries a forced re-anchoring block")
     reanchor_turns: int = Field(description="the periodic re-anchoring's period (0: off)")
     next_periodic_turn: int | None = Field(description="the next turn (from `at`'s) the periodic block comes at")
-    anchor: str = Field(description="the identity anchor the blocks carry")
+    anchor: str = Field(
+        description="the identity anchor: the digest opens with it; a re-anchoring block carries it, a derived one"
+        " without the card's post-history instructions, which come just before the block"
+    )
     anchor_derived: bool = Field(description="derived from the card (no `identity_anchor` written)")
     language: Literal["zh", "en"] = Field(description="the language the replies are held to")

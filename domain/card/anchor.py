@@ -33,7 +33,8 @@ def identity_anchor(card: CardData, settings: StorySettings, rules: bool = True)
 
 
 def derived_anchor(card: CardData, rules: bool = True) -> str:
-    """The description's opening, the personality (when short) and the post-history instructions."""
+    """The description's opening, the personality (when short) and the post-history instructions (not
+    with `rules` off, unless the card says nothing else of who the character is)."""
     parts = []
     description = _opening(card.description, DESCRIPTION_CHARS)
     if description:
@@ -41,7 +42,7 @@ def derived_anchor(card: CardData, rules: bool = True) -> str:
     personality = " ".join(card.personality.split())
     if personality and len(personality) <= PERSONALITY_CHARS:
         parts.append(personality)
-    instructions = _opening(card.post_history_instructions, RULES_CHARS) if rules else ""
+    instructions = _opening(card.post_history_instructions, RULES_CHARS) if rules or not parts else ""
     if instructions:
         parts.append(instructions)
     return "\n".join(parts) if parts else card.name

@@ -267,9 +267,8 @@ class CompactWorker:
         names = self._names(plan)
         scene = await self._scene(plan.pack.end.id)
         names += self._roster(scene)  # (the offline summary favours sentences that name them)
-        banned = plan.settings.banned_patterns  # (the offline summary copies sentences: those that drifted go)
         if self.model is None:
-            return without_banned(await self._offline_episode(lines, names, plan), banned), "extractive", Asked()
+            return await self._offline_episode(lines, names, plan), "extractive", Asked()
         prompts = SUMMARY_PROMPTS[plan.language]
         body = "\n\n".join(prompts.said.format(speaker=line.speaker, text=line.text) for line in lines)
         user = prompts.transcript.format(first=plan.pack.first_turn, last=plan.pack.last_turn) + f"\n{body}"
@@ -279,19 +278,19 @@ class CompactWorker:
             {"role": "system", "content": self._anchored(prompts.episode, plan)},
             {"role": "user", "content": user},
         ]
-        covered = "\n".join(line.text for line in lines)
+        covered, banned = "\n".join(line.text for line in lines), plan.settings.banned_patterns
         asked = await self._checked(
             "episode", messages, EPISODE_TOKENS, lambda text: check_episode(text, covered, banned, plan.language), plan
         )
         if asked.text is None and (offline or asked.rejected):  # failing, or failing its checks: offline stands in
-            return without_banned(await self._offline_episode(lines, names, plan), banned), "extractive", asked
+            return await self._offline_episode(lines, names, plan), "extractive", asked
         return asked.text, "model", asked
 
     async def _offline_episode(self, lines: list[Line], names: list[str], plan: CompactionPlan) -> str:
         """The extractive summary, on a thread: a pack of a long story's backlog (thousands of turns)
         takes a while, and the event loop serves requests meanwhile."""
-        chars, language = self._episode_chars(plan), plan.language
-        text = await asyncio.to_thread(summarize_episode, lines, names, chars, language)
+        chars, language, banned = self._episode_chars(plan), plan.language, plan.settings.banned_patterns
+        text = await asyncio.to_thread(lambda: without_banned(summarize_episode(lines, names, chars, language), banned))
         return text or SUMMARY_PROMPTS[language].nothing
 
     async def _digest(self, plan: CompactionPlan, offline: bool) -> tuple[dict[str, str] | None, SummaryAuthor, Asked]:
@@ -306,9 +305,13 @@ class CompactWorker:
         episodes = [(e.first_turn, e.last_turn, e.text) for _, e in folded]
         budget = min(digest_budget(plan.settings.episodes_kept), summary_chars(plan.settings))
         names = self._names(plan)  # (人物 has a line for each: the card's and the user's, not the roster's)
-        fallback = await asyncio.to_thread(fold_digest, previous, episodes, lines, names, scene_text, budget, language)
         banned = plan.settings.banned_patterns
-        fallback = {name: without_banned(body, banned) for name, body in fallback.items()}
+        fallback = await asyncio.to_thread(
+            lambda: {  # (it copies sentences from the turns: what drifted into a banned pattern is put out)
+                name: without_banned(body, banned)
+                for name, body in fold_digest(previous, episodes, lines, names, scene_text, budget, language).items()
+            }
+        )
         if self.model is None:
             return fallback, "extractive", Asked()
         prompts, parts = SUMMARY_PROMPTS[language], []
@@ -332,7 +335,7 @@ class CompactWorker:
         def check(text: str) -> list[Failure]:
             answered = answered_sections(text)
             if not answered:
-                return [Failure("missing", (("sections", "、".join(DIGEST_SECTIONS)),))]
+                return [Failure("missing", (("sections", tuple(DIGEST_SECTIONS)),))]
             return check_digest(answered, latest_text, sources, known, banned, budget, location)
 
         asked = await self._checked("digest", messages, DIGEST_TOKENS, check, plan)

@@ -418,3 +418,10 @@ def test_a_run_longer_than_it_is_followed_is_counted_the_same_warm_and_cold() ->
     for turn in (40, 41, 110):
         reply = path[2 * turn - 1]
         assert judge(tree, reply, warm).run == judge(tree, reply).run == turn - 9
+
+
+def test_a_banned_pattern_that_may_match_nothing_finds_its_words_anywhere_in_the_reply() -> None:
+    reply = Exchange(uuid4(), 12, "", "The lamp is lit tonight. As an AI, I cannot leave the tower.")
+    signal = banned(reply, ("(as an ai)?",))
+    assert signal.fired and signal.evidence == "As an AI"
+    assert not banned(replace(reply, reply="The lamp is lit tonight."), ("(as an ai)?",)).fired

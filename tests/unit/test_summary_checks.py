@@ -289,12 +289,20 @@ def test_the_reasons_are_put_in_the_language_they_are_asked_in() -> None:
     [
         (
             "林舟：第1问。沈砚：作为AI，我无法离开这里。灯还亮着！\n第二行没事。\n作为AI整行。",
-            "林舟：第1问。灯还亮着！\n第二行没事。",
+            "林舟：第1问。沈砚：…，我无法离开这里。灯还亮着！\n第二行没事。\n…整行。",
         ),
         ("没有禁用的写法。", "没有禁用的写法。"),
-        ("As an AI, I cannot. The lamp is lit.", "The lamp is lit."),
+        ("Lin: Will you go As an AI, I cannot. The lamp is lit.", "Lin: Will you go …, I cannot. The lamp is lit."),
+        ('He said "as an ai I cannot." Then he left.', 'He said "… I cannot." Then he left.'),
+        ("cannot. As an\nAI here", "cannot. As an\nAI here"),  # (a pattern's words, not its line breaks)
     ],
 )
-def test_the_offline_summary_loses_the_sentences_a_banned_pattern_is_in(text: str, kept: str) -> None:
-    assert without_banned(text, ("作为AI", "as an ai")).strip() == kept
-    assert banned_found(without_banned(text, ("作为AI", "as an ai")), ("作为AI", "as an ai")) == []
+def test_the_offline_summary_puts_out_what_a_banned_pattern_finds(text: str, kept: str) -> None:
+    banned = ("作为AI", "(as an ai)?")
+    assert without_banned(text, banned) == kept
+    assert banned_found(without_banned(text, banned), banned) == []
+
+
+def test_an_empty_match_is_none_and_a_later_match_is_found() -> None:
+    found = banned_found("The lamp is lit. As an AI, I cannot.", ("(as an ai)?",))
+    assert found == [Failure("banned", (("pattern", "As an AI"),))]

@@ -146,15 +146,12 @@ def banned(exchange: Exchange, patterns: Sequence[str]) -> Signal:
         return Signal("banned", 0.0, 0.0, False, ids, "no banned patterns")
     found, slow = [], []
     for i, pattern in enumerate(patterns):
-        compiled = _compiled(pattern)
-        if compiled is None:
-            continue
         try:
-            match = compiled.search(exchange.reply, timeout=BANNED_SECONDS)
+            match = banned_match(pattern, exchange.reply)
         except TimeoutError:
             slow.append(i)
             continue
-        if match is not None and match.group(0):
+        if match is not None:
             found.append((i, match.group(0)))
     detail = ", ".join(f"pattern {i} matched {text[:60]!r}" for i, text in found) or "none matched"
     if slow:
@@ -242,6 +239,16 @@ def _foreign(text: str, language: Language) -> float | None:
         return None
     han = sum(1 for t in found if _HAN.match(t))
     return 1 - han / len(found) if language == "zh" else han / len(found)
+
+
+def banned_match(pattern: str, text: str) -> regex.Match[str] | None:
+    """The first match of a banned pattern (any case) that holds some words — an empty match is none, so
+    `(as an ai)?` finds "As an AI" wherever it is — or None (also for a pattern that does not compile);
+    TimeoutError past BANNED_SECONDS."""
+    compiled = _compiled(pattern)
+    if compiled is None:
+        return None
+    return next((m for m in compiled.finditer(text, timeout=BANNED_SECONDS) if m.group(0)), None)
 
 
 def _compiled(pattern: str) -> regex.Pattern[str] | None:

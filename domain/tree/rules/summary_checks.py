@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import regex
 
 from domain.language import Language
+from domain.tree.rules.drift import banned_match
 from domain.values import BANNED_SECONDS, DIGEST_SECTIONS
 
 EPISODE_MOST = {"zh": 1500, "en": 3500}  # characters: about three times what the episode prompt asks
@@ -29,9 +30,8 @@ _ENTRY = re.compile(
     r"^([ \t]*)(?:[-*•·]|\d+[.)、])?[ \t]*(?:\*\*)?([^：:*\n]{1,24}?)(?:\*\*)?[ \t]*[：:]", re.MULTILINE
 )  # (an indented item is a detail of the entry above it, not a name)
 _SPLIT = re.compile(r"[、,，/&]|\band\b")
-_SENTENCE = re.compile(r".*?(?:[。！？!?…]+[”」』\"')）]*|\.(?=\s)|$)\s*")  # a sentence and the space after it
 _ASIDE = re.compile(r"[（(]")  # `老周（守塔人）`: the name before the aside
-_NOT_A_NAME = re.compile(r"(?:the|a|an)\s", re.IGNORECASE)  # `The stranger`: a description
+_NOT_A_NAME = re.compile(r"(?:[Tt]he|[Aa]n?)\s+[a-z]")  # `The stranger`: a description (`An Qi` is a name)
 LABELS = (  # what an entry of 人物 may open with that is not a name (the guidance's own words among them)
     "性格", "说话", "口癖", "称呼", "关系", "外貌", "身份", "状态", "态度", "近况", "走向", "温度", "备注", "其他", "其它",
     "特点", "喜好", "习惯", "personality", "speech", "speaking", "relationship", "appearance", "status", "role",
@@ -124,29 +124,37 @@ def check_digest(
 
 
 def without_banned(text: str, banned: Sequence[str]) -> str:
-    """The text without its lines' sentences in which a banned pattern is found: what the offline summary,
-    which copies sentences from the turns, stores when the turns themselves drifted into them."""
-    if not banned or not banned_found(text, banned):
-        return text
-    kept_lines = []
-    for line in text.splitlines():
-        sentences = _SENTENCE.findall(line)
-        kept = "".join(sentence for sentence in sentences if not banned_found(sentence, banned))
-        if kept.strip() or not line.strip():
-            kept_lines.append(kept.rstrip())
-    return "\n".join(kept_lines)
+    """The text with every match of a banned pattern put out ("…"): what the offline summary, which copies
+    sentences from the turns, stores when the turns themselves drifted into them (the rest of each sentence
+    stays: who did what is still the story's)."""
+    for pattern in banned:
+        compiled = _banned(pattern)
+        if compiled is None:
+            continue
+        try:
+            text = compiled.sub(lambda m: "…" if m.group(0) else "", text, timeout=BANNED_SECONDS)
+        except TimeoutError:
+            continue
+    return text
 
 
 def banned_found(text: str, banned: Sequence[str]) -> list[Failure]:
     failures = []
-    for i, pattern in enumerate(banned):
+    for pattern in banned:
         try:
-            found = regex.search(pattern, text, regex.IGNORECASE, timeout=BANNED_SECONDS)
-        except (regex.error, TimeoutError):
+            found = banned_match(pattern, text)
+        except TimeoutError:
             continue
-        if found and found.group(0):
-            failures.append(Failure("banned", (("pattern", found.group(0)[:60] or str(i)),)))
+        if found is not None:
+            failures.append(Failure("banned", (("pattern", found.group(0)[:60]),)))
     return failures
+
+
+def _banned(pattern: str) -> regex.Pattern[str] | None:
+    try:
+        return regex.compile(pattern, regex.IGNORECASE)
+    except (regex.error, ValueError, OverflowError, RecursionError):
+        return None
 
 
 def terms(text: str) -> set[str]:
