@@ -169,3 +169,23 @@ async def test_a_new_chat_with_a_played_card_gets_the_cards_memory_from_its_firs
     told = "\n".join(m["content"] for m in sent if m["role"] == "user")
     assert "Oskar mends it on Sundays" in told and "[Story so far]" in told  # (the resident summary, in English)
     assert sent[-1]["content"].endswith("Evening, Mira. Is Oskar still mending things?")
+
+
+async def test_the_upstream_gets_the_re_anchoring_block_before_the_users_words(
+    fake: FakeModelServer, front: Front
+) -> None:
+    fake.fallback = lambda body: Text("'Two miles,' Mira says, and turns back to the wheel.")
+    _, headers = await front.send("Turn 1: where are we?")
+    card = (await front.api.call("GET", f"/v1/stories/{headers['x-changji-story']}"))["card_id"]
+    anchor = "{{char}} pilots the ferry: terse, kind, never leaves the bow in a storm."
+    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": {"reanchor_turns": 3, "identity_anchor": anchor}})
+    await front.send("Turn 2: how far is the harbour?")
+    assert "pilots the ferry" not in fake.requests[-1]["messages"][-1]["content"]
+    await front.send("Turn 3: will you stay at the bow?")
+    last = fake.requests[-1]["messages"][-1]
+    assert last["role"] == "user" and last["content"].endswith("Turn 3: will you stay at the bow?")
+    block = last["content"].split("\n\n")[-2]
+    assert block.startswith("[WHO ") and "pilots the ferry: terse, kind, never leaves the bow in a storm." in block
+    assert "{{char}}" not in block and "periodic reminder" in block
+    await front.send("Turn 4: and then?")
+    assert "pilots the ferry" not in fake.requests[-1]["messages"][-1]["content"]
