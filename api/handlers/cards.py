@@ -27,6 +27,7 @@ from api.schemas.cards import (
     UpdateCardRequest,
 )
 from api.uploads import upload
+from domain.card.anchor import identity_anchor
 from domain.card.card import Card
 from domain.values import CardData, StorySettings
 from interchange.card_data import CardFormatError
@@ -44,6 +45,7 @@ def card_response(card: Card) -> CardResponse:
         name=card.data.name,
         card=card.data.model_dump(),
         settings=card.settings.model_dump(),
+        anchor=identity_anchor(card.data, card.settings),
         language=card.data.language(card.settings.language),
         source=card.source,
         art=FileRef.model_validate(card.art) if card.art else None,

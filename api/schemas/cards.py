@@ -44,6 +44,11 @@ class CardResponse(BaseModel):
     name: str
     card: dict[str, Any]
     settings: dict[str, Any]
+    anchor: str = Field(
+        "", description="the identity anchor in use: `settings.identity_anchor`, or, while that is empty, the one"
+        " derived from the card (its description's opening, its personality when short, its post-history"
+        " instructions)",
+    )  # fmt: skip
     language: Literal["zh", "en"] = Field(description="the language of changji's texts in this card's prompts")
     source: dict[str, Any] = Field(
         default_factory=dict, description="an imported card: the file it came from (container, spec, warnings)"

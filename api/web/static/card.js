@@ -1,11 +1,12 @@
-// A card's page: who it is, its greetings (a story starts from any of them), its stories, and its
-// memory across them.
+// A card's page: who it is, its greetings (a story starts from any of them), its stories, the keeping of
+// the character (`anchor.js`), and its memory across them.
 import { html } from "./html.js";
 import { register, t } from "./i18n.js";
 import { get } from "./api.js";
 import { Loading, Problem, useLoad } from "./ui.js";
 import { startStory } from "./home.js";
 import { CardMemory } from "./memory.js";
+import { AnchorEditor } from "./anchor.js";
 
 register({
   en: { card_greetings: "Greetings", card_stories: "Its stories", card_start_with: "Start with this greeting", card_memory: "Memory across its stories" },
@@ -37,6 +38,7 @@ export function CardPage({ id }) {
           <span class="muted"> · ${s.nodes} · ${s.last_words.slice(0, 80)}</span></li>`,
       )}
     </ul>
+    <${AnchorEditor} key=${card.version} card=${card} onSaved=${reload} />
     <h2>${t("card_memory")}</h2>
     <${CardMemory} cardId=${id} />
   </section>`;

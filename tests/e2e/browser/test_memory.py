@@ -143,3 +143,28 @@ def test_a_handbook_items_sources_are_opened(page: Page, server: Server) -> None
     expect(audit).to_contain_text("read turns")
     audit.get_by_test_id("memory-audit-story").click()
     expect(page).to_have_url(f"{server.base}/#/stories/{story['id']}/play")
+
+
+def test_the_identity_anchor_is_written_on_the_card_page_and_a_bad_pattern_is_refused(
+    page: Page, server: Server, console: Console
+) -> None:
+    console.allow(r"status of 422")  # (the refused pattern's request, as the browser logs it)
+    story = new_story(server, turns=1)
+    card = story["card_id"]
+    go(page, server, f"#/cards/{card}")
+    page.get_by_test_id("anchor-edit").locator("summary").click()
+    expect(page.get_by_test_id("anchor-derived")).to_have_text("守灯塔的人。")  # (derived from the description)
+    page.get_by_test_id("anchor-banned").fill("(unclosed")
+    page.get_by_test_id("anchor-save").click()
+    expect(page.get_by_test_id("problem")).to_contain_text("pattern 0 is not a regular expression")
+    page.get_by_test_id("anchor-text").fill("{{char}}：守塔人，话少，从不离开灯塔。")
+    page.get_by_test_id("anchor-every").fill("10")
+    page.get_by_test_id("anchor-banned").fill("作为AI\n(as an ai)?")
+    page.get_by_test_id("anchor-save").click()
+    page.get_by_test_id("anchor-edit").locator("summary").click()
+    expect(page.get_by_test_id("anchor-text")).to_have_value("{{char}}：守塔人，话少，从不离开灯塔。")
+    settings = server.call("GET", f"/v1/cards/{card}")["settings"]
+    assert settings["identity_anchor"] == "{{char}}：守塔人，话少，从不离开灯塔。" and settings["reanchor_turns"] == 10
+    assert settings["banned_patterns"] == ["作为AI", "(as an ai)?"]
+    drift = server.call("GET", f"/v1/stories/{story['id']}/drift")
+    assert drift["anchor"] == settings["identity_anchor"] and drift["reanchor_turns"] == 10  # (a story of the card)
