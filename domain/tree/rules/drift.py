@@ -245,13 +245,14 @@ def banned_match(pattern: str, text: str) -> regex.Match[str] | None:
     """The first match of a banned pattern (any case) that holds some words — an empty match is none, so
     `(as an ai)?` finds "As an AI" wherever it is — or None (also for a pattern that does not compile);
     TimeoutError past BANNED_SECONDS."""
-    compiled = _compiled(pattern)
+    compiled = compiled_pattern(pattern)
     if compiled is None:
         return None
     return next((m for m in compiled.finditer(text, timeout=BANNED_SECONDS) if m.group(0)), None)
 
 
-def _compiled(pattern: str) -> regex.Pattern[str] | None:
+def compiled_pattern(pattern: str) -> regex.Pattern[str] | None:
+    """A banned pattern compiled to match in any case, remembered (None: it does not compile)."""
     if pattern not in _COMPILED:
         if len(_COMPILED) > 1024:
             _COMPILED.clear()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import regex
 
 from domain.language import Language
-from domain.tree.rules.drift import banned_match
+from domain.tree.rules.drift import banned_match, compiled_pattern
 from domain.values import BANNED_SECONDS, DIGEST_SECTIONS
 
 EPISODE_MOST = {"zh": 1500, "en": 3500}  # characters: about three times what the episode prompt asks
@@ -128,7 +128,7 @@ def without_banned(text: str, banned: Sequence[str]) -> str:
     sentences from the turns, stores when the turns themselves drifted into them (the rest of each sentence
     stays: who did what is still the story's)."""
     for pattern in banned:
-        compiled = _banned(pattern)
+        compiled = compiled_pattern(pattern)
         if compiled is None:
             continue
         try:
@@ -148,13 +148,6 @@ def banned_found(text: str, banned: Sequence[str]) -> list[Failure]:
         if found is not None:
             failures.append(Failure("banned", (("pattern", found.group(0)[:60]),)))
     return failures
-
-
-def _banned(pattern: str) -> regex.Pattern[str] | None:
-    try:
-        return regex.compile(pattern, regex.IGNORECASE)
-    except (regex.error, ValueError, OverflowError, RecursionError):
-        return None
 
 
 def terms(text: str) -> set[str]:
