@@ -39,6 +39,7 @@ from service.memory import MemorySearch
 from service.proxy import ChatProxy
 from service.read_side import ReadSide
 from service.recall import Recall
+from service.search_rewrites import SearchRewrites
 from service.views import StoryViews
 from service.writes import StoryWrites
 from storage import read_model_files
@@ -96,6 +97,7 @@ class Service:
     proxy: ChatProxy
     relay: Relay | None  # the chat-completions proxy's upstream: the main model's endpoint
     memory: CardMemoryKeeper  # each card's memory kept up with its stories
+    searches: SearchRewrites  # the side model's search of a story's memory for the user's words
     connections: list[Closable] = field(default_factory=list)  # the store's other connections, closed last
 
     def lifecycle(self) -> list[Resource]:
@@ -221,6 +223,7 @@ def bootstrap(
     recall = Recall(store, embedder, saved=saved, vector_wait=settings.recall_vector_wait)
     follower.on(StoryDeleted, lambda deleted: recall.forget(deleted.originator_id))  # (deleted by another worker)
     views = StoryViews(app, store, counter, recall, blobs=keys.blob)
+    searches = SearchRewrites(app, executor, recall, side_model, settings.recall_rewrite_seconds)
     turns = (
         TurnRunner(
             app, executor, read_side, views.engine_context, main_model, settings.max_rounds,
@@ -230,6 +233,7 @@ def bootstrap(
             prepare=recall.prepare if recall.embedder is not None and not recall.embedder.instant else None,
             stops=_kept(_stop_requests(settings), connections),
             warm=views.warm,
+            rewrite=searches.rewrite if side_model else None,
         )
         if main_model
         else None
@@ -259,7 +263,7 @@ def bootstrap(
         Authenticator(keys, executor), counter,
         main_model, side_model, turns, compactor, jobs, checkpointer, leadership, follower,
         Importer(app, keys, settings.import_max_bytes), ChatProxy(app, views, store, keys.put_blob, settings.proxy_budget), _relay(main_model),
-        keeper, connections,
+        keeper, searches, connections,
     )  # fmt: skip
 
 

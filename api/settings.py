@@ -115,6 +115,13 @@ class Settings(BaseModel):
         " (e5), when they are short enough to come within it; others are searched by words alone (the vector is kept"
         " for the next search of the same words)",
     )
+    recall_rewrite_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=60,
+        description="seconds a turn waits for the side model's search of the memory (cards and stories that set"
+        " recall_rewrite); after them the turn recalls by the user's words alone",
+    )
     proxy_budget: Literal["client", "story"] = Field(
         "client",
         description="what a proxied request's context may hold, for cards and stories on auto: no more tokens than the"
@@ -167,6 +174,7 @@ class Settings(BaseModel):
             "embedder": os.environ.get("CHANGJI_EMBEDDER"),
             "proxy_budget": os.environ.get("CHANGJI_PROXY_BUDGET"),
             "recall_vector_wait": os.environ.get("CHANGJI_RECALL_VECTOR_WAIT"),
+            "recall_rewrite_seconds": os.environ.get("CHANGJI_RECALL_REWRITE_SECONDS"),
             "fault_exit_after_key": os.environ.get("CHANGJI_FAULT_EXIT_AFTER_KEY"),
             "embed_dimensions": os.environ.get("CHANGJI_EMBED_DIMENSIONS"),
             "embed_query_prefix": os.environ.get("CHANGJI_EMBED_QUERY_PREFIX"),

@@ -28,7 +28,7 @@ SummaryAuthor = Literal["model", "extractive"]
 CompactionReason = Literal["auto", "behind", "budget"]
 """`auto`: the path just became due; `behind`: still uncovered packs later; `budget`: a context overflowed."""
 StopReason = Literal["stopped", "disconnected", "shutdown", "runaway", "empty", "error", "tool_calls"]
-CallPurpose = Literal["turn", "scribe", "episode", "digest"]
+CallPurpose = Literal["turn", "scribe", "episode", "digest", "search"]
 JobKind = Literal["scribe", "compact"]
 """Kinds of background work; `domain/tree/jobs.py` declares what makes each due."""
 JobState = Literal["pending", "retrying", "done", "skipped", "failed"]
@@ -56,12 +56,24 @@ class StorySettings(BaseModel):
         1024,
         ge=0,
         le=1_000_000,
-        description="tokens the 【剧情记忆】 block may take, and what the window leaves unused",
+        description="tokens the 【剧情记忆】 block may take at least (0 = no recall), and what the window leaves unused",
+    )
+    recall_share: float = Field(
+        0.375,
+        ge=0,
+        le=0.9,
+        description="the share of the prompt's tokens (context_window − reply_reserve) the 【剧情记忆】 block may take,"
+        " where that is more than recall_tokens (measured on LoCoMo: at 4k–16k, more evidence than a fixed share)",
     )
     recall_summaries: bool = Field(
         False,
         description="the per-turn recall brings back episode summaries too (those not in the context), beside turns"
         " (off: measured on LoCoMo with the offline summaries, they cost 1–4 points of evidence word for word)",
+    )
+    recall_rewrite: bool = Field(
+        False,
+        description="where a side model is configured, it writes the user's words as a search of the story's memory"
+        " before each turn that recalls (one more call a turn, in the cost ledger); recall ranks both",
     )
     user_name: str = Field("User", min_length=1, max_length=100, description="fills {{user}}")
     lore_bodies: Literal["auto", "titles", "full"] = Field(
@@ -145,6 +157,14 @@ class StorySettings(BaseModel):
     @classmethod
     def _patterns_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(regular_expressions(patterns))
+
+    @property
+    def recall_room(self) -> int:
+        """The tokens the 【剧情记忆】 block may take from the window's share: `recall_tokens`, or
+        `recall_share` of the prompt's tokens where that is more (0: no recall)."""
+        if not self.recall_tokens:
+            return 0
+        return max(self.recall_tokens, int(self.recall_share * max(self.context_window - self.reply_reserve, 0)))
 
     def merged(self, overrides: dict[str, Any]) -> StorySettings:
         return StorySettings.model_validate({**self.model_dump(), **overrides})
@@ -265,6 +285,7 @@ class NodeView:
     episode: Episode | None = None
     digest: Digest | None = None
     client_part: str | None = None  # a proxied front end's own part of the request a reply answers (a blob)
+    search: str | None = None  # the side model's search of the memory for a user node's words (recall ranks it too)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,7 @@ class TurnRunner:
         lore: LoreSearch | None = None,
         stops: StopRequests | None = None,
         warm: Callable[[UUID], bool] | None = None,
+        rewrite: Callable[[str, NodeView], Awaitable[NodeView]] | None = None,
     ) -> None:
         """`open_on_loop`: the opening (which assembles the context) may run on the event loop when the
         writer is idle — not when the context embeds a recall query, which would hold the loop.
@@ -75,8 +76,11 @@ class TurnRunner:
         for words that were not just posted (a regenerate, a resumed turn). `stops`: where other processes
         serving the same data dir ask for a stop of a turn this one may be running (None: no others);
         `warm(story)`: whether the story's next context is quick to assemble (else it is assembled off the
-        loop, whatever `open_on_loop` says)."""
+        loop, whatever `open_on_loop` says); `rewrite(tenant, user node)`: the side model's search of the
+        memory for the words, asked and noted on the node before the context is assembled
+        (`service/search_rewrites.py`)."""
         self.app, self.runs, self.folds, self.context = app, runs, folds, context
+        self.rewrite = rewrite
         self.model, self.max_rounds, self.open_on_loop = model, max_rounds, open_on_loop
         self.memory, self.prepare, self.lore, self.stops, self.warm = memory, prepare, lore, stops, warm
         self.loop = TurnLoop(app, runs, folds, context, model, max_rounds, memory, lore, self._prepare)
@@ -92,6 +96,8 @@ class TurnRunner:
             self.app.turns.open_turn, tenant_id, story_id, uuid4(), uuid4(), text, parent_id, self.model.model,
             expected_version,
         )  # fmt: skip
+        if self.rewrite is not None:  # (the words' search noted before the context that recalls with it)
+            await self.rewrite(tenant_id, opened.user)
         return await self._with_context(tenant_id, story_id, opened.reply, opened.position)
 
     async def reopen(self, tenant_id: str, story_id: UUID, user_id: UUID | None) -> Opened:

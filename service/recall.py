@@ -202,16 +202,17 @@ class Recall:
         before_depth: int,
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None = (),
+        search: str | None = None,
     ) -> list[Hit]:
-        """The best `k` passages for `query` older than `before_depth` on the path (episode summaries
-        but those in `shown_episodes`; None: none), from the index as it is now; a fresh index is asked
-        for when the archive moved on."""
+        """The best `k` passages for `query` (and the side model's `search` for it, if any) older than
+        `before_depth` on the path (episode summaries but those in `shown_episodes`; None: none), from the
+        index as it is now; a fresh index is asked for when the archive moved on."""
         index = self.index(story_id)
         wanted = index is not None and index.vectors is not None and query.strip()
         vector = self.queries.vector(query, self.vector_wait) if wanted else None
         if wanted:
             self.vectors["in_time" if vector is not None else "late"] += 1
-        return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
+        return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes, search)
 
     def _search(
         self,
@@ -223,12 +224,13 @@ class Recall:
         before_depth: int,
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None,
+        search: str | None,
     ) -> list[Hit]:
         if index is None or not index.complete or index.seq < self.store.archive_seq(story_id):
             self.refresh_soon(story_id)
         if index is None or not query.strip():
             return []
-        return index.search(query, vector, k, before_depth, on_path, shown_episodes)
+        return index.search(query, vector, k, before_depth, on_path, shown_episodes, search)
 
     async def prepare(self, story_id: UUID, query: str) -> None:
         """Embed `query` now, on the loop, for a search about to run elsewhere (the writer thread must not
@@ -382,6 +384,7 @@ class Recall:
         before_depth: int,
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None = (),
+        search: str | None = None,
     ) -> list[Hit]:
         """`search`, right here, waiting at most `seconds` (and `vector_wait`) for the query's vector from
         an embedder in this process (its words not embedded ahead); without it, by words alone. The
@@ -391,7 +394,7 @@ class Recall:
         vector = self.queries.vector(query, min(seconds, self.vector_wait)) if wanted else None
         if wanted:
             self.vectors["in_time" if vector is not None else "late"] += 1
-        return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes)
+        return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes, search)
 
     async def stop(self) -> None:
         with self._lock:

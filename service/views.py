@@ -41,6 +41,7 @@ from projections.recall.story_index import Hit
 from service.card_memory_reads import CardMemoryReads
 from service.chat_transfer import chat_file, chat_messages
 from service.drift_reads import DriftReads
+from service.event_records import event_record
 from service.lineages import Lineages, OnPath
 from service.lore import LoreShelf
 from service.recall import Recall
@@ -48,6 +49,7 @@ from service.recall import Recall
 log = logging.getLogger(__name__)
 VISIBLE_BLOCKS = ("greeting", "verbatim", "user")
 LORE_ANSWER_CHARS = 4000  # of an entry's content a lorebook_search answer carries
+RECALL_SPARE = 20  # passages recalled past recall_k, for those the window takes back word for word
 RECALL_SECONDS = 5.0  # a recall still running after this long is given up: the turn goes on without it
 CLIENT_PARTS = 1024  # manifests of proxied front ends' parts of their requests kept read
 CLIENT_TEXT_CHARS = 4_000_000  # ... and the texts they name
@@ -232,7 +234,7 @@ class StoryViews:
         what the client's budget leaves out.)"""
         story = self.app.story(tenant_id, story_id)
         settings, card = self.app.settings(story), self.app.card_of(story)
-        recall_share = settings.recall_tokens if settings.recall_k and self._can_recall(story.id) else 0
+        recall_share = settings.recall_room if settings.recall_k and self._can_recall(story.id) else 0
         recall_share += self._memory_reserve(card, settings, story.id)  # (and the next turn's re-anchoring:)
         recall_share += self.drift.upcoming_tokens(card, settings, story.id, reply_id, self.renders.count_raw)
         over = leaves_turns_out(  # the next turn recalls into its share
@@ -299,7 +301,7 @@ class StoryViews:
             self.scene_of(saved),
             node_of,
             self._summarized(story.id),
-            self._recaller(story.id, saved, settings, node_of(leaf).text) if self._can_recall(story.id) else None,
+            self._recaller(story.id, saved, settings, node_of(leaf)) if self._can_recall(story.id) else None,
             self.app.summarized(story.id),
             self._lore(card, story.id, saved),
             bodies,
@@ -373,18 +375,20 @@ class StoryViews:
         return True
 
     def _recaller(
-        self, story_id: UUID, leaf: UUID, settings: StorySettings, words: str | None = None
+        self, story_id: UUID, leaf: UUID, settings: StorySettings, said: NodeView | None = None
     ) -> Callable[[int, frozenset[str]], Sequence[Hit]]:
-        """Recall for the leaf's words (or `words`, said below it and not saved yet), over passages on its
-        path (the lineage is moved there first)."""
+        """Recall for the leaf's words (or those `said` below it and not saved yet) and the side model's
+        search for them, over passages on its path (the lineage is moved there first)."""
 
         def recall(before_depth: int, shown_episodes: frozenset[str]) -> Sequence[Hit]:
             assert self.recall is not None
             node = self.app.node(leaf)
             lineage = self.lineage(story_id, node)
+            words = said or node
             hits = self.recall.search_within(
-                self.recall_seconds, story_id, node.text if words is None else words, settings.recall_k,
-                before_depth, lineage.__contains__, shown_episodes if settings.recall_summaries else None,
+                self.recall_seconds, story_id, words.text, settings.recall_k + RECALL_SPARE, before_depth,
+                lineage.__contains__,
+                shown_episodes if settings.recall_summaries else None, words.search if settings.recall_rewrite else None,
             )  # fmt: skip
             self.app.preload([UUID(str(hit.row["node_id"])) for hit in hits])  # (their dates: read in one query)
             return hits
@@ -483,15 +487,6 @@ class StoryViews:
             )  # fmt: skip
         more = steps[-1].depth + 1 if steps and steps[-1].depth < end.depth else None
         return Replayed(end.id, out, more)
-
-
-def event_record(event: Any) -> dict[str, Any]:
-    """A stored event as plain data: its type, position in its aggregate, and its own fields."""
-    skip = {"originator_id", "originator_version", "timestamp", "originator_topic"}
-    return {
-        "type": type(event).__name__, "originator_id": event.originator_id, "version": event.originator_version,
-        "timestamp": event.timestamp, "data": {k: v for k, v in vars(event).items() if k not in skip},
-    }  # fmt: skip
 
 
 def _clipped(text: str) -> str:

@@ -31,7 +31,7 @@ from domain.application import Changji
 from domain.language import Language
 from domain.memory.card_memory import CardMemory, RecapNotFoundError, memory_id
 from domain.memory.handbook import Tags, parse_handbook, render_handbook
-from service.views import event_record
+from service.event_records import event_record
 
 
 def memory_of(app: Changji, tenant_id: str, card_id: UUID) -> tuple[UUID, CardMemory | None, Language]:

@@ -38,6 +38,8 @@ async def append_node(request: web.Request) -> web.Response:
         svc.writes.append_node, tenant(request), story_id, node_id, req.kind, req.text, req.parent_id, if_match(request)
     )  # (made: a retry of a request whose answer was lost)
     node = appended.node
+    if node.kind == "user" and made is None:  # the words' search of the memory, before the context is asked for
+        node = await svc.searches.rewrite(tenant(request), node)
     reply_to = node.parent_id if node.kind == "reply" else None
     siblings = await svc.executor.short_query(svc.store.children, reply_to) if reply_to else []
     answer = AppendNodeResponse(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -23,6 +24,7 @@ from service.chat_finder import Chosen
 from service.front_end_names import front_end_names
 from service.proxy import Opened, Planned
 from service.proxy_requests import BadRequest, ProxyRequest
+from service.search_rewrites import Rewritten, SearchRewrites
 
 STORY, NODE, RECORDED, REASON = "X-Changji-Story", "X-Changji-Node", "X-Changji-Recorded", "X-Changji-Reason"
 INLINE_BYTES = 64 << 10  # a longer body is read on a thread
@@ -62,7 +64,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     hint = hint or await svc.executor.load(svc.proxy.story_hint, tenant(request), body.get("user"))
     chosen = await svc.executor.load(svc.proxy.choose, tenant(request), asked, hint)
     planned = await svc.executor.load(svc.proxy.plan, tenant(request), chosen) if chosen is not None else None
+    planned, rewritten = await _searched(svc, tenant(request), planned)
     turn = _Turn(svc, tenant(request), asked, chosen, planned, str(body.get("model") or svc.relay.model))
+    turn.rewritten = rewritten
     if chosen is not None and planned is None:  # nothing to record (the chat does not start where the story does)
         forwarded = {**body, "messages": list(asked.messages)}
         headers = _headers(chosen, None)
@@ -82,6 +86,24 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         raise
 
 
+async def _searched(svc: Service, tenant_id: str, planned: Planned | None) -> tuple[Planned | None, Rewritten | None]:
+    """The side model's search of the memory for the request's words (`service/search_rewrites.py`): on
+    words the request adds, in the context sent and noted once the turn is written (returned); on words
+    recorded already that have none, noted now."""
+    if planned is None or planned.opened.continues is not None:
+        return planned, None
+    user_id = planned.opened.user_id
+    new = next((node for node in planned.nodes if node.id == user_id), None)
+    if new is None:
+        await svc.searches.rewrite(tenant_id, await svc.executor.load(svc.app.node, user_id))
+        return planned, None
+    rewritten = await svc.searches.ask(tenant_id, new)
+    if rewritten is None:
+        return planned, None
+    nodes = tuple(SearchRewrites.planned(node, rewritten) if node.id == user_id else node for node in planned.nodes)
+    return replace(planned, nodes=nodes), rewritten
+
+
 class _Turn:
     """A request's turn: chosen and planned before the upstream is called, written once it has answered
     (its first streamed chunk, or its whole answer) — an upstream that cannot be reached or fails before
@@ -95,6 +117,7 @@ class _Turn:
         self.chosen, self.planned = chosen, planned
         self.opened: Opened | None = None
         self.records = chosen is None or planned is not None
+        self.rewritten: Rewritten | None = None  # the words' search, noted on them once they are written
 
     async def open(self) -> None:
         """The turn written (a new story too, when no story continues), once."""
@@ -111,6 +134,8 @@ class _Turn:
             self.opened = (
                 await executor.write(proxy.open, self.tenant_id, self.chosen, self.planned, self.model)
             ).value
+            if self.rewritten is not None:
+                await self.svc.searches.note(self.tenant_id, self.opened.user_id, self.rewritten)
 
     def headers(self) -> dict[str, str]:
         if self.chosen is None:

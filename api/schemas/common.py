@@ -45,6 +45,7 @@ class SettingsOverrides(Strict):
     recall_k: int | None = Field(None, ge=0, le=50)
     fill_window: bool | None = None
     recall_tokens: int | None = Field(None, ge=0, le=1_000_000)
+    recall_share: float | None = Field(None, ge=0, le=0.9)
     user_name: str | None = Field(None, min_length=1, max_length=100)
     language: Literal["auto", "zh", "en"] | None = Field(
         None, description="the language of changji's own prompt texts (auto: the card's, detected from its text)"
@@ -56,6 +57,7 @@ class SettingsOverrides(Strict):
     lore_min_depth: int | None = Field(None, ge=0, le=1000)
     lore_write_gate: bool | None = None
     recall_summaries: bool | None = None
+    recall_rewrite: bool | None = None
     proxy_budget: Literal["auto", "client", "story"] | None = Field(
         None,
         description="what a proxied request's context may hold: no more than the front end sent (client), the"

@@ -35,6 +35,9 @@ class NodeResponse(BaseModel):
     draft_version: int
     version: int
     created_at: datetime
+    search: str | None = Field(
+        None, description="the user's words as the side model wrote them into a search of the memory (recall_rewrite)"
+    )
 
     @classmethod
     def of(cls, node: NodeView) -> NodeResponse:

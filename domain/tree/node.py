@@ -46,6 +46,7 @@ from domain.tree.turn_events import (
     ReplyOpened,
     ReplySealed,
     ReplyWithdrawn,
+    SearchRewritten,
     TurnAsked,
     TurnStopped,
 )
@@ -352,6 +353,13 @@ class Node(NodeState, Aggregate):
         if client_part != self.client_part:
             self.trigger_event(ClientPartNoted, client_part=client_part)
 
+    def note_search(self, search: str) -> None:
+        """The side model's search of the story's memory for this node's words (noted when it differs)."""
+        if self.kind != "user":
+            raise NodeKindError("a search of the memory is noted on the user's words", field="node_id")
+        if search != self.search:
+            self.trigger_event(SearchRewritten, search=search)
+
     def unhide(self) -> None:
         if self.hidden:
             self.trigger_event(NodeUnhidden)
@@ -379,5 +387,6 @@ class Node(NodeState, Aggregate):
                 episode=self.episode,
                 digest=self.digest,
                 client_part=self.client_part,
+                search=self.search,
             )
         return self._view

@@ -30,6 +30,7 @@ from domain.tree.turn_events import (
     ReplyOpened,
     ReplySealed,
     ReplyWithdrawn,
+    SearchRewritten,
     TurnAsked,
     TurnStopped,
 )
@@ -72,6 +73,7 @@ class NodeState:
         self.episode: Episode | None = None
         self.digest: Digest | None = None
         self.client_part: str | None = None  # a proxied front end's own part of the request this reply answers
+        self.search: str | None = None  # the side model's search of the memory for the user's words here
         self._view: NodeView | None = None
 
     def when(self, event: Any) -> None:
@@ -95,6 +97,8 @@ class NodeState:
                 self.depth, self.turn, self.model, self.phase = event.depth, event.turn, event.model, "writing"
             case ClientPartNoted():
                 self.client_part = event.client_part
+            case SearchRewritten():
+                self.search = event.search
             case DraftWritten():
                 self.text, self.draft_version = event.text, event.version
             case DraftAppended():

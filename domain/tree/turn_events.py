@@ -33,6 +33,13 @@ class ClientPartNoted(Folded, AggregateEvent):
     client_part: str
 
 
+class SearchRewritten(Folded, AggregateEvent):
+    """The side model wrote the user's words at this node as a search of the story's memory (`search`:
+    the words recall looks for besides the user's own, one line); recall at this node ranks them too."""
+
+    search: str
+
+
 class DraftWritten(Folded, AggregateEvent):
     """The whole draft was replaced; `version` is the draft's new version."""
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -275,26 +276,49 @@ async def measure(
 
 
 async def run(
-    plan: dict[str, Any], budgets: dict[str, int], extra: dict[str, Any], misses: Path | None = None
+    plan: dict[str, Any],
+    budgets: dict[str, int],
+    extra: dict[str, Any],
+    misses: Path | None = None,
+    embeddings: Path | None = None,
 ) -> dict[str, float]:
     conversations = locomo(plan["conversations"], plan["cut"])
     if not conversations:
         raise SystemExit("LoCoMo is needed for this benchmark")
     with tempfile.TemporaryDirectory(prefix="changji-fidelity-") as tmp:
         settings = Settings(data_dir=Path(tmp) / "data", port=0, embedder=plan["embedder"])
-        service = bootstrap(settings)
-        _, key = service.keys.create_key(TENANT, "ops/bench/memory_fidelity.py")
-        runner = web.AppRunner(create_app(settings, service), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        log(f"service on {base}, embedder {service.recall.embedder_name}")
+        kept = settings.data_dir / "embeddings.sqlite"
+        if embeddings is not None and embeddings.exists():  # the passages' vectors of an earlier run
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(embeddings, kept)
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as session:
-                return await measure(Client(session, base, key), conversations, budgets, extra, misses)
+            return await _served(settings, plan, conversations, budgets, extra, misses)
         finally:
-            await runner.cleanup()
+            if embeddings is not None and kept.exists():
+                shutil.copyfile(kept, embeddings)
+
+
+async def _served(
+    settings: Settings,
+    plan: dict[str, Any],
+    conversations: list[LocomoConversation],
+    budgets: dict[str, int],
+    extra: dict[str, Any],
+    misses: Path | None,
+) -> dict[str, float]:
+    service = bootstrap(settings)
+    _, key = service.keys.create_key(TENANT, "ops/bench/memory_fidelity.py")
+    runner = web.AppRunner(create_app(settings, service), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    log(f"service on {base}, embedder {service.recall.embedder_name}")
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as session:
+            return await measure(Client(session, base, key), conversations, budgets, extra, misses)
+    finally:
+        await runner.cleanup()
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
@@ -302,6 +326,9 @@ def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recall-k", type=int, default=None, help="recall_k for the cards (default: the service's)")
     parser.add_argument(
         "--recall-tokens", type=int, default=None, help="recall_tokens for the cards (default: the service's)"
+    )
+    parser.add_argument(
+        "--recall-share", type=float, default=None, help="recall_share for the cards (default: the service's)"
     )
     parser.add_argument(
         "--embedder",
@@ -312,6 +339,12 @@ def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--misses", metavar="FILE", type=Path, help="write each question with evidence missing, and why"
     )
+    parser.add_argument(
+        "--embeddings",
+        metavar="FILE",
+        type=Path,
+        help="the service's embeddings file, kept between runs (a run of another revision embeds nothing again)",
+    )
 
 
 def main() -> None:
@@ -320,12 +353,13 @@ def main() -> None:
     budgets = {name: BUDGETS[name] for name in args.budgets.split(",")}
     extra = {"recall_k": args.recall_k} if args.recall_k is not None else {}
     extra |= {"recall_tokens": args.recall_tokens} if args.recall_tokens is not None else {}
+    extra |= {"recall_share": args.recall_share} if args.recall_share is not None else {}
     plan = dict(sized(args, FULL, QUICK, SMOKE))
     if args.embedder is not None:
         plan["embedder"] = args.embedder
     if args.misses is not None:
         args.misses.write_text("")  # (each miss is appended as it is found)
-    figures = asyncio.run(run(plan, budgets, extra, args.misses))
+    figures = asyncio.run(run(plan, budgets, extra, args.misses, args.embeddings))
     figures.update({"quick": int(args.quick), "smoke": int(args.smoke), "bench_s": time.perf_counter() - started})
     emit(figures)
 

@@ -95,7 +95,7 @@ def assemble_context(
     `recall(before_depth, shown_episodes)`: passages recalled for the user's words from outside the
     window (the window starts at `before_depth`; the nodes whose episode summaries the context shows
     are `shown_episodes`), asked for only when something of the path is outside it; they take up to
-    `settings.recall_tokens` from the window's share, and what the window leaves unused (its next turn,
+    `settings.recall_room` from the window's share, and what the window leaves unused (its next turn,
     or the next episode shown word for word, does not fit), in the last user message. `recorded`: the
     story's summaries as recorded so far (`Changji.summarized`), against which cached windows are checked.
     `lore`: the card's books; their constant entries go into the system prompt, the entries whose keys
@@ -166,8 +166,8 @@ def assemble_context(
             tails.insert(_before_instructions(tails), recalled)
     scene_tokens = sum(cache.count_raw(block.text) for block in tails if block.what != "instructions")  # (+ reanchor)
     scene_tokens += sum(cache.count_raw(block.text) for block in in_chat)
-    recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_tokens > 0
-    share = settings.recall_tokens if recalling else 0
+    recalling = ends_with_user and recall is not None and settings.recall_k > 0 and settings.recall_room > 0
+    share = settings.recall_room if recalling else 0
     fitted, unfolding = (window, layers), settings.fill_window and window.cut_at is None and load is not None
     resident_out: list[ExplainBlock] = []  # the resident summary left out, and why
     kept_for_resident = resident_tokens(resident, tails, char, user, texts, cache) if resident is not None else 0
@@ -208,8 +208,9 @@ def assemble_context(
         if len(cache.recall_lines) > RECALL_LINES:
             cache.recall_lines.clear()  # (refilled by the passages that come back)
         today, dated = _days(leaf, load)
+        most = settings.recall_k  # (recall finds some more: those the window takes back leave room for them)
         block = recall_block(
-            hits, char, user, share, cache.count_line, fill_macros, texts, cache.recall_lines, dated, today
+            hits, char, user, share, cache.count_line, fill_macros, texts, cache.recall_lines, dated, today, most
         )
         taken = _block_tokens(block, cache) if block is not None else 0
         if taken < share:  # the share the block left is the window's again: older turns word for word
@@ -218,10 +219,14 @@ def assemble_context(
             window = extend_window(window if unfolding else wide, [], key._replace(budget=key.budget - extra - taken))
             start, shown = window.kept[0][NODE].depth, frozenset(str(node.id) for node, _ in layers.episodes)
             kept = [h for h in hits if int(h.row["depth"]) < start and not (h.episode and h.row["node_id"] in shown)]
-            if block is not None and len(kept) < len(hits):  # (those now in the window or its summaries)
+            # what the window could not take either (its next turn, or episode, does not fit) is the block's:
+            # past recall_k, with the passages found besides
+            left = max(key.budget - extra - taken - window.tokens, 0)
+            if block is not None and (len(kept) < len(hits) or left):  # (some now in the window or its summaries)
                 block = recall_block(
-                    kept, char, user, taken, cache.count_line, fill_macros, texts, cache.recall_lines, dated, today
-                )
+                    kept, char, user, taken + left, cache.count_line, fill_macros, texts, cache.recall_lines, dated,
+                    today, most if not left else None,
+                )  # fmt: skip
         if block is not None:
             if spare and _block_tokens(block, cache) > share - spare:
                 block = replace(

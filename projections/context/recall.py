@@ -24,11 +24,12 @@ def recall_block(
     lines: MutableMapping[tuple[str, int, str, str, str, bool, str | None], str] | None = None,
     dated: Callable[[str], str | None] | None = None,
     today: str | None = None,
+    most: int | None = None,
 ) -> TailBlock | None:
     """The block for the best hits that fit `budget` tokens (None: none fits, or nothing was recalled); a
     passage of a longer turn brings the whole turn where it fits, else itself, marked as a part. `dated(node
     id)`: the day a recalled turn was said, where it is another than this turn's (`today`, then named in
-    the opener).
+    the opener); `most`: passages at most (None: as many as fit).
     Its tokens are the opener's and each line's, a token for each line break: the lines recur from turn
     to turn (`count` remembers them), a block of them rarely does; so do the lines themselves, kept in
     `lines` by passage, version, names and language (the caller bounds it)."""
@@ -48,6 +49,8 @@ def recall_block(
         return line
 
     for hit in hits:  # best first: the least relevant are the ones left out
+        if most is not None and len(kept) >= most:
+            break
         if hit.whole is not None and hit.row["node_id"] in wholes:
             continue
         merged = replace(hit, row=hit.whole) if hit.whole is not None else None

@@ -99,9 +99,11 @@ class StoryIndex:
         before_depth: int,
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None = (),
+        search: str | None = None,
     ) -> list[Hit]:
         """`shown_episodes`: nodes whose episode summary the context holds already (None: no episode
-        summaries at all, turns only)."""
+        summaries at all, turns only); `search`: the side model's search for the same words, ranked by
+        words over the passages in context (or alone) and fused with the rest."""
         if not self.rows or k <= 0:
             return []
         allowed = self.depths < before_depth
@@ -115,11 +117,14 @@ class StoryIndex:
         terms = lexical_terms(query)  # the query read once, each index scored once: only the cut goes deeper
         lexical = self.lexical.ranked(terms, allowed)
         context = self.lexical_context.ranked(terms, allowed) if self.lexical_context is not None else None
+        by_search = (self.lexical_context or self.lexical).ranked(lexical_terms(search), allowed) if search else None
         wanted = CANDIDATES
         while True:  # branches and regenerates share words: read deeper until enough are on the path
             read = {"bm25": lexical.top(wanted) if lexical else []}
             if self.lexical_context is not None:
                 read["bm25_context"] = context.top(wanted) if context else []
+            if search:
+                read["search"] = by_search.top(wanted) if by_search else []
             if self.vectors is not None and query_vector is not None:
                 read["dense"] = self.vectors.search(query_vector, wanted, allowed)
             rankings = {name: self._on_path(ranked, on_path) for name, ranked in read.items()}

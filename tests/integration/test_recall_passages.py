@@ -67,7 +67,9 @@ def test_the_share_the_recall_block_leaves_goes_back_to_the_window(
     share = 400
     contexts, found = {}, None
     for k in (10, 0):
-        story = StoryBuilder.start(sqlite_changji, **{**TIGHT, "recall_tokens": share, "recall_k": k})
+        story = StoryBuilder.start(
+            sqlite_changji, **{**TIGHT, "recall_tokens": share, "recall_share": 0, "recall_k": k}
+        )
         _, treasure = story.turn("地下室里有什么？", "“一箱旧银币，是守塔人的宝藏。”")
         filler(story, 20)
         story.user(question)
@@ -178,7 +180,7 @@ def test_a_long_reply_comes_back_whole_where_it_fits_and_as_its_part_where_it_do
     assert "那是很多年前的事了" in last and "南岸的诊所" in last  # its first part and its last: the whole reply
     assert "讲讲灯塔那一夜的事" in last
 
-    story.app.stories.configure_story(story.tenant, story.story_id, {"recall_tokens": 300}, None)
+    story.app.stories.configure_story(story.tenant, story.story_id, {"recall_tokens": 300, "recall_share": 0}, None)
     ctx = views.context(story.tenant, story.story_id, None)
     last = ctx.messages[-1].content
     block = next(b for b in ctx.explain if b.what == "recall")
@@ -212,7 +214,7 @@ def test_the_budget_the_window_leaves_unused_is_recall_s_too(
     views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
     share = 120
     roomy = {
-        **SMALL, "context_window": 3000, "reply_reserve": 100, "recall_tokens": share, "recall_k": 30,
+        **SMALL, "context_window": 3000, "reply_reserve": 100, "recall_tokens": share, "recall_share": 0, "recall_k": 30,
         "fill_window": False,
     }  # fmt: skip
     story, hoards = hoarded(sqlite_changji, roomy, 6)
@@ -241,11 +243,35 @@ def test_a_window_filled_with_unfolded_episodes_leaves_recall_what_the_next_epis
     words = Recall(read_models, None)
     views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
     share = 120
-    settings = {**SMALL, "pack_turns": 8, "context_window": 1500, "reply_reserve": 100, "recall_tokens": share}
+    settings = {
+        **SMALL,
+        "pack_turns": 8,
+        "context_window": 1500,
+        "reply_reserve": 100,
+        "recall_tokens": share,
+        "recall_share": 0,
+    }
     story, _ = hoarded(sqlite_changji, settings, 60)
     indexed(runner, words, story)
     ctx = views.context(story.tenant, story.story_id, None)
     block = next(b for b in ctx.explain if b.what == "recall")
     assert any(b.what == "episode" for b in ctx.explain) and ctx.tokens <= ctx.budget
     assert block.tokens > share and "unused by the window" in block.why
+    assert not set(recalled(ctx)) & verbatim(ctx)
+
+
+def test_room_the_window_cannot_take_goes_to_recall_past_recall_k(
+    sqlite_changji: Changji, runner: ProjectionRunner, read_models: ReadModels
+) -> None:
+    """`recall_k` bounds the block within its share; what the window leaves that it cannot take (it stops
+    where the summaries begin) is filled past it, from the passages recall found besides, within the
+    budget."""
+    words = Recall(read_models, None)
+    views = StoryViews(sqlite_changji, read_models, EstimatingCounter(), words)
+    settings = {**SMALL, "context_window": 3000, "reply_reserve": 100, "recall_k": 3, "fill_window": False}
+    story, hoards = hoarded(sqlite_changji, settings, 6)
+    indexed(runner, words, story)
+    ctx = views.context(story.tenant, story.story_id, None)
+    block = next(b for b in ctx.explain if b.what == "recall")
+    assert len(set(block.node_ids) & set(hoards)) > 3 and ctx.tokens <= ctx.budget
     assert not set(recalled(ctx)) & verbatim(ctx)

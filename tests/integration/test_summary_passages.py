@@ -22,7 +22,7 @@ FILLER = (
     "“窗框又松了，风一吹就响，明天得找几颗新钉子来，顺便把门轴也上点油。”",
 )
 SETTINGS = {
-    **SMALL, "context_window": 900, "reply_reserve": 100, "recall_tokens": 300, "fill_window": False,
+    **SMALL, "context_window": 900, "reply_reserve": 100, "recall_tokens": 300, "recall_share": 0, "fill_window": False,
     "recall_summaries": True,
 }  # fmt: skip
 

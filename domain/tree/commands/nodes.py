@@ -6,7 +6,9 @@ from collections.abc import Callable, Sequence
 from uuid import UUID
 
 from domain.aggregates import CommandGroup, Written
+from domain.errors import NodeKindError
 from domain.tree.commands.base import TreeAggregates
+from domain.tree.commands.jobs import SideCall
 from domain.tree.node import Node
 from domain.values import NodeView
 
@@ -42,6 +44,21 @@ class NodeCommands(CommandGroup[TreeAggregates]):
             node.revise(text, "continued")
 
         return self._annotate(tenant_id, node_id, go_on)
+
+    def note_search(self, tenant_id: str, node_id: UUID, search: str | None, call: SideCall) -> Written[NodeView]:
+        """The side model's search of the memory for the user's words at a node (None: it gave none that
+        could be used), with its call in the node's cost ledger."""
+
+        def note(node: Node) -> None:
+            if node.kind != "user":  # (checked before the call is recorded: nothing half written)
+                raise NodeKindError("a search of the memory is noted on the user's words", field="node_id")
+            node.record_call(
+                call.purpose, call.model, call.prompt_tokens, call.completion_tokens, call.latency_ms, call.outcome
+            )
+            if search is not None:
+                node.note_search(search)
+
+        return self._annotate(tenant_id, node_id, note)
 
     def hide_nodes(self, tenant_id: str, story_id: UUID, node_ids: Sequence[UUID]) -> int:
         return self._annotate_many(tenant_id, story_id, node_ids, Node.hide)

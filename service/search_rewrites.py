@@ -1,0 +1,166 @@
+"""The side model's search of a story's memory: before a turn that recalls, the user's words (with the turn
+before them, so that "she" and "that ring" can be named) are written as one line of search terms — the
+people, places, things and events they ask about, synonyms and concrete examples an earlier turn may have
+used instead — and recall ranks that line beside the words themselves (`StoryIndex.search`).
+
+Asked only where a card or story sets `recall_rewrite`, a side model is configured and the story has left
+its window (it has a summary: before that, everything is word for word and nothing is recalled); waited
+for at most `seconds`, after which the turn goes on by the words alone. The call is recorded in the user
+node's cost ledger (purpose `search`) and the line on the node (`SearchRewritten`), so every later
+context at that node — a regenerate, a swipe, a read of the context — ranks the same line without asking
+again. A line that cannot be a search (empty, or a JSON object) is dropped, its call kept as `rejected`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, replace
+from uuid import UUID
+
+from domain.application import Changji
+from domain.language import Language
+from domain.ports import ChatModel, ModelCallError
+from domain.tree.commands.jobs import SideCall
+from domain.values import NodeView
+from service.executor import Executor
+from service.recall import Recall
+
+log = logging.getLogger("service.recall")
+REWRITE_SECONDS = 2.0  # the longest a turn waits for the side model's search
+SEARCH_CHARS = 400  # a search line is cut to this many characters (at a space where there is one)
+SAID_CHARS = 600  # each message of the turn before the words, shown up to this many characters
+MAX_TOKENS = 120
+
+PROMPTS: dict[Language, dict[str, str]] = {
+    "zh": {
+        "system": "你为一场角色扮演检索记忆。阅读【上一轮】和【用户这句话】，写出一行检索词：这句话问到或提到的人物、"
+        "地点、物品和事件，代词换成它指的名字，再加上旧对话里可能用来说同一件事的近义词和具体例子。"
+        "只输出这一行，词与词之间用空格隔开，不超过40个词，不要解释。",
+        "before": "【上一轮】",
+        "words": "【用户这句话】",
+    },
+    "en": {
+        "system": "You search the memory of a role-play. Read [THE TURN BEFORE] and [THE USER'S WORDS] and write "
+        "one line of search terms: the people, places, things and events the words ask about or mention, "
+        "pronouns replaced by the names they stand for, and the synonyms and concrete examples an earlier "
+        "turn may have used for the same thing. Output that one line only, terms separated by spaces, at most "
+        "40 terms, no explanation.",
+        "before": "[THE TURN BEFORE]",
+        "words": "[THE USER'S WORDS]",
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """The side model's answer: the search line (None: it gave none that can be used) and its call."""
+
+    search: str | None
+    call: SideCall
+
+
+def search_line(answer: str) -> str | None:
+    """The search in a side model's answer: its first line with words, cut to `SEARCH_CHARS`; None for an
+    answer that holds none or is a JSON object (a model answering another task)."""
+    line = next((ln.strip().strip("\"'“”「」`") for ln in answer.splitlines() if ln.strip()), "")
+    if not line or line.startswith(("{", "[")):
+        return None
+    if len(line) > SEARCH_CHARS:
+        cut = line.rfind(" ", 0, SEARCH_CHARS)
+        line = line[: cut if cut > SEARCH_CHARS // 2 else SEARCH_CHARS].strip()
+    return line or None
+
+
+class SearchRewrites:
+    def __init__(
+        self,
+        app: Changji,
+        executor: Executor,
+        recall: Recall,
+        model: ChatModel | None,
+        seconds: float = REWRITE_SECONDS,
+    ) -> None:
+        self.app, self.executor, self.recall, self.model, self.seconds = app, executor, recall, model, seconds
+
+    async def rewrite(self, tenant_id: str, node: NodeView) -> NodeView:
+        """A user node's search, asked and noted on it when the story wants one and it has none yet; the node
+        as it stands after."""
+        if self.model is None or node.kind != "user" or node.search is not None:
+            return node
+        rewritten = await self.ask(tenant_id, node)
+        if rewritten is None:
+            return node
+        return await self.note(tenant_id, node.id, rewritten) or node
+
+    async def ask(self, tenant_id: str, node: NodeView) -> Rewritten | None:
+        """The side model's search for the words of `node` (a user node, saved or about to be); None when
+        not asked (no side model, the setting off, the story all in its window, the words empty)."""
+        if self.model is None or node.kind != "user" or not node.text.strip():
+            return None
+        messages = await self.executor.load(self._messages, tenant_id, node)
+        if messages is None:
+            return None
+        started = time.perf_counter()
+        try:
+            result = await asyncio.wait_for(self.model.chat(messages, max_tokens=MAX_TOKENS), self.seconds)
+        except (ModelCallError, TimeoutError) as failure:
+            outcome = failure.outcome if isinstance(failure, ModelCallError) else "timeout"
+            log.info("the side model's search for a turn's recall failed (%s): recall goes by the words", outcome)
+            return Rewritten(None, SideCall("search", self.model.model, 0, 0, _ms(started), outcome))
+        search = search_line(result.text)
+        call = SideCall(
+            "search", result.model or self.model.model, result.prompt_tokens or 0, result.completion_tokens or 0,
+            _ms(started), "ok" if search is not None else "rejected",
+        )  # fmt: skip
+        return Rewritten(search, call)
+
+    async def note(self, tenant_id: str, node_id: UUID, rewritten: Rewritten) -> NodeView | None:
+        """The call in the node's ledger and the search on it (None: the node could not be written)."""
+        try:
+            written = await self.executor.write(
+                self.app.nodes.note_search, tenant_id, node_id, rewritten.search, rewritten.call
+            )
+        except Exception:  # (a node deleted meanwhile: the turn goes on; nothing else depends on it)
+            log.exception("could not note the side model's search on %s", node_id)
+            return None
+        return written.value
+
+    @staticmethod
+    def planned(node: NodeView, rewritten: Rewritten | None) -> NodeView:
+        """A planned user node (not saved yet) with the search its context ranks."""
+        return node if rewritten is None or rewritten.search is None else replace(node, search=rewritten.search)
+
+    def _messages(self, tenant_id: str, node: NodeView) -> list[dict[str, str]] | None:
+        story = self.app.story(tenant_id, node.story_id)
+        if not self.app.settings(story).recall_rewrite or not self.app.settings(story).recall_k:
+            return None
+        if self.recall.index(story.id) is None or not self._left_window(story.id):
+            return None
+        texts = PROMPTS[self.app.language(story)]
+        before: list[str] = []
+        parent = node.parent_id
+        while parent is not None and len(before) < 2:  # the turn before: its reply and the words it answered
+            above = self.app.node(parent)
+            if above.text.strip():
+                before.insert(0, _clipped(above.text))
+            parent = above.parent_id
+        said = "\n".join(before)
+        user = (
+            f"{texts['before']}\n{said}\n\n{texts['words']}\n{node.text}" if said else f"{texts['words']}\n{node.text}"
+        )
+        return [{"role": "system", "content": texts["system"]}, {"role": "user", "content": user}]
+
+    def _left_window(self, story_id: UUID) -> bool:
+        """Whether some of the story has left its window (a summary anywhere, as the read models have it or
+        as this process wrote it)."""
+        return self.recall.store.has_summaries(story_id) or bool(self.app.summarized(story_id))
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= SAID_CHARS else text[: SAID_CHARS - 1] + "…"
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

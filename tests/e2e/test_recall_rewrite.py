@@ -1,0 +1,172 @@
+"""The side model's search of the memory (`recall_rewrite`), end to end: the words that share nothing
+with an old turn find it by the search the side model wrote, noted on the user's node with its call in
+the cost ledger; every later read at that node ranks the same search without asking again; off, the
+search is not used; a side model too slow leaves the turn to the words alone, its call kept."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from providers.fake_server import FakeModelServer, Step, Text
+from tests.builders import TENANT, Api, MakeClient, api_for
+from tests.e2e.proxy_front_end.front_end import Front
+from tests.fake_model import MakeEngine
+from tests.scene_support import FAST_JOBS, settled, side_model
+
+pytestmark = pytest.mark.both_stores
+
+SMALL = {"keep_turns": 2, "pack_turns": 3, "episodes_kept": 1, "min_pack_chars": 0, "fill_window": False}
+HIDDEN = "青铜钥匙我藏在地窖第三个酒桶底下了，别告诉任何人。"
+ASKED = "后来那个东西怎么处理的？"
+
+
+def is_search(body: dict[str, Any]) -> bool:
+    return "检索记忆" in body["messages"][0]["content"] or "search the memory" in body["messages"][0]["content"]
+
+
+def searcher(line: str, delay: float = 0.0) -> Any:
+    def answer(body: dict[str, Any]) -> Step:
+        if is_search(body):
+            return Text(line, delay=delay, prompt_tokens=180, completion_tokens=12)
+        if "接力摘要" in body["messages"][0]["content"]:
+            return Text("模型摘要：两人在灯塔里说了些闲话。")
+        return Text("{}")
+
+    return answer
+
+
+@pytest.fixture
+async def side() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer() as server:
+        yield server
+
+
+async def played(api: Api) -> dict[str, Any]:
+    story = await api.story(**SMALL, recall_rewrite=True)
+    await api.turn(story["id"], "钥匙收好了吗？", HIDDEN)
+    for i in range(2, 9):
+        await api.turn(story["id"], f"第{i}问：灯还亮着吗？", f"第{i}答：亮着，渡船第{i}天会来。")
+    await settled(api, story["id"])
+    return story
+
+
+def recalled(context: dict[str, Any]) -> str:
+    blocks = [b for b in context["explain"] if b["what"] == "recall"]
+    return "".join(context["messages"][b["message_index"]]["content"][slice(*b["span"])] for b in blocks)
+
+
+async def test_the_side_models_search_recalls_a_turn_the_words_share_nothing_with(
+    side: FakeModelServer, make_client: MakeClient
+) -> None:
+    side.fallback = searcher("青铜钥匙 地窖 酒桶 藏")  # type: ignore[assignment]
+    api = api_for(await make_client(side_model=side_model(side), embedder="none", **FAST_JOBS), TENANT)
+    story = await played(api)
+    early = [r["messages"][1]["content"] for r in side.requests if is_search(r)]
+    assert early and not any("钥匙收好了吗" in e or "第2问" in e for e in early)  # (once the window is left)
+
+    words = (await api.append(story["id"], "user", ASKED))["node"]
+    assert words["search"] == "青铜钥匙 地窖 酒桶 藏"
+    asked = [r for r in side.requests if is_search(r)]
+    assert len(asked) == len(early) + 1
+    prompt = asked[-1]["messages"][1]["content"]
+    assert prompt.startswith("【上一轮】\n第8问：灯还亮着吗？\n第8答") and prompt.endswith(f"【用户这句话】\n{ASKED}")
+    context = await api.call("GET", f"/v1/stories/{story['id']}/context")
+    assert HIDDEN in recalled(context)
+    block = next(b for b in context["explain"] if b["what"] == "recall")
+    assert "search" in block["why"]
+    again = await api.call("GET", f"/v1/stories/{story['id']}/context?at={words['id']}")
+    assert recalled(again) == recalled(context) and len([r for r in side.requests if is_search(r)]) == len(asked)
+
+    costs = await api.call("GET", f"/v1/stories/{story['id']}/costs")
+    search = [line for line in costs["lines"] if line["purpose"] == "search"]
+    assert len(search) == 1 and search[0]["calls"] == len(asked) and search[0]["prompt_tokens"] == 180 * len(asked)
+
+    await api.call("PATCH", f"/v1/stories/{story['id']}", {"settings": {"recall_rewrite": False}})
+    off = await api.call("GET", f"/v1/stories/{story['id']}/context")
+    assert HIDDEN not in recalled(off)  # (the words alone share nothing with it)
+    await api.append(story["id"], "reply", "她没说。")
+    await api.append(story["id"], "user", "那钥匙呢？")
+    assert len([r for r in side.requests if is_search(r)]) == len(asked)  # off: not asked
+
+
+async def test_a_side_model_slower_than_the_wait_leaves_the_turn_to_the_words(
+    side: FakeModelServer, make_client: MakeClient
+) -> None:
+    side.fallback = searcher("青铜钥匙 地窖", delay=3.0)  # type: ignore[assignment]
+    client = await make_client(side_model=side_model(side), embedder="none", recall_rewrite_seconds=0.3, **FAST_JOBS)
+    api = api_for(client, TENANT)
+    story = await played(api)
+    started = time.perf_counter()
+    words = (await api.append(story["id"], "user", ASKED))["node"]
+    assert time.perf_counter() - started < 2.5 and words["search"] is None
+    assert HIDDEN not in recalled(await api.call("GET", f"/v1/stories/{story['id']}/context"))
+    costs = await api.call("GET", f"/v1/stories/{story['id']}/costs")
+    search = [line for line in costs["lines"] if line["purpose"] == "search"]
+    assert search and search[0]["calls"] >= 1 and search[0]["ok"] == 0  # (each timed out, each counted)
+
+
+async def test_an_answer_that_is_no_search_is_refused_and_kept_in_the_ledger(
+    side: FakeModelServer, make_client: MakeClient
+) -> None:
+    side.fallback = searcher('{"patch": {}}')  # type: ignore[assignment]
+    api = api_for(await make_client(side_model=side_model(side), embedder="none", **FAST_JOBS), TENANT)
+    story = await played(api)
+    words = (await api.append(story["id"], "user", ASKED))["node"]
+    assert words["search"] is None
+    node = await api.call("GET", f"/v1/nodes/{words['id']}")
+    assert node["search"] is None
+    costs = await api.call("GET", f"/v1/stories/{story['id']}/costs")
+    search = [line for line in costs["lines"] if line["purpose"] == "search"]
+    assert len(search) == 1 and search[0]["calls"] >= 1 and search[0]["ok"] == 0  # (each refused, each counted)
+
+
+async def test_a_proxied_request_sends_upstream_what_the_search_recalls_and_notes_it_once_written(
+    side: FakeModelServer, fake: FakeModelServer, make_engine: MakeEngine
+) -> None:
+    side.fallback = searcher("brass key cellar barrel")  # type: ignore[assignment]
+    front = Front(await make_engine(embedder="none", side_model=side_model(side), **FAST_JOBS))
+    fake.script(Text("Under the third barrel in the cellar, and tell no one."))
+    _, headers = await front.send("Did you put the brass key somewhere safe?")
+    story_id = headers["x-changji-story"]
+    card = (await front.api.call("GET", f"/v1/stories/{story_id}"))["card_id"]
+    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": {**SMALL, "recall_rewrite": True}})
+    for i in range(2, 9):
+        fake.script(Text(f"Lit; the ferry comes on day {i}."))
+        await front.send(f"Turn {i}: is the lamp lit?")
+    await settled(front.api, story_id)
+
+    fake.script(Text("She never said."))
+    await front.send("And what became of that thing afterwards?")
+    await front.client.close()
+    told = fake.requests[-1]["messages"]
+    memory, words = told[-1]["content"].split("\n\n")[-2:]  # (the chat's first turn is no longer in the window)
+    assert memory.startswith("[Story memory]") and "Under the third barrel in the cellar" in memory
+    assert words == "And what became of that thing afterwards?"
+    asked = [r for r in side.requests if is_search(r)]
+    assert asked[-1]["messages"][1]["content"].endswith("[THE USER'S WORDS]\nAnd what became of that thing afterwards?")
+    path = (await front.api.call("GET", f"/v1/stories/{story_id}/path"))["nodes"]
+    assert path[-2]["kind"] == "user" and path[-2]["search"] == "brass key cellar barrel"
+
+
+async def test_an_engine_turn_recalls_by_the_search_noted_before_its_context(
+    side: FakeModelServer, fake: FakeModelServer, make_engine: MakeEngine
+) -> None:
+    side.fallback = searcher("青铜钥匙 地窖 酒桶")  # type: ignore[assignment]
+    engine = await make_engine(embedder="none", side_model=side_model(side), **FAST_JOBS)
+    story = await engine.story(**SMALL, recall_rewrite=True)
+    fake.script(Text(HIDDEN))
+    await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": "钥匙收好了吗？"}, 201)
+    fake.fallback = lambda body: Text("灯还亮着，渡船三天后到。")  # type: ignore[assignment]
+    for i in range(2, 9):
+        await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": f"第{i}问：灯还亮着吗？"}, 201)
+    await settled(engine, story["id"])
+    turn = await engine.call("POST", f"/v1/stories/{story['id']}/turns", {"text": ASKED}, 201)
+    sent = fake.requests[-1]["messages"]
+    assert sent[-1]["content"].endswith(ASKED) and "【剧情记忆】" in sent[-1]["content"]
+    assert HIDDEN in sent[-1]["content"].split("【剧情记忆】", 1)[1]
+    user = await engine.call("GET", f"/v1/nodes/{turn['reply']['parent_id']}")
+    assert user["search"] == "青铜钥匙 地窖 酒桶"
