@@ -223,7 +223,7 @@ def bootstrap(
     recall = Recall(store, embedder, saved=saved, vector_wait=settings.recall_vector_wait)
     follower.on(StoryDeleted, lambda deleted: recall.forget(deleted.originator_id))  # (deleted by another worker)
     views = StoryViews(app, store, counter, recall, blobs=keys.blob)
-    searches = SearchRewrites(app, executor, recall, side_model, settings.recall_rewrite_seconds)
+    searches = SearchRewrites(app, executor, views, side_model, settings.recall_rewrite_seconds)
     turns = (
         TurnRunner(
             app, executor, read_side, views.engine_context, main_model, settings.max_rounds,

@@ -61,7 +61,6 @@ STORED_AS_DOMAIN_EVENTS = (  # every event that lived in `domain.events`, by nam
     "NodeUnhidden",
     "ReplyOpened",
     "ClientPartNoted",
-    "SearchRewritten",
     "DraftWritten",
     "DraftAppended",
     "DraftEdited",

@@ -34,6 +34,11 @@ JobKind = Literal["scribe", "compact"]
 JobState = Literal["pending", "retrying", "done", "skipped", "failed"]
 
 
+RECALL_ROOM_MOST = (
+    4096  # the tokens `recall_share` gives the 【剧情记忆】 block at most (a larger recall_tokens gives more)
+)
+
+
 class StorySettings(BaseModel):
     """Memory and context settings: a card sets the defaults, a story may override any of them."""
 
@@ -49,7 +54,8 @@ class StorySettings(BaseModel):
         30,
         ge=0,
         le=50,
-        description="at most this many passages recalled per turn from outside the window, as many as fit; 0 = off",
+        description="at most this many passages recalled per turn from outside the window, as many as fit its room"
+        " (budget the window cannot use takes up to 20 more); 0 = off",
     )
     fill_window: bool = Field(True, description="show summarized turns word for word again while the budget has room")
     recall_tokens: int = Field(
@@ -61,9 +67,10 @@ class StorySettings(BaseModel):
     recall_share: float = Field(
         0.375,
         ge=0,
-        le=0.9,
+        le=0.5,
         description="the share of the prompt's tokens (context_window − reply_reserve) the 【剧情记忆】 block may take,"
-        " where that is more than recall_tokens (measured on LoCoMo: at 4k–16k, more evidence than a fixed share)",
+        " up to 4,096 tokens, where that is more than recall_tokens (measured on LoCoMo: at 4k–16k, more evidence"
+        " than a fixed share)",
     )
     recall_summaries: bool = Field(
         False,
@@ -161,10 +168,11 @@ class StorySettings(BaseModel):
     @property
     def recall_room(self) -> int:
         """The tokens the 【剧情记忆】 block may take from the window's share: `recall_tokens`, or
-        `recall_share` of the prompt's tokens where that is more (0: no recall)."""
+        `recall_share` of the prompt's tokens (up to `RECALL_ROOM_MOST`) where that is more (0: no recall)."""
         if not self.recall_tokens:
             return 0
-        return max(self.recall_tokens, int(self.recall_share * max(self.context_window - self.reply_reserve, 0)))
+        share = int(self.recall_share * max(self.context_window - self.reply_reserve, 0))
+        return max(self.recall_tokens, min(share, RECALL_ROOM_MOST))
 
     def merged(self, overrides: dict[str, Any]) -> StorySettings:
         return StorySettings.model_validate({**self.model_dump(), **overrides})
@@ -285,7 +293,9 @@ class NodeView:
     episode: Episode | None = None
     digest: Digest | None = None
     client_part: str | None = None  # a proxied front end's own part of the request a reply answers (a blob)
-    search: str | None = None  # the side model's search of the memory for a user node's words (recall ranks it too)
+    search_terms: str | None = (
+        None  # the side model's search of the memory for a user node's words ("": none; None: not asked)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,9 +96,18 @@ class TurnRunner:
             self.app.turns.open_turn, tenant_id, story_id, uuid4(), uuid4(), text, parent_id, self.model.model,
             expected_version,
         )  # fmt: skip
-        if self.rewrite is not None:  # (the words' search noted before the context that recalls with it)
-            await self.rewrite(tenant_id, opened.user)
+        await self._rewritten(tenant_id, opened.user)
         return await self._with_context(tenant_id, story_id, opened.reply, opened.position)
+
+    async def _rewritten(self, tenant_id: str, user: NodeView) -> None:
+        """The words' search of the memory noted before the context that recalls with it; nothing stops the
+        turn (the reply is saved already: it must reach its run)."""
+        if self.rewrite is None:
+            return
+        try:
+            await self.rewrite(tenant_id, user)
+        except Exception:
+            log.exception("the side model's search for %s failed: the turn recalls by the words", user.id)
 
     async def reopen(self, tenant_id: str, story_id: UUID, user_id: UUID | None) -> Opened:
         """Regenerate: a new empty reply beside the others under a user node, opened like `open`."""
@@ -106,6 +115,7 @@ class TurnRunner:
         opened = await self.runs.command(
             self.app.turns.reopen_turn, tenant_id, story_id, uuid4(), user_id, self.model.model
         )
+        await self._rewritten(tenant_id, opened.user)  # (words never asked about: a setting turned on since)
         return await self._with_context(tenant_id, story_id, opened.reply, opened.position)
 
     async def _with_context(self, tenant_id: str, story_id: UUID, reply: NodeView, position: int) -> Opened:

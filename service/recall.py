@@ -225,12 +225,13 @@ class Recall:
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None,
         search: str | None,
+        spare: int = 0,
     ) -> list[Hit]:
         if index is None or not index.complete or index.seq < self.store.archive_seq(story_id):
             self.refresh_soon(story_id)
         if index is None or not query.strip():
             return []
-        return index.search(query, vector, k, before_depth, on_path, shown_episodes, search)
+        return index.search(query, vector, k, before_depth, on_path, shown_episodes, search, spare)
 
     async def prepare(self, story_id: UUID, query: str) -> None:
         """Embed `query` now, on the loop, for a search about to run elsewhere (the writer thread must not
@@ -385,6 +386,7 @@ class Recall:
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None = (),
         search: str | None = None,
+        spare: int = 0,
     ) -> list[Hit]:
         """`search`, right here, waiting at most `seconds` (and `vector_wait`) for the query's vector from
         an embedder in this process (its words not embedded ahead); without it, by words alone. The
@@ -394,7 +396,7 @@ class Recall:
         vector = self.queries.vector(query, min(seconds, self.vector_wait)) if wanted else None
         if wanted:
             self.vectors["in_time" if vector is not None else "late"] += 1
-        return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes, search)
+        return self._search(story_id, index, query, vector, k, before_depth, on_path, shown_episodes, search, spare)
 
     async def stop(self) -> None:
         with self._lock:

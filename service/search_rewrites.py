@@ -4,18 +4,23 @@ people, places, things and events they ask about, synonyms and concrete examples
 used instead — and recall ranks that line beside the words themselves (`StoryIndex.search`).
 
 Asked only where a card or story sets `recall_rewrite`, a side model is configured and the story has left
-its window (it has a summary: before that, everything is word for word and nothing is recalled); waited
-for at most `seconds`, after which the turn goes on by the words alone. The call is recorded in the user
-node's cost ledger (purpose `search`) and the line on the node (`SearchRewritten`), so every later
-context at that node — a regenerate, a swipe, a read of the context — ranks the same line without asking
-again. A line that cannot be a search (empty, or a JSON object) is dropped, its call kept as `rejected`.
+its window (it has a summary, or the path to the words is cut for the story's budget: before that,
+everything is word for word and nothing is recalled); waited for at most `seconds`, after which the turn
+goes on by the words alone. The call is recorded in the user node's cost ledger (purpose `search`) and the
+line on the node (`SearchTermsNoted`), so every later context at that node — a regenerate, a swipe, a read
+of the context — ranks the same line without asking again; an answer that cannot be a search (empty, a
+JSON object) or none in time is noted as no terms (""), its call kept as `rejected` or `timeout`, and the
+words are not asked about again. A proxied request notes them once its turn is written: one whose
+upstream fails first leaves nothing behind, this call included (as it leaves no reply).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from uuid import UUID
 
@@ -25,13 +30,14 @@ from domain.ports import ChatModel, ModelCallError
 from domain.tree.commands.jobs import SideCall
 from domain.values import NodeView
 from service.executor import Executor
-from service.recall import Recall
+from service.views import StoryViews
 
 log = logging.getLogger("service.recall")
-REWRITE_SECONDS = 2.0  # the longest a turn waits for the side model's search
 SEARCH_CHARS = 400  # a search line is cut to this many characters (at a space where there is one)
 SAID_CHARS = 600  # each message of the turn before the words, shown up to this many characters
 MAX_TOKENS = 120
+THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+LABEL = re.compile(r"^(search terms|search|keywords|检索词|关键词|搜索词)\s*[:：]\s*", re.IGNORECASE)
 
 PROMPTS: dict[Language, dict[str, str]] = {
     "zh": {
@@ -55,16 +61,19 @@ PROMPTS: dict[Language, dict[str, str]] = {
 
 @dataclass(frozen=True, slots=True)
 class Rewritten:
-    """The side model's answer: the search line (None: it gave none that can be used) and its call."""
+    """The side model's answer: the search line ("": it gave none that can be used, or none in time) and its
+    call."""
 
-    search: str | None
+    terms: str
     call: SideCall
 
 
 def search_line(answer: str) -> str | None:
-    """The search in a side model's answer: its first line with words, cut to `SEARCH_CHARS`; None for an
-    answer that holds none or is a JSON object (a model answering another task)."""
-    line = next((ln.strip().strip("\"'“”「」`") for ln in answer.splitlines() if ln.strip()), "")
+    """The search in a side model's answer: its first line with words (a thinking block and a label such as
+    "Search terms:" left out), cut to `SEARCH_CHARS`; None for an answer that holds none or is a JSON object
+    (a model answering another task)."""
+    lines = (LABEL.sub("", ln.strip()).strip("\"'“”「」`").strip() for ln in THINKING.sub("", answer).splitlines())
+    line = next((ln for ln in lines if ln), "")
     if not line or line.startswith(("{", "[")):
         return None
     if len(line) > SEARCH_CHARS:
@@ -75,31 +84,33 @@ def search_line(answer: str) -> str | None:
 
 class SearchRewrites:
     def __init__(
-        self,
-        app: Changji,
-        executor: Executor,
-        recall: Recall,
-        model: ChatModel | None,
-        seconds: float = REWRITE_SECONDS,
+        self, app: Changji, executor: Executor, views: StoryViews, model: ChatModel | None, seconds: float
     ) -> None:
-        self.app, self.executor, self.recall, self.model, self.seconds = app, executor, recall, model, seconds
+        self.app, self.executor, self.views, self.model, self.seconds = app, executor, views, model, seconds
 
     async def rewrite(self, tenant_id: str, node: NodeView) -> NodeView:
-        """A user node's search, asked and noted on it when the story wants one and it has none yet; the node
-        as it stands after."""
-        if self.model is None or node.kind != "user" or node.search is not None:
+        """A saved user node's search, asked and noted on it when the story wants one and it was never asked
+        for; the node as it stands after."""
+        if self.model is None or node.kind != "user" or node.search_terms is not None:
             return node
         rewritten = await self.ask(tenant_id, node)
         if rewritten is None:
             return node
         return await self.note(tenant_id, node.id, rewritten) or node
 
-    async def ask(self, tenant_id: str, node: NodeView) -> Rewritten | None:
-        """The side model's search for the words of `node` (a user node, saved or about to be); None when
-        not asked (no side model, the setting off, the story all in its window, the words empty)."""
+    async def ask(
+        self, tenant_id: str, node: NodeView, node_of: Callable[[UUID], NodeView] | None = None
+    ) -> Rewritten | None:
+        """The side model's search for the words of `node` (a user node, saved or about to be: `node_of` reads
+        the nodes above it, those not saved yet too); None when not asked (no side model, the setting off,
+        nothing of the story outside its window, the words empty, the story gone)."""
         if self.model is None or node.kind != "user" or not node.text.strip():
             return None
-        messages = await self.executor.load(self._messages, tenant_id, node)
+        try:
+            messages = await self.executor.load(self._messages, tenant_id, node, node_of or self.app.node)
+        except Exception as exc:  # (a story deleted meanwhile: the turn's own write reports it)
+            log.warning("the side model's search was not asked (%s): recall goes by the words", exc)
+            return None
         if messages is None:
             return None
         started = time.perf_counter()
@@ -108,42 +119,45 @@ class SearchRewrites:
         except (ModelCallError, TimeoutError) as failure:
             outcome = failure.outcome if isinstance(failure, ModelCallError) else "timeout"
             log.info("the side model's search for a turn's recall failed (%s): recall goes by the words", outcome)
-            return Rewritten(None, SideCall("search", self.model.model, 0, 0, _ms(started), outcome))
-        search = search_line(result.text)
+            return Rewritten("", SideCall("search", self.model.model, 0, 0, _ms(started), outcome))
+        terms = search_line(result.text)
         call = SideCall(
             "search", result.model or self.model.model, result.prompt_tokens or 0, result.completion_tokens or 0,
-            _ms(started), "ok" if search is not None else "rejected",
+            _ms(started), "ok" if terms is not None else "rejected",
         )  # fmt: skip
-        return Rewritten(search, call)
+        return Rewritten(terms or "", call)
 
     async def note(self, tenant_id: str, node_id: UUID, rewritten: Rewritten) -> NodeView | None:
         """The call in the node's ledger and the search on it (None: the node could not be written)."""
         try:
             written = await self.executor.write(
-                self.app.nodes.note_search, tenant_id, node_id, rewritten.search, rewritten.call
+                self.app.nodes.note_search_terms, tenant_id, node_id, rewritten.terms, rewritten.call
             )
-        except Exception:  # (a node deleted meanwhile: the turn goes on; nothing else depends on it)
-            log.exception("could not note the side model's search on %s", node_id)
+        except Exception as exc:  # (a node deleted meanwhile: the turn goes on; nothing else depends on it)
+            log.warning("the side model's search was not noted on %s (%s)", node_id, exc)
             return None
         return written.value
 
     @staticmethod
     def planned(node: NodeView, rewritten: Rewritten | None) -> NodeView:
         """A planned user node (not saved yet) with the search its context ranks."""
-        return node if rewritten is None or rewritten.search is None else replace(node, search=rewritten.search)
+        return node if rewritten is None else replace(node, search_terms=rewritten.terms)
 
-    def _messages(self, tenant_id: str, node: NodeView) -> list[dict[str, str]] | None:
+    def _messages(
+        self, tenant_id: str, node: NodeView, node_of: Callable[[UUID], NodeView]
+    ) -> list[dict[str, str]] | None:
         story = self.app.story(tenant_id, node.story_id)
-        if not self.app.settings(story).recall_rewrite or not self.app.settings(story).recall_k:
+        settings = self.app.settings(story)
+        if not settings.recall_rewrite or not settings.recall_k or node.parent_id is None:
             return None
-        if self.recall.index(story.id) is None or not self._left_window(story.id):
+        if not self.views.outside_window(story, node.parent_id, node_of):
             return None
         texts = PROMPTS[self.app.language(story)]
         before: list[str] = []
-        parent = node.parent_id
+        parent: UUID | None = node.parent_id
         while parent is not None and len(before) < 2:  # the turn before: its reply and the words it answered
-            above = self.app.node(parent)
-            if above.text.strip():
+            above = node_of(parent)
+            if above.text.strip() and not above.hidden:
                 before.insert(0, _clipped(above.text))
             parent = above.parent_id
         said = "\n".join(before)
@@ -152,14 +166,10 @@ class SearchRewrites:
         )
         return [{"role": "system", "content": texts["system"]}, {"role": "user", "content": user}]
 
-    def _left_window(self, story_id: UUID) -> bool:
-        """Whether some of the story has left its window (a summary anywhere, as the read models have it or
-        as this process wrote it)."""
-        return self.recall.store.has_summaries(story_id) or bool(self.app.summarized(story_id))
-
 
 def _clipped(text: str) -> str:
-    return text if len(text) <= SAID_CHARS else text[: SAID_CHARS - 1] + "…"
+    """A message of the turn before, its end kept where it is long (what "she" and "it" most likely name)."""
+    return text if len(text) <= SAID_CHARS else "…" + text[-(SAID_CHARS - 1) :]
 
 
 def _ms(started: float) -> float:

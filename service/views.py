@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import takewhile
 from typing import Any
 from uuid import UUID
@@ -39,7 +39,6 @@ from projections.read_models.scenes import SceneAt
 from projections.read_models.store import ReadModels
 from projections.recall.story_index import Hit
 from service.card_memory_reads import CardMemoryReads
-from service.chat_transfer import chat_file, chat_messages
 from service.drift_reads import DriftReads
 from service.event_records import event_record
 from service.lineages import Lineages, OnPath
@@ -62,12 +61,6 @@ class SummariesAt:
 
     node: NodeView
     plan: CompactionPlan
-
-
-@dataclass(frozen=True, slots=True)
-class ExportedChat:
-    title: str
-    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +244,19 @@ class StoryViews:
             log.exception("could not schedule a compaction for %s", reply_id)
             return 0
 
+    def outside_window(self, story: Story, reply_id: UUID, node_of: Callable[[UUID], NodeView]) -> bool:
+        """Whether words said under `reply_id` (`node_of` reads it, saved or not) find some of their path
+        outside the window, for recall: the story has an index, and a summary, or turns left out at its budget."""
+        if self.recall is None or self.recall.index(story.id) is None:
+            return False
+        if self._summarized(story.id):
+            return True
+        settings, card = self.app.settings(story), self.app.card_of(story)
+        return leaves_turns_out(
+            card.data, settings, walk_up(node_of, reply_id), self.renders, self.windows,
+            self.app.render_epoch(story.id), node_of, False, 0, self.app.summarized(story.id),
+        )  # fmt: skip
+
     def warm(self, story_id: UUID) -> bool:
         """Whether this process assembled a context of the story since it last rendered differently: its
         nodes are loaded and rendered, and the next context (or a reply's budget test) extends a cached
@@ -386,9 +392,9 @@ class StoryViews:
             lineage = self.lineage(story_id, node)
             words = said or node
             hits = self.recall.search_within(
-                self.recall_seconds, story_id, words.text, settings.recall_k + RECALL_SPARE, before_depth,
-                lineage.__contains__,
-                shown_episodes if settings.recall_summaries else None, words.search if settings.recall_rewrite else None,
+                self.recall_seconds, story_id, words.text, settings.recall_k, before_depth, lineage.__contains__,
+                shown_episodes if settings.recall_summaries else None,
+                words.search_terms if settings.recall_rewrite else None, RECALL_SPARE,
             )  # fmt: skip
             self.app.preload([UUID(str(hit.row["node_id"])) for hit in hits])  # (their dates: read in one query)
             return hits
@@ -448,25 +454,6 @@ class StoryViews:
     def path(self, tenant_id: str, story_id: UUID, at: UUID | None, limit: int | None) -> list[NodeView]:
         leaf = self.app.leaf_or(self.app.story(tenant_id, story_id), at, "at").id
         return project_path(self.app.node, leaf, limit)
-
-    def export_chat(self, tenant_id: str, story_id: UUID, at: UUID | None, swipes: bool) -> ExportedChat:
-        """The path to a node (default: the leaf) as a SillyTavern chat; `swipes`: each reply's siblings
-        as its swipes."""
-        story = self.app.story(tenant_id, story_id)
-        card, settings = self.app.card_of(story).data, self.app.settings(story)
-        path = project_path(self.app.node, self.app.leaf_or(story, at, "at").id, None)
-        siblings = {
-            node.id: [self.app.node(UUID(row["id"])) for row in self.store.children(node.id) if row["kind"] == "reply"]
-            for node in path
-            if swipes and node.kind == "user"
-        }
-        source = story.imported or {}
-        names = (settings.user_name, card.name)
-        greetings = source.get("greetings") or [card.greeting(i) for i in range(card.greeting_count)]
-        fill = [fill_macros(text, card.name, settings.user_name) for text in greetings]
-        root = replace(path[0], text=fill_macros(path[0].text, card.name, settings.user_name))
-        messages = chat_messages([root, *path[1:]], siblings, fill, names, source.get("generated"))
-        return ExportedChat(story.title, chat_file(messages, names, story.created_on, source.get("header") or {}))
 
     def replay(self, tenant_id: str, story_id: UUID, at: UUID | None, from_depth: int, limit: int) -> Replayed:
         """The path's node events in order (depths from_depth…), each with the context after that step."""

@@ -13,6 +13,7 @@ from api.http import new_id, path_id, query_id, respond, service, tenant
 from api.schemas.stories import ImportChatResponse
 from api.uploads import upload
 from interchange.chat_plan import ChatFormatError
+from service.chat_exports import chat_export
 from service.chat_transfer import NOTED
 
 SCOPES = ("tree", "path")
@@ -52,7 +53,7 @@ async def export_chat(request: web.Request) -> web.Response:
     if scope not in SCOPES:
         raise BadRequestError(422, "scope must be tree (siblings as swipes) or path", "query.scope")
     exported = await svc.executor.load(
-        svc.views.export_chat, tenant(request), story_id, query_id(request, "at"), scope == "tree"
+        chat_export, svc.app, svc.store, tenant(request), story_id, query_id(request, "at"), scope == "tree"
     )
     response = web.Response(body=exported.data, content_type="application/jsonl", charset="utf-8")
     name = f"{exported.title}.jsonl"

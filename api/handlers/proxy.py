@@ -97,7 +97,8 @@ async def _searched(svc: Service, tenant_id: str, planned: Planned | None) -> tu
     if new is None:
         await svc.searches.rewrite(tenant_id, await svc.executor.load(svc.app.node, user_id))
         return planned, None
-    rewritten = await svc.searches.ask(tenant_id, new)
+    unsaved = {node.id: node for node in planned.nodes}
+    rewritten = await svc.searches.ask(tenant_id, new, lambda node_id: unsaved.get(node_id) or svc.app.node(node_id))
     if rewritten is None:
         return planned, None
     nodes = tuple(SearchRewrites.planned(node, rewritten) if node.id == user_id else node for node in planned.nodes)

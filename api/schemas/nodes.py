@@ -35,8 +35,10 @@ class NodeResponse(BaseModel):
     draft_version: int
     version: int
     created_at: datetime
-    search: str | None = Field(
-        None, description="the user's words as the side model wrote them into a search of the memory (recall_rewrite)"
+    search_terms: str | None = Field(
+        None,
+        description="the user's words as the side model wrote them into a search of the memory (recall_rewrite;"
+        ' "": asked, none it could use; null: not asked)',
     )
 
     @classmethod

@@ -46,7 +46,7 @@ from domain.tree.turn_events import (
     ReplyOpened,
     ReplySealed,
     ReplyWithdrawn,
-    SearchRewritten,
+    SearchTermsNoted,
     TurnAsked,
     TurnStopped,
 )
@@ -353,12 +353,13 @@ class Node(NodeState, Aggregate):
         if client_part != self.client_part:
             self.trigger_event(ClientPartNoted, client_part=client_part)
 
-    def note_search(self, search: str) -> None:
-        """The side model's search of the story's memory for this node's words (noted when it differs)."""
+    def note_search_terms(self, terms: str) -> None:
+        """The side model's search of the story's memory for this node's words ("" for none it could use;
+        noted when it differs)."""
         if self.kind != "user":
             raise NodeKindError("a search of the memory is noted on the user's words", field="node_id")
-        if search != self.search:
-            self.trigger_event(SearchRewritten, search=search)
+        if terms != self.search_terms:
+            self.trigger_event(SearchTermsNoted, terms=terms)
 
     def unhide(self) -> None:
         if self.hidden:
@@ -387,6 +388,6 @@ class Node(NodeState, Aggregate):
                 episode=self.episode,
                 digest=self.digest,
                 client_part=self.client_part,
-                search=self.search,
+                search_terms=self.search_terms,
             )
         return self._view

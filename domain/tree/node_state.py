@@ -30,7 +30,7 @@ from domain.tree.turn_events import (
     ReplyOpened,
     ReplySealed,
     ReplyWithdrawn,
-    SearchRewritten,
+    SearchTermsNoted,
     TurnAsked,
     TurnStopped,
 )
@@ -73,7 +73,9 @@ class NodeState:
         self.episode: Episode | None = None
         self.digest: Digest | None = None
         self.client_part: str | None = None  # a proxied front end's own part of the request this reply answers
-        self.search: str | None = None  # the side model's search of the memory for the user's words here
+        self.search_terms: str | None = (
+            None  # the side model's search of the memory for the words here (None: not asked)
+        )
         self._view: NodeView | None = None
 
     def when(self, event: Any) -> None:
@@ -97,8 +99,8 @@ class NodeState:
                 self.depth, self.turn, self.model, self.phase = event.depth, event.turn, event.model, "writing"
             case ClientPartNoted():
                 self.client_part = event.client_part
-            case SearchRewritten():
-                self.search = event.search
+            case SearchTermsNoted():
+                self.search_terms = event.terms
             case DraftWritten():
                 self.text, self.draft_version = event.text, event.version
             case DraftAppended():

@@ -33,11 +33,12 @@ class ClientPartNoted(Folded, AggregateEvent):
     client_part: str
 
 
-class SearchRewritten(Folded, AggregateEvent):
-    """The side model wrote the user's words at this node as a search of the story's memory (`search`:
-    the words recall looks for besides the user's own, one line); recall at this node ranks them too."""
+class SearchTermsNoted(Folded, AggregateEvent):
+    """The side model was asked to write the user's words at this node as a search of the story's memory:
+    `terms`, one line recall ranks beside the words themselves ("" where its answer held none it could use,
+    or none came in time: then it is not asked again for these words)."""
 
-    search: str
+    terms: str
 
 
 class DraftWritten(Folded, AggregateEvent):

@@ -227,6 +227,8 @@ def assemble_context(
                     kept, char, user, taken + left, cache.count_line, fill_macros, texts, cache.recall_lines, dated,
                     today, most if not left else None,
                 )  # fmt: skip
+                if left:
+                    share, spare = share + left, spare + left
         if block is not None:
             if spare and _block_tokens(block, cache) > share - spare:
                 block = replace(

@@ -100,10 +100,12 @@ class StoryIndex:
         on_path: Callable[[str], bool],
         shown_episodes: Collection[str] | None = (),
         search: str | None = None,
+        spare: int = 0,
     ) -> list[Hit]:
         """`shown_episodes`: nodes whose episode summary the context holds already (None: no episode
         summaries at all, turns only); `search`: the side model's search for the same words, ranked by
-        words over the passages in context (or alone) and fused with the rest."""
+        words over the passages in context (or alone) and fused with the rest; `spare`: passages past the
+        best `k` (those that come next, the best `k` ranked as ever)."""
         if not self.rows or k <= 0:
             return []
         allowed = self.depths < before_depth
@@ -134,7 +136,7 @@ class StoryIndex:
             if not short or wanted >= min(len(self.rows), MAX_CANDIDATES):
                 break
             wanted *= 4
-        fused = fuse(rankings)[:k]
+        fused = fuse(rankings)[: k + spare]
         return [Hit(self.rows[hit.position], hit.score, hit.found_by, self._whole(hit.position)) for hit in fused]
 
     def _whole(self, position: int) -> dict[str, Any] | None:

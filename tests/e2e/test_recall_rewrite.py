@@ -69,7 +69,7 @@ async def test_the_side_models_search_recalls_a_turn_the_words_share_nothing_wit
     assert early and not any("钥匙收好了吗" in e or "第2问" in e for e in early)  # (once the window is left)
 
     words = (await api.append(story["id"], "user", ASKED))["node"]
-    assert words["search"] == "青铜钥匙 地窖 酒桶 藏"
+    assert words["search_terms"] == "青铜钥匙 地窖 酒桶 藏"
     asked = [r for r in side.requests if is_search(r)]
     assert len(asked) == len(early) + 1
     prompt = asked[-1]["messages"][1]["content"]
@@ -102,7 +102,7 @@ async def test_a_side_model_slower_than_the_wait_leaves_the_turn_to_the_words(
     story = await played(api)
     started = time.perf_counter()
     words = (await api.append(story["id"], "user", ASKED))["node"]
-    assert time.perf_counter() - started < 2.5 and words["search"] is None
+    assert time.perf_counter() - started < 2.5 and words["search_terms"] == ""
     assert HIDDEN not in recalled(await api.call("GET", f"/v1/stories/{story['id']}/context"))
     costs = await api.call("GET", f"/v1/stories/{story['id']}/costs")
     search = [line for line in costs["lines"] if line["purpose"] == "search"]
@@ -116,9 +116,9 @@ async def test_an_answer_that_is_no_search_is_refused_and_kept_in_the_ledger(
     api = api_for(await make_client(side_model=side_model(side), embedder="none", **FAST_JOBS), TENANT)
     story = await played(api)
     words = (await api.append(story["id"], "user", ASKED))["node"]
-    assert words["search"] is None
+    assert words["search_terms"] == ""
     node = await api.call("GET", f"/v1/nodes/{words['id']}")
-    assert node["search"] is None
+    assert node["search_terms"] == ""
     costs = await api.call("GET", f"/v1/stories/{story['id']}/costs")
     search = [line for line in costs["lines"] if line["purpose"] == "search"]
     assert len(search) == 1 and search[0]["calls"] >= 1 and search[0]["ok"] == 0  # (each refused, each counted)
@@ -141,7 +141,12 @@ async def test_a_proxied_request_sends_upstream_what_the_search_recalls_and_note
 
     fake.script(Text("She never said."))
     await front.send("And what became of that thing afterwards?")
+    asked = len([r for r in side.requests if is_search(r)])
+    front.chat.pop()  # a swipe: the same words again, the words' search read from their node
+    fake.script(Text("She hid it, I think."))
+    await front.send()
     await front.client.close()
+    assert len([r for r in side.requests if is_search(r)]) == asked
     told = fake.requests[-1]["messages"]
     memory, words = told[-1]["content"].split("\n\n")[-2:]  # (the chat's first turn is no longer in the window)
     assert memory.startswith("[Story memory]") and "Under the third barrel in the cellar" in memory
@@ -149,7 +154,7 @@ async def test_a_proxied_request_sends_upstream_what_the_search_recalls_and_note
     asked = [r for r in side.requests if is_search(r)]
     assert asked[-1]["messages"][1]["content"].endswith("[THE USER'S WORDS]\nAnd what became of that thing afterwards?")
     path = (await front.api.call("GET", f"/v1/stories/{story_id}/path"))["nodes"]
-    assert path[-2]["kind"] == "user" and path[-2]["search"] == "brass key cellar barrel"
+    assert path[-2]["kind"] == "user" and path[-2]["search_terms"] == "brass key cellar barrel"
 
 
 async def test_an_engine_turn_recalls_by_the_search_noted_before_its_context(
@@ -169,4 +174,30 @@ async def test_an_engine_turn_recalls_by_the_search_noted_before_its_context(
     assert sent[-1]["content"].endswith(ASKED) and "【剧情记忆】" in sent[-1]["content"]
     assert HIDDEN in sent[-1]["content"].split("【剧情记忆】", 1)[1]
     user = await engine.call("GET", f"/v1/nodes/{turn['reply']['parent_id']}")
-    assert user["search"] == "青铜钥匙 地窖 酒桶"
+    assert user["search_terms"] == "青铜钥匙 地窖 酒桶"
+
+
+async def test_a_proxied_request_that_edits_the_last_reply_and_adds_words_is_searched_from_the_edit(
+    side: FakeModelServer, fake: FakeModelServer, make_engine: MakeEngine
+) -> None:
+    side.fallback = searcher("brass key cellar barrel")  # type: ignore[assignment]
+    front = Front(await make_engine(embedder="none", side_model=side_model(side), **FAST_JOBS))
+    fake.script(Text("Under the third barrel in the cellar, and tell no one."))
+    _, headers = await front.send("Did you put the brass key somewhere safe?")
+    story_id = headers["x-changji-story"]
+    card = (await front.api.call("GET", f"/v1/stories/{story_id}"))["card_id"]
+    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": {**SMALL, "recall_rewrite": True}})
+    for i in range(2, 9):
+        fake.script(Text(f"Lit; the ferry comes on day {i}."))
+        await front.send(f"Turn {i}: is the lamp lit?")
+    await settled(front.api, story_id)
+    front.chat[-1] = {"role": "assistant", "content": "Lit, and the gulls are back."}  # (edited in the front end)
+    fake.script(Text("She never said."))
+    _, headers = await front.send("And what became of that thing afterwards?")
+    await front.client.close()
+    assert headers["x-changji-recorded"] == "true"
+    asked = [r for r in side.requests if is_search(r)][-1]["messages"][1]["content"]
+    assert "Lit, and the gulls are back." in asked  # (the edit, not saved before the upstream answered)
+    assert "Under the third barrel in the cellar" in fake.requests[-1]["messages"][-1]["content"]
+    path = (await front.api.call("GET", f"/v1/stories/{story_id}/path"))["nodes"]
+    assert path[-2]["search_terms"] == "brass key cellar barrel" and path[-3]["text"] == "Lit, and the gulls are back."

@@ -23,7 +23,8 @@ from tests.unit.test_story_index_depth import rows
     [
         ({"context_window": 2000, "reply_reserve": 0}, 1024),  # (3/8 of 2,000 is less than recall_tokens)
         ({"context_window": 4000, "reply_reserve": 0}, 1500),
-        ({"context_window": 32768, "reply_reserve": 4096}, 10752),
+        ({"context_window": 32768, "reply_reserve": 4096}, 4096),  # (at most 4,096 from the share)
+        ({"context_window": 32768, "reply_reserve": 4096, "recall_tokens": 6000}, 6000),
         ({"context_window": 4000, "reply_reserve": 0, "recall_share": 0}, 1024),
         ({"context_window": 4000, "reply_reserve": 0, "recall_tokens": 0}, 0),  # (off)
         ({"context_window": 4000, "reply_reserve": 4000}, 1024),
@@ -54,6 +55,8 @@ def test_a_search_finds_what_the_words_share_nothing_with_and_is_named_among_the
         ("\n  “brass key cellar”  \nmore words", "brass key cellar"),
         ('{"patch": {}}', None),
         ("[1, 2]", None),
+        ("<think>\nThe user asks about the key.\n</think>\nSearch terms: brass key, cellar", "brass key, cellar"),
+        ("检索词：青铜钥匙 地窖", "青铜钥匙 地窖"),
         ("   \n\n", None),
     ],
 )

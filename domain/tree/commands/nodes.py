@@ -45,9 +45,9 @@ class NodeCommands(CommandGroup[TreeAggregates]):
 
         return self._annotate(tenant_id, node_id, go_on)
 
-    def note_search(self, tenant_id: str, node_id: UUID, search: str | None, call: SideCall) -> Written[NodeView]:
-        """The side model's search of the memory for the user's words at a node (None: it gave none that
-        could be used), with its call in the node's cost ledger."""
+    def note_search_terms(self, tenant_id: str, node_id: UUID, terms: str, call: SideCall) -> Written[NodeView]:
+        """The side model's search of the memory for the user's words at a node ("": it gave none that could
+        be used, or none in time), with its call in the node's cost ledger."""
 
         def note(node: Node) -> None:
             if node.kind != "user":  # (checked before the call is recorded: nothing half written)
@@ -55,8 +55,7 @@ class NodeCommands(CommandGroup[TreeAggregates]):
             node.record_call(
                 call.purpose, call.model, call.prompt_tokens, call.completion_tokens, call.latency_ms, call.outcome
             )
-            if search is not None:
-                node.note_search(search)
+            node.note_search_terms(terms)
 
         return self._annotate(tenant_id, node_id, note)
 
