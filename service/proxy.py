@@ -40,6 +40,7 @@ from domain.tree.rules.reconcile import (
 )
 from domain.tree.story import Story
 from domain.values import CardData, NodeKind, NodeView, StorySettings
+from projections.context.records import Context
 from projections.context.relayed import CLIENT_PART_TYPE, TEXT_TYPE, ClientPart
 from projections.read_models.store import ReadModels
 from service.chat_finder import OTHER_CARD, ChatFinder, Chosen, Prompt, path_messages
@@ -256,14 +257,8 @@ class ChatProxy:
             return with_card_memory(self.views.card_memory, card, sent, self.views.renders.count)
         if chosen is None or planned is None:
             return [dict(m) for m in original]
-        split, opened = chosen.split, planned.opened
-        budget = self.views.proxy_budget(
-            tenant_id, chosen.story_id, _sent_tokens(self.views.renders.count, original), self.budget_rule
-        )
-        if budget is not None and split.tool_round:  # the front end's tool round goes as it came: taken first
-            budget = max(budget - sum(self.views.renders.count(orjson.dumps(m).decode()) for m in split.tool_round), 0)
-        part = ClientPart(split.fixed, split.blocks, split.after, opened.starts_with)
-        context = self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, part, budget, planned.nodes)
+        split = chosen.split
+        context = self._relayed(tenant_id, chosen, planned, original)
         messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in context.messages]
         fixed = [dict(m) for m in original[: len(split.fixed)]]
         if len(fixed) == len(split.fixed) and all(m.get("role") in ("system", "developer") for m in fixed):
@@ -274,6 +269,24 @@ class ChatProxy:
         if split.tool_round:  # the front end's tools at work on the user's words: right after them, as they came
             messages[words + 1 : words + 1] = [dict(m) for m in split.tool_round]
         return messages
+
+    def recalls(self, tenant_id: str, chosen: Chosen, planned: Planned, original: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether the context a request sends upstream recalls (`StoryViews.recalls`)."""
+        return self.views.recalls(lambda: self._relayed(tenant_id, chosen, planned, original))
+
+    def _relayed(
+        self, tenant_id: str, chosen: Chosen, planned: Planned, original: Sequence[Mapping[str, Any]]
+    ) -> Context:
+        """changji's context at the request's words, fitted to the tokens the client sent (unless the story's
+        settings say its own window decides), with the client's own part."""
+        split, opened = chosen.split, planned.opened
+        budget = self.views.proxy_budget(
+            tenant_id, chosen.story_id, _sent_tokens(self.views.renders.count, original), self.budget_rule
+        )
+        if budget is not None and split.tool_round:  # the front end's tool round goes as it came: taken first
+            budget = max(budget - sum(self.views.renders.count(orjson.dumps(m).decode()) for m in split.tool_round), 0)
+        part = ClientPart(split.fixed, split.blocks, split.after, opened.starts_with)
+        return self.views.relayed_context(tenant_id, chosen.story_id, opened.user_id, part, budget, planned.nodes)
 
     def continued(
         self, tenant_id: str, chosen: Chosen, opened: Opened, text: str, call: tuple[str, int, int, float]

@@ -36,8 +36,9 @@ log = logging.getLogger("service.recall")
 SEARCH_CHARS = 400  # a search line is cut to this many characters (at a space where there is one)
 SAID_CHARS = 600  # each message of the turn before the words, shown up to this many characters
 MAX_TOKENS = 120
-THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-LABEL = re.compile(r"^(search terms|search|keywords|检索词|关键词|搜索词)\s*[:：]\s*", re.IGNORECASE)
+THINKING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)  # (or cut off in it)
+FENCE = re.compile(r"^`{3,}\w*$")
+LABEL = re.compile(r"^(search terms|search|terms|keywords|query|检索词|关键词|搜索词)\s*[:：]\s*", re.IGNORECASE)
 
 PROMPTS: dict[Language, dict[str, str]] = {
     "zh": {
@@ -72,7 +73,8 @@ def search_line(answer: str) -> str | None:
     """The search in a side model's answer: its first line with words (a thinking block and a label such as
     "Search terms:" left out), cut to `SEARCH_CHARS`; None for an answer that holds none or is a JSON object
     (a model answering another task)."""
-    lines = (LABEL.sub("", ln.strip()).strip("\"'“”「」`").strip() for ln in THINKING.sub("", answer).splitlines())
+    kept = (ln.strip() for ln in THINKING.sub("", answer).splitlines() if not FENCE.match(ln.strip()))
+    lines = (LABEL.sub("", ln).strip("\"'“”「」`").strip() for ln in kept)
     line = next((ln for ln in lines if ln), "")
     if not line or line.startswith(("{", "[")):
         return None
@@ -88,26 +90,34 @@ class SearchRewrites:
     ) -> None:
         self.app, self.executor, self.views, self.model, self.seconds = app, executor, views, model, seconds
 
-    async def rewrite(self, tenant_id: str, node: NodeView) -> NodeView:
+    async def rewrite(self, tenant_id: str, node: NodeView, recalls: Callable[[], bool] | None = None) -> NodeView:
         """A saved user node's search, asked and noted on it when the story wants one and it was never asked
-        for; the node as it stands after."""
+        for (`recalls`: whether its context recalls — default: the context at the node); the node as it
+        stands after. Never fails: the turn goes on by the words."""
         if self.model is None or node.kind != "user" or node.search_terms is not None:
             return node
-        rewritten = await self.ask(tenant_id, node)
+        if recalls is None:
+            recalls = lambda: self.views.recalls(lambda: self.views.context(tenant_id, node.story_id, node.id))  # noqa: E731
+        rewritten = await self.ask(tenant_id, node, recalls)
         if rewritten is None:
             return node
         return await self.note(tenant_id, node.id, rewritten) or node
 
     async def ask(
-        self, tenant_id: str, node: NodeView, node_of: Callable[[UUID], NodeView] | None = None
+        self,
+        tenant_id: str,
+        node: NodeView,
+        recalls: Callable[[], bool],
+        node_of: Callable[[UUID], NodeView] | None = None,
     ) -> Rewritten | None:
         """The side model's search for the words of `node` (a user node, saved or about to be: `node_of` reads
         the nodes above it, those not saved yet too); None when not asked (no side model, the setting off,
-        nothing of the story outside its window, the words empty, the story gone)."""
+        the context would not recall — `recalls`, run with the story's other reads —, the words empty, the
+        story gone)."""
         if self.model is None or node.kind != "user" or not node.text.strip():
             return None
         try:
-            messages = await self.executor.load(self._messages, tenant_id, node, node_of or self.app.node)
+            messages = await self.executor.load(self._messages, tenant_id, node, recalls, node_of or self.app.node)
         except Exception as exc:  # (a story deleted meanwhile: the turn's own write reports it)
             log.warning("the side model's search was not asked (%s): recall goes by the words", exc)
             return None
@@ -116,8 +126,9 @@ class SearchRewrites:
         started = time.perf_counter()
         try:
             result = await asyncio.wait_for(self.model.chat(messages, max_tokens=MAX_TOKENS), self.seconds)
-        except (ModelCallError, TimeoutError) as failure:
+        except Exception as failure:  # (none stops the turn)
             outcome = failure.outcome if isinstance(failure, ModelCallError) else "timeout"
+            outcome = outcome if isinstance(failure, ModelCallError | TimeoutError) else "error"
             log.info("the side model's search for a turn's recall failed (%s): recall goes by the words", outcome)
             return Rewritten("", SideCall("search", self.model.model, 0, 0, _ms(started), outcome))
         terms = search_line(result.text)
@@ -144,18 +155,20 @@ class SearchRewrites:
         return node if rewritten is None else replace(node, search_terms=rewritten.terms)
 
     def _messages(
-        self, tenant_id: str, node: NodeView, node_of: Callable[[UUID], NodeView]
+        self, tenant_id: str, node: NodeView, recalls: Callable[[], bool], node_of: Callable[[UUID], NodeView]
     ) -> list[dict[str, str]] | None:
         story = self.app.story(tenant_id, node.story_id)
         settings = self.app.settings(story)
-        if not settings.recall_rewrite or not settings.recall_k or node.parent_id is None:
+        if not settings.recall_rewrite or not settings.recall_k or not settings.recall_room or node.parent_id is None:
             return None
-        if not self.views.outside_window(story, node.parent_id, node_of):
+        if not recalls():
             return None
         texts = PROMPTS[self.app.language(story)]
         before: list[str] = []
         parent: UUID | None = node.parent_id
-        while parent is not None and len(before) < 2:  # the turn before: its reply and the words it answered
+        for _ in range(2):  # the turn before: its reply and the words it answered
+            if parent is None:
+                break
             above = node_of(parent)
             if above.text.strip() and not above.hidden:
                 before.insert(0, _clipped(above.text))

@@ -89,6 +89,7 @@ class StoryViews:
         self._texts: dict[str, str] = {}  # the texts of parts, by their blobs
         self._text_chars = 0
         self._parting = threading.Lock()  # (views are read on several threads)
+        self._probe = threading.local()  # `recalls`: a thread's assembly that only notes whether it recalls
         self.renders = RenderCache(counter)
         self.windows = WindowCache()
         self._lineages = Lineages(ancestry=store.ancestry)
@@ -244,18 +245,17 @@ class StoryViews:
             log.exception("could not schedule a compaction for %s", reply_id)
             return 0
 
-    def outside_window(self, story: Story, reply_id: UUID, node_of: Callable[[UUID], NodeView]) -> bool:
-        """Whether words said under `reply_id` (`node_of` reads it, saved or not) find some of their path
-        outside the window, for recall: the story has an index, and a summary, or turns left out at its budget."""
-        if self.recall is None or self.recall.index(story.id) is None:
-            return False
-        if self._summarized(story.id):
-            return True
-        settings, card = self.app.settings(story), self.app.card_of(story)
-        return leaves_turns_out(
-            card.data, settings, walk_up(node_of, reply_id), self.renders, self.windows,
-            self.app.render_epoch(story.id), node_of, False, 0, self.app.summarized(story.id),
-        )  # fmt: skip
+    def recalls(self, assemble: Callable[[], Context]) -> bool:
+        """Whether the context `assemble` makes (here, on this thread) recalls: some of its path lies outside
+        its window and the story has an index — assembled as it will be, recall itself not run (its
+        windows and renders stay cached for the assembly that follows)."""
+        calls: list[int] = []
+        self._probe.calls = calls
+        try:
+            assemble()
+        finally:
+            self._probe.calls = None
+        return bool(calls)
 
     def warm(self, story_id: UUID) -> bool:
         """Whether this process assembled a context of the story since it last rendered differently: its
@@ -388,6 +388,10 @@ class StoryViews:
 
         def recall(before_depth: int, shown_episodes: frozenset[str]) -> Sequence[Hit]:
             assert self.recall is not None
+            probe = getattr(self._probe, "calls", None)
+            if probe is not None:
+                probe.append(before_depth)
+                return []
             node = self.app.node(leaf)
             lineage = self.lineage(story_id, node)
             words = said or node

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
@@ -64,7 +65,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     hint = hint or await svc.executor.load(svc.proxy.story_hint, tenant(request), body.get("user"))
     chosen = await svc.executor.load(svc.proxy.choose, tenant(request), asked, hint)
     planned = await svc.executor.load(svc.proxy.plan, tenant(request), chosen) if chosen is not None else None
-    planned, rewritten = await _searched(svc, tenant(request), planned)
+    planned, rewritten = await _searched(svc, tenant(request), chosen, planned, asked.messages)
     turn = _Turn(svc, tenant(request), asked, chosen, planned, str(body.get("model") or svc.relay.model))
     turn.rewritten = rewritten
     if chosen is not None and planned is None:  # nothing to record (the chat does not start where the story does)
@@ -86,19 +87,27 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         raise
 
 
-async def _searched(svc: Service, tenant_id: str, planned: Planned | None) -> tuple[Planned | None, Rewritten | None]:
-    """The side model's search of the memory for the request's words (`service/search_rewrites.py`): on
-    words the request adds, in the context sent and noted once the turn is written (returned); on words
-    recorded already that have none, noted now."""
-    if planned is None or planned.opened.continues is not None:
+async def _searched(
+    svc: Service, tenant_id: str, chosen: Chosen | None, planned: Planned | None, original: Sequence[Mapping[str, Any]]
+) -> tuple[Planned | None, Rewritten | None]:
+    """The side model's search of the memory for the request's words (`service/search_rewrites.py`), where
+    the context sent upstream recalls: on words the request adds, in that context and noted once the turn
+    is written (returned); on words recorded already (a swipe) that were never asked about, noted now."""
+    if chosen is None or planned is None or planned.opened.continues is not None or svc.searches.model is None:
         return planned, None
     user_id = planned.opened.user_id
+    recalls = lambda: svc.proxy.recalls(tenant_id, chosen, planned, original)  # noqa: E731
     new = next((node for node in planned.nodes if node.id == user_id), None)
     if new is None:
-        await svc.searches.rewrite(tenant_id, await svc.executor.load(svc.app.node, user_id))
+        try:
+            words = await svc.executor.load(svc.app.node, user_id)
+        except Exception:  # (gone meanwhile: the request's own write says so)
+            return planned, None
+        await svc.searches.rewrite(tenant_id, words, recalls)
         return planned, None
     unsaved = {node.id: node for node in planned.nodes}
-    rewritten = await svc.searches.ask(tenant_id, new, lambda node_id: unsaved.get(node_id) or svc.app.node(node_id))
+    node_of = lambda node_id: unsaved.get(node_id) or svc.app.node(node_id)  # noqa: E731
+    rewritten = await svc.searches.ask(tenant_id, new, recalls, node_of)
     if rewritten is None:
         return planned, None
     nodes = tuple(SearchRewrites.planned(node, rewritten) if node.id == user_id else node for node in planned.nodes)

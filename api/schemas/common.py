@@ -45,7 +45,9 @@ class SettingsOverrides(Strict):
     recall_k: int | None = Field(None, ge=0, le=50)
     fill_window: bool | None = None
     recall_tokens: int | None = Field(None, ge=0, le=1_000_000)
-    recall_share: float | None = Field(None, ge=0, le=0.5)
+    recall_share: float | None = Field(
+        None, ge=0, le=0.5, description="the prompt's share the recall block may take, up to 4,096 tokens"
+    )
     user_name: str | None = Field(None, min_length=1, max_length=100)
     language: Literal["auto", "zh", "en"] | None = Field(
         None, description="the language of changji's own prompt texts (auto: the card's, detected from its text)"

@@ -354,11 +354,11 @@ class Node(NodeState, Aggregate):
             self.trigger_event(ClientPartNoted, client_part=client_part)
 
     def note_search_terms(self, terms: str) -> None:
-        """The side model's search of the story's memory for this node's words ("" for none it could use;
-        noted when it differs)."""
+        """The side model's search of the story's memory for this node's words ("" for none it could use);
+        noted once: terms already noted stay (a request retried, asked again meanwhile)."""
         if self.kind != "user":
             raise NodeKindError("a search of the memory is noted on the user's words", field="node_id")
-        if terms != self.search_terms:
+        if self.search_terms is None:
             self.trigger_event(SearchTermsNoted, terms=terms)
 
     def unhide(self) -> None:

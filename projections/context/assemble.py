@@ -202,7 +202,7 @@ def assemble_context(
         window = extend_window(wide, [], key._replace(budget=key.budget - extra - share))
         # what the window leaves unused (its next turn, or the next episode unfolded, does not fit) is recall's too
         spare = max(key.budget - extra - share - window.tokens, 0)
-        share += spare
+        room, share = share, share + spare
         shown = frozenset(str(node.id) for node, _ in layers.episodes)
         hits = recall(window.kept[0][NODE].depth, shown)
         if len(cache.recall_lines) > RECALL_LINES:
@@ -227,8 +227,9 @@ def assemble_context(
                     kept, char, user, taken + left, cache.count_line, fill_macros, texts, cache.recall_lines, dated,
                     today, most if not left else None,
                 )  # fmt: skip
-                if left:
-                    share, spare = share + left, spare + left
+                if left:  # (its share now: what it took, and what the window left)
+                    share = taken + left
+                    spare = max(share - room, 0)
         if block is not None:
             if spare and _block_tokens(block, cache) > share - spare:
                 block = replace(

@@ -201,3 +201,45 @@ async def test_a_proxied_request_that_edits_the_last_reply_and_adds_words_is_sea
     assert "Under the third barrel in the cellar" in fake.requests[-1]["messages"][-1]["content"]
     path = (await front.api.call("GET", f"/v1/stories/{story_id}/path"))["nodes"]
     assert path[-2]["search_terms"] == "brass key cellar barrel" and path[-3]["text"] == "Lit, and the gulls are back."
+
+
+async def test_a_summarized_story_whose_window_holds_it_all_is_not_searched(
+    side: FakeModelServer, make_client: MakeClient
+) -> None:
+    side.fallback = searcher("青铜钥匙 地窖")  # type: ignore[assignment]
+    api = api_for(await make_client(side_model=side_model(side), embedder="none", **FAST_JOBS), TENANT)
+    story = await api.story(**{**SMALL, "fill_window": True}, recall_rewrite=True)  # (the default 32k window)
+    await api.turn(story["id"], "钥匙收好了吗？", HIDDEN)
+    for i in range(2, 9):
+        await api.turn(story["id"], f"第{i}问：灯还亮着吗？", f"第{i}答：亮着，渡船第{i}天会来。")
+    await settled(api, story["id"])
+    assert (await api.call("GET", f"/v1/stories/{story['id']}/summaries"))["episodes"]  # (summarized)
+    words = (await api.append(story["id"], "user", ASKED))["node"]
+    context = await api.call("GET", f"/v1/stories/{story['id']}/context")
+    assert any(m["content"] == HIDDEN for m in context["messages"])  # (word for word in the window)
+    assert not [b for b in context["explain"] if b["what"] == "recall"]
+    assert words["search_terms"] is None and not [r for r in side.requests if is_search(r)]  # (nothing to recall)
+
+
+async def test_a_proxied_chat_cut_to_the_front_ends_budget_is_searched_before_any_summary(
+    side: FakeModelServer, fake: FakeModelServer, make_engine: MakeEngine
+) -> None:
+    side.fallback = searcher("brass key cellar barrel")  # type: ignore[assignment]
+    front = Front(await make_engine(embedder="none", side_model=side_model(side), **FAST_JOBS))
+    fake.script(Text("Under the third barrel in the cellar, and tell no one."))
+    _, headers = await front.send("Did you put the brass key somewhere safe?")
+    story_id = headers["x-changji-story"]
+    card = (await front.api.call("GET", f"/v1/stories/{story_id}"))["card_id"]
+    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": {"pack_turns": 0, "recall_rewrite": True}})
+    for i in range(2, 12):
+        fake.script(Text(f"Lit; the ferry comes on day {i}, and the gulls are loud over the harbour again."))
+        await front.send(f"Turn {i}: is the lamp lit, and is the harbour quiet tonight?")
+    await settled(front.api, story_id)
+    assert not (await front.api.call("GET", f"/v1/stories/{story_id}/summaries"))["episodes"]
+    front.chat = front.chat[-8:]  # (the front end sends only what fits its own context)
+    fake.script(Text("She never said."))
+    await front.send("And what became of that thing afterwards?")
+    await front.client.close()
+    asked = [r for r in side.requests if is_search(r)]
+    assert asked and asked[-1]["messages"][1]["content"].endswith("And what became of that thing afterwards?")
+    assert "Under the third barrel in the cellar" in fake.requests[-1]["messages"][-1]["content"]

@@ -11,10 +11,12 @@ from uuid import uuid4
 import pytest
 
 from domain.texts import CONTEXT_TEXTS
+from domain.tree.commands.jobs import SideCall
 from domain.values import StorySettings
 from projections.context.recall import recall_block
 from projections.recall.story_index import Hit, StoryIndex
 from service.search_rewrites import SEARCH_CHARS, search_line
+from tests.builders import StoryBuilder, memory_app
 from tests.unit.test_story_index_depth import rows
 
 
@@ -57,6 +59,9 @@ def test_a_search_finds_what_the_words_share_nothing_with_and_is_named_among_the
         ("[1, 2]", None),
         ("<think>\nThe user asks about the key.\n</think>\nSearch terms: brass key, cellar", "brass key, cellar"),
         ("检索词：青铜钥匙 地窖", "青铜钥匙 地窖"),
+        ("<think>\nThe user asks about the key, so I should list", None),  # (cut off while thinking)
+        ("```\nbrass key cellar\n```", "brass key cellar"),
+        ('```json\n{"terms": "key"}\n```', None),
         ("   \n\n", None),
     ],
 )
@@ -80,3 +85,19 @@ def test_the_block_keeps_at_most_most_passages() -> None:
     assert made is not None and len(made.node_ids) == 3 and "第0句" in made.text and "第3句" not in made.text
     made = recall_block(hits, "沈砚", "林舟", 10_000, len, lambda text, c, u: text, CONTEXT_TEXTS["zh"])
     assert made is not None and len(made.node_ids) == 8
+
+
+def test_a_words_search_is_noted_once_and_only_on_the_users_words() -> None:
+    story = StoryBuilder.start(memory_app())
+    words = story.user("钥匙呢？")
+    call = SideCall("search", "side", 120, 8, 300.0, "ok")
+    noted = story.app.nodes.note_search_terms(story.tenant, words, "青铜钥匙 地窖", call).value
+    again = story.app.nodes.note_search_terms(
+        story.tenant, words, "", SideCall("search", "side", 0, 0, 2000.0, "timeout")
+    )
+    assert noted.search_terms == again.value.search_terms == "青铜钥匙 地窖"  # (a retry's timeout keeps them)
+    purposes = [e.purpose for e in story.app.events_of(words) if type(e).__name__ == "ModelCalled"]
+    assert purposes == ["search", "search"]  # (each call in the ledger)
+    reply = story.reply("在地窖。")
+    with pytest.raises(Exception, match="user's words"):
+        story.app.nodes.note_search_terms(story.tenant, reply, "x", call)
