@@ -19,6 +19,7 @@ from api.settings import RETIRED_ENV, Settings
 from domain.application import Changji
 from domain.ports import ChatModel, Embedder, TokenCounter
 from domain.tree.events import StoryDeleted
+from domain.values import NodeView
 from engine.turns import TurnRunner
 from projections.read_models.store import ReadModels
 from projections.runner import ProjectionRunner
@@ -233,7 +234,11 @@ def bootstrap(
             prepare=recall.prepare if recall.embedder is not None and not recall.embedder.instant else None,
             stops=_kept(_stop_requests(settings), connections),
             warm=views.warm,
-            rewrite=searches.rewrite if side_model else None,
+            rewrite=(
+                (lambda tenant_id, user: searches.rewrite(tenant_id, user, _engine_recalls(views, tenant_id, user)))
+                if side_model
+                else None
+            ),
         )
         if main_model
         else None
@@ -386,6 +391,11 @@ def embedder_name(settings: Settings) -> str:
     names = {"endpoint": settings.embeddings.model, "e5": E5Embedder.model, "hashing": HashingEmbedder.model}
     chosen = _embedder_chosen(settings)
     return names[chosen] if chosen is not None else "none (BM25 only)"
+
+
+def _engine_recalls(views: StoryViews, tenant_id: str, user: NodeView) -> Callable[[], bool]:
+    """Whether the context an engine turn gets at the user's words recalls."""
+    return lambda: views.recalls(lambda: views.engine_context(tenant_id, user.story_id, user.id))
 
 
 def _relay(main_model: ChatModel | None) -> Relay | None:

@@ -3,10 +3,10 @@ before them, so that "she" and "that ring" can be named) are written as one line
 people, places, things and events they ask about, synonyms and concrete examples an earlier turn may have
 used instead — and recall ranks that line beside the words themselves (`StoryIndex.search`).
 
-Asked only where a card or story sets `recall_rewrite`, a side model is configured and the story has left
-its window (it has a summary, or the path to the words is cut for the story's budget: before that,
-everything is word for word and nothing is recalled); waited for at most `seconds`, after which the turn
-goes on by the words alone. The call is recorded in the user node's cost ledger (purpose `search`) and the
+Asked only where a card or story sets `recall_rewrite`, a side model is configured and the context the
+words get would recall (assembled as it will be, recall aside: some of its path lies outside its window;
+before that, everything is word for word and nothing is recalled); waited for at most `seconds`, after
+which the turn goes on by the words alone. The call is recorded in the user node's cost ledger (purpose `search`) and the
 line on the node (`SearchTermsNoted`), so every later context at that node — a regenerate, a swipe, a read
 of the context — ranks the same line without asking again; an answer that cannot be a search (empty, a
 JSON object) or none in time is noted as no terms (""), its call kept as `rejected` or `timeout`, and the
@@ -36,8 +36,10 @@ log = logging.getLogger("service.recall")
 SEARCH_CHARS = 400  # a search line is cut to this many characters (at a space where there is one)
 SAID_CHARS = 600  # each message of the turn before the words, shown up to this many characters
 MAX_TOKENS = 120
-THINKING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)  # (or cut off in it)
+THOUGHT_ENDS = re.compile(r"</\s*(think|thinking|reasoning)\s*>", re.IGNORECASE)
+THOUGHT_BEGINS = re.compile(r"<\s*(think|thinking|reasoning)\s*>", re.IGNORECASE)
 FENCE = re.compile(r"^`{3,}\w*$")
+MARKUP = "\"'“”「」`*#>-•· "
 LABEL = re.compile(r"^(search terms|search|terms|keywords|query|检索词|关键词|搜索词)\s*[:：]\s*", re.IGNORECASE)
 
 PROMPTS: dict[Language, dict[str, str]] = {
@@ -73,9 +75,9 @@ def search_line(answer: str) -> str | None:
     """The search in a side model's answer: its first line with words (a thinking block and a label such as
     "Search terms:" left out), cut to `SEARCH_CHARS`; None for an answer that holds none or is a JSON object
     (a model answering another task)."""
-    kept = (ln.strip() for ln in THINKING.sub("", answer).splitlines() if not FENCE.match(ln.strip()))
-    lines = (LABEL.sub("", ln).strip("\"'“”「」`").strip() for ln in kept)
-    line = next((ln for ln in lines if ln), "")
+    kept = (ln.strip() for ln in _thoughts_out(answer).splitlines() if not FENCE.match(ln.strip()))
+    lines = (LABEL.sub("", ln.strip(MARKUP)).strip(MARKUP) for ln in kept)
+    line = next((ln for ln in lines if ln and not ln.endswith((":", "："))), "")
     if not line or line.startswith(("{", "[")):
         return None
     if len(line) > SEARCH_CHARS:
@@ -90,14 +92,12 @@ class SearchRewrites:
     ) -> None:
         self.app, self.executor, self.views, self.model, self.seconds = app, executor, views, model, seconds
 
-    async def rewrite(self, tenant_id: str, node: NodeView, recalls: Callable[[], bool] | None = None) -> NodeView:
+    async def rewrite(self, tenant_id: str, node: NodeView, recalls: Callable[[], bool]) -> NodeView:
         """A saved user node's search, asked and noted on it when the story wants one and it was never asked
-        for (`recalls`: whether its context recalls — default: the context at the node); the node as it
-        stands after. Never fails: the turn goes on by the words."""
+        for (`recalls`: whether the context its words get recalls); the node as it stands after. Never fails:
+        the turn goes on by the words."""
         if self.model is None or node.kind != "user" or node.search_terms is not None:
             return node
-        if recalls is None:
-            recalls = lambda: self.views.recalls(lambda: self.views.context(tenant_id, node.story_id, node.id))  # noqa: E731
         rewritten = await self.ask(tenant_id, node, recalls)
         if rewritten is None:
             return node
@@ -178,6 +178,16 @@ class SearchRewrites:
             f"{texts['before']}\n{said}\n\n{texts['words']}\n{node.text}" if said else f"{texts['words']}\n{node.text}"
         )
         return [{"role": "system", "content": texts["system"]}, {"role": "user", "content": user}]
+
+
+def _thoughts_out(answer: str) -> str:
+    """The answer after its thinking: past the last closing tag (a template may have opened it in the
+    prompt), and before an opening one left unclosed (cut off while thinking)."""
+    ends = list(THOUGHT_ENDS.finditer(answer))
+    if ends:
+        answer = answer[ends[-1].end() :]
+    begins = THOUGHT_BEGINS.search(answer)
+    return answer[: begins.start()] if begins else answer
 
 
 def _clipped(text: str) -> str:

@@ -250,11 +250,11 @@ class StoryViews:
         its window and the story has an index — assembled as it will be, recall itself not run (its
         windows and renders stay cached for the assembly that follows)."""
         calls: list[int] = []
-        self._probe.calls = calls
+        outer, self._probe.calls = getattr(self._probe, "calls", None), calls
         try:
             assemble()
         finally:
-            self._probe.calls = None
+            self._probe.calls = outer
         return bool(calls)
 
     def warm(self, story_id: UUID) -> bool:

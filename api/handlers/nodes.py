@@ -39,7 +39,10 @@ async def append_node(request: web.Request) -> web.Response:
     )  # (made: a retry of a request whose answer was lost)
     node = appended.node
     if node.kind == "user" and made is None:  # the words' search of the memory, before the context is asked for
-        node = await svc.searches.rewrite(tenant(request), node)
+        views, tenant_id = svc.views, tenant(request)
+        node = await svc.searches.rewrite(
+            tenant_id, node, lambda: views.recalls(lambda: views.context(tenant_id, story_id, node.id))
+        )
     reply_to = node.parent_id if node.kind == "reply" else None
     siblings = await svc.executor.short_query(svc.store.children, reply_to) if reply_to else []
     answer = AppendNodeResponse(

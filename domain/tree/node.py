@@ -355,10 +355,10 @@ class Node(NodeState, Aggregate):
 
     def note_search_terms(self, terms: str) -> None:
         """The side model's search of the story's memory for this node's words ("" for none it could use);
-        noted once: terms already noted stay (a request retried, asked again meanwhile)."""
+        terms once noted stay (a request retried, asked again meanwhile), and replace only a "" before them."""
         if self.kind != "user":
             raise NodeKindError("a search of the memory is noted on the user's words", field="node_id")
-        if self.search_terms is None:
+        if self.search_terms is None or (not self.search_terms and terms):
             self.trigger_event(SearchTermsNoted, terms=terms)
 
     def unhide(self) -> None:

@@ -227,9 +227,8 @@ def assemble_context(
                     kept, char, user, taken + left, cache.count_line, fill_macros, texts, cache.recall_lines, dated,
                     today, most if not left else None,
                 )  # fmt: skip
-                if left:  # (its share now: what it took, and what the window left)
-                    share = taken + left
-                    spare = max(share - room, 0)
+                share = taken + left  # (its share now: what it took, and what the window left)
+                spare = max(share - room, 0)
         if block is not None:
             if spare and _block_tokens(block, cache) > share - spare:
                 block = replace(

@@ -60,6 +60,10 @@ def test_a_search_finds_what_the_words_share_nothing_with_and_is_named_among_the
         ("<think>\nThe user asks about the key.\n</think>\nSearch terms: brass key, cellar", "brass key, cellar"),
         ("检索词：青铜钥匙 地窖", "青铜钥匙 地窖"),
         ("<think>\nThe user asks about the key, so I should list", None),  # (cut off while thinking)
+        ("The user asks about the key, so</think>\nbrass key cellar", "brass key cellar"),  # (opened in the prompt)
+        ('"Search terms: brass key"', "brass key"),
+        ("**Search terms:** brass key", "brass key"),
+        ("Here are the search terms:\n- brass key cellar", "brass key cellar"),
         ("```\nbrass key cellar\n```", "brass key cellar"),
         ('```json\n{"terms": "key"}\n```', None),
         ("   \n\n", None),
@@ -96,8 +100,12 @@ def test_a_words_search_is_noted_once_and_only_on_the_users_words() -> None:
         story.tenant, words, "", SideCall("search", "side", 0, 0, 2000.0, "timeout")
     )
     assert noted.search_terms == again.value.search_terms == "青铜钥匙 地窖"  # (a retry's timeout keeps them)
+    later = story.user("那把钥匙呢？", parent=story.reply("不知道。"))
+    story.app.nodes.note_search_terms(story.tenant, later, "", SideCall("search", "side", 0, 0, 2000.0, "timeout"))
+    found = story.app.nodes.note_search_terms(story.tenant, later, "钥匙", call).value
+    assert found.search_terms == "钥匙"  # (a "" gives way to terms)
     purposes = [e.purpose for e in story.app.events_of(words) if type(e).__name__ == "ModelCalled"]
     assert purposes == ["search", "search"]  # (each call in the ledger)
-    reply = story.reply("在地窖。")
+    reply = story.reply("在地窖。", parent=words)
     with pytest.raises(Exception, match="user's words"):
         story.app.nodes.note_search_terms(story.tenant, reply, "x", call)
