@@ -157,7 +157,9 @@ def postmaster_of(url: str) -> int | None:
 
 
 def tree_cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time so far of these processes and every process under them (Linux /proc)."""
+    """User + system CPU time so far of these processes and every process under them, those that ended
+    included (a parent counts what its children it waited for used: a database backend that closed between
+    two readings moves its time to the server, not out of the sum) (Linux /proc)."""
     children: dict[int, list[int]] = collections.defaultdict(list)
     times: dict[int, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -168,7 +170,7 @@ def tree_cpu_seconds(pids: list[int]) -> float:
             continue
         pid = int(stat.parent.name)
         children[int(fields[1])].append(pid)
-        times[pid] = (int(fields[11]) + int(fields[12])) / tick
+        times[pid] = sum(int(field) for field in fields[11:15]) / tick  # (utime, stime, cutime, cstime)
     total, todo, seen = 0.0, list(pids), set()
     while todo:
         pid = todo.pop()
