@@ -34,9 +34,8 @@ JobKind = Literal["scribe", "compact"]
 JobState = Literal["pending", "retrying", "done", "skipped", "failed"]
 
 
-RECALL_ROOM_MOST = (
-    4096  # the tokens `recall_share` gives the 【剧情记忆】 block at most (a larger recall_tokens gives more)
-)
+# the tokens `recall_share` gives the 【剧情记忆】 block at most (a larger recall_tokens gives more)
+RECALL_ROOM_MOST = 4096
 
 
 class StorySettings(BaseModel):
@@ -293,9 +292,8 @@ class NodeView:
     episode: Episode | None = None
     digest: Digest | None = None
     client_part: str | None = None  # a proxied front end's own part of the request a reply answers (a blob)
-    search_terms: str | None = (
-        None  # the side model's search of the memory for a user node's words ("": none; None: not asked)
-    )
+    # the side model's search of the memory for a user node's words ("": none; None: not asked)
+    search_terms: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

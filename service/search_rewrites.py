@@ -6,8 +6,8 @@ used instead — and recall ranks that line beside the words themselves (`StoryI
 Asked only where a card or story sets `recall_rewrite`, a side model is configured and the context the
 words get would recall (assembled as it will be, recall aside: some of its path lies outside its window;
 before that, everything is word for word and nothing is recalled); waited for at most `seconds`, after
-which the turn goes on by the words alone. The call is recorded in the user node's cost ledger (purpose `search`) and the
-line on the node (`SearchTermsNoted`), so every later context at that node — a regenerate, a swipe, a read
+which the turn goes on by the words alone. The call is recorded in the user node's cost ledger (purpose
+`search`) and the line on the node (`SearchTermsNoted`), so every later context at that node — a regenerate, a swipe, a read
 of the context — ranks the same line without asking again; an answer that cannot be a search (empty, a
 JSON object) or none in time is noted as no terms (""), its call kept as `rejected` or `timeout`, and the
 words are not asked about again. A proxied request notes them once its turn is written: one whose

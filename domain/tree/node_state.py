@@ -73,9 +73,7 @@ class NodeState:
         self.episode: Episode | None = None
         self.digest: Digest | None = None
         self.client_part: str | None = None  # a proxied front end's own part of the request this reply answers
-        self.search_terms: str | None = (
-            None  # the side model's search of the memory for the words here (None: not asked)
-        )
+        self.search_terms: str | None = None  # the side model's search of the memory here (None: not asked)
         self._view: NodeView | None = None
 
     def when(self, event: Any) -> None:

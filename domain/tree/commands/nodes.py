@@ -6,9 +6,8 @@ from collections.abc import Callable, Sequence
 from uuid import UUID
 
 from domain.aggregates import CommandGroup, Written
-from domain.errors import NodeKindError
 from domain.tree.commands.base import TreeAggregates
-from domain.tree.commands.jobs import SideCall
+from domain.tree.commands.jobs import SideCall, record_calls
 from domain.tree.node import Node
 from domain.values import NodeView
 
@@ -50,12 +49,8 @@ class NodeCommands(CommandGroup[TreeAggregates]):
         be used, or none in time), with its call in the node's cost ledger."""
 
         def note(node: Node) -> None:
-            if node.kind != "user":  # (checked before the call is recorded: nothing half written)
-                raise NodeKindError("a search of the memory is noted on the user's words", field="node_id")
-            node.record_call(
-                call.purpose, call.model, call.prompt_tokens, call.completion_tokens, call.latency_ms, call.outcome
-            )
-            node.note_search_terms(terms)
+            node.note_search_terms(terms)  # (refused first on a node that is not the user's words)
+            record_calls(node, [call])
 
         return self._annotate(tenant_id, node_id, note)
 
