@@ -15,17 +15,10 @@ from api.settings import ModelSettings, Settings
 from providers.fake_server import FakeModelServer
 from tests.builders import MakeClient, api_for
 from tests.e2e.chat_import_support import GREETINGS, header, imported, jsonl, keeper, message
+from tests.integration.recall_support import TIGHT
 
 pytestmark = pytest.mark.both_stores
 
-TIGHT = {
-    "context_window": 600,
-    "reply_reserve": 150,
-    "pack_turns": 0,
-    "recall_tokens": 150,
-    "recall_share": 0,
-    "keep_turns": 1,
-}
 FILLER = (
     "今天也在修灯塔的窗户，玻璃上全是盐霜，擦了一遍又一遍还是看不清外面的海。",
     "“窗框又松了，风一吹就响，明天得找几颗新钉子来。”",

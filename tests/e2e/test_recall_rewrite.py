@@ -54,6 +54,31 @@ async def played(api: Api) -> dict[str, Any]:
     return story
 
 
+async def proxied(
+    side: FakeModelServer,
+    fake: FakeModelServer,
+    make_engine: MakeEngine,
+    settings: dict[str, Any],
+    turns: int,
+    reply: str,
+    words: str,
+) -> tuple[Front, str]:
+    """A front end's chat through the proxy: the brass key hidden in its first turn, the card then set to
+    `settings` with the search on, and turns 2 … `turns` − 1 of `words` and `reply` ({i}: the turn), settled;
+    (the front end, the story)."""
+    front = Front(await make_engine(embedder="none", side_model=side_model(side), **FAST_JOBS))
+    fake.script(Text("Under the third barrel in the cellar, and tell no one."))
+    _, headers = await front.send("Did you put the brass key somewhere safe?")
+    story_id = headers["x-changji-story"]
+    card = (await front.api.call("GET", f"/v1/stories/{story_id}"))["card_id"]
+    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": {**settings, "recall_rewrite": True}})
+    for i in range(2, turns):
+        fake.script(Text(reply.format(i=i)))
+        await front.send(words.format(i=i))
+    await settled(front.api, story_id)
+    return front, story_id
+
+
 def recalled(context: dict[str, Any]) -> str:
     blocks = [b for b in context["explain"] if b["what"] == "recall"]
     return "".join(context["messages"][b["message_index"]]["content"][slice(*b["span"])] for b in blocks)
@@ -128,16 +153,9 @@ async def test_a_proxied_request_sends_upstream_what_the_search_recalls_and_note
     side: FakeModelServer, fake: FakeModelServer, make_engine: MakeEngine
 ) -> None:
     side.fallback = searcher("brass key cellar barrel")  # type: ignore[assignment]
-    front = Front(await make_engine(embedder="none", side_model=side_model(side), **FAST_JOBS))
-    fake.script(Text("Under the third barrel in the cellar, and tell no one."))
-    _, headers = await front.send("Did you put the brass key somewhere safe?")
-    story_id = headers["x-changji-story"]
-    card = (await front.api.call("GET", f"/v1/stories/{story_id}"))["card_id"]
-    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": {**SMALL, "recall_rewrite": True}})
-    for i in range(2, 9):
-        fake.script(Text(f"Lit; the ferry comes on day {i}."))
-        await front.send(f"Turn {i}: is the lamp lit?")
-    await settled(front.api, story_id)
+    front, story_id = await proxied(
+        side, fake, make_engine, SMALL, 9, "Lit; the ferry comes on day {i}.", "Turn {i}: is the lamp lit?"
+    )
 
     fake.script(Text("She never said."))
     await front.send("And what became of that thing afterwards?")
@@ -181,16 +199,9 @@ async def test_a_proxied_request_that_edits_the_last_reply_and_adds_words_is_sea
     side: FakeModelServer, fake: FakeModelServer, make_engine: MakeEngine
 ) -> None:
     side.fallback = searcher("brass key cellar barrel")  # type: ignore[assignment]
-    front = Front(await make_engine(embedder="none", side_model=side_model(side), **FAST_JOBS))
-    fake.script(Text("Under the third barrel in the cellar, and tell no one."))
-    _, headers = await front.send("Did you put the brass key somewhere safe?")
-    story_id = headers["x-changji-story"]
-    card = (await front.api.call("GET", f"/v1/stories/{story_id}"))["card_id"]
-    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": {**SMALL, "recall_rewrite": True}})
-    for i in range(2, 9):
-        fake.script(Text(f"Lit; the ferry comes on day {i}."))
-        await front.send(f"Turn {i}: is the lamp lit?")
-    await settled(front.api, story_id)
+    front, story_id = await proxied(
+        side, fake, make_engine, SMALL, 9, "Lit; the ferry comes on day {i}.", "Turn {i}: is the lamp lit?"
+    )
     front.chat[-1] = {"role": "assistant", "content": "Lit, and the gulls are back."}  # (edited in the front end)
     fake.script(Text("She never said."))
     _, headers = await front.send("And what became of that thing afterwards?")
@@ -225,16 +236,11 @@ async def test_a_proxied_chat_cut_to_the_front_ends_budget_is_searched_before_an
     side: FakeModelServer, fake: FakeModelServer, make_engine: MakeEngine
 ) -> None:
     side.fallback = searcher("brass key cellar barrel")  # type: ignore[assignment]
-    front = Front(await make_engine(embedder="none", side_model=side_model(side), **FAST_JOBS))
-    fake.script(Text("Under the third barrel in the cellar, and tell no one."))
-    _, headers = await front.send("Did you put the brass key somewhere safe?")
-    story_id = headers["x-changji-story"]
-    card = (await front.api.call("GET", f"/v1/stories/{story_id}"))["card_id"]
-    await front.api.call("PATCH", f"/v1/cards/{card}", {"settings": {"pack_turns": 0, "recall_rewrite": True}})
-    for i in range(2, 12):
-        fake.script(Text(f"Lit; the ferry comes on day {i}, and the gulls are loud over the harbour again."))
-        await front.send(f"Turn {i}: is the lamp lit, and is the harbour quiet tonight?")
-    await settled(front.api, story_id)
+    front, story_id = await proxied(
+        side, fake, make_engine, {"pack_turns": 0}, 12,
+        "Lit; the ferry comes on day {i}, and the gulls are loud over the harbour again.",
+        "Turn {i}: is the lamp lit, and is the harbour quiet tonight?",
+    )  # fmt: skip
     assert not (await front.api.call("GET", f"/v1/stories/{story_id}/summaries"))["episodes"]
     front.chat = front.chat[-8:]  # (the front end sends only what fits its own context)
     fake.script(Text("She never said."))
